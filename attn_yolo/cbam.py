@@ -1,0 +1,121 @@
+"""Convolutional Block Attention Module (CBAM) and its spatial attention module (SAM)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attn_yolo.build import C1, check, check_r, resolve_c1
+from attn_yolo.layer_scale import LayerScale, gated
+from attn_yolo.se import reduced_width
+
+
+class ChannelGate(nn.Module):
+    """CBAM channel attention ``M_c = σ(MLP(AvgPool(x)) + MLP(MaxPool(x)))`` (Woo et al., ECCV 2018, Eq. 2).
+
+    The MLP ``C→C/r→C`` (1×1 convs, ReLU) is shared by both descriptors. Hidden width as ``SE``:
+    ``max(C // r, min(8, C))``.
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, 1, 1)`` gate in ``[0, 1]`` (output of ``self.gate``).
+    """
+
+    def __init__(self, c1: int, r: int = 16):
+        super().__init__()
+        self.hidden = reduced_width(c1, r)
+        self.mlp = nn.Sequential(nn.Conv2d(c1, self.hidden, 1), nn.ReLU(inplace=True), nn.Conv2d(self.hidden, c1, 1))
+        self.gate = nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate(self.mlp(x.mean((2, 3), keepdim=True)) + self.mlp(x.amax((2, 3), keepdim=True)))
+
+
+class SpatialGate(nn.Module):
+    """CBAM spatial attention ``M_s = σ(f^{k×k}([AvgPool_c(x); MaxPool_c(x)]))`` (Woo et al., ECCV 2018, Eq. 3).
+
+    Channel-wise mean and max maps are concatenated and convolved by one ``k×k`` conv (with bias, padding ``k//2``).
+
+    Shapes:
+        ``(B, C, H, W) -> (B, 1, H, W)`` gate in ``[0, 1]`` (output of ``self.gate``).
+    """
+
+    def __init__(self, k: int = 7):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 1, k, padding=k // 2)
+        self.gate = nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate(self.conv(torch.cat((x.mean(1, keepdim=True), x.amax(1, keepdim=True)), 1)))
+
+
+def _check_k(k, where: str) -> None:
+    check(k in (3, 7) and not isinstance(k, bool), where, "k", k, "3 or 7 (spatial kernel, paper: 7)")
+
+
+class SAM(nn.Module):
+    """Spatial attention module of CBAM (Woo et al., "CBAM: Convolutional Block Attention Module", ECCV 2018).
+
+    ``y = x ⊙ M_s(x)`` with ``M_s`` the ``SpatialGate``: channel-mean and channel-max maps, ``k×k`` conv, sigmoid.
+
+    YAML: ``[-1, 1, SAM, []]`` or ``[-1, 1, SAM, [k]]``.
+
+    Args:
+        c1 (int): input channels ``C`` (only used by the residual gate and for checking).
+        k (int): spatial kernel, 3 or 7. Default 7 (paper).
+        init_values (float | None): residual gate init, as in ``SE``.
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, H, W)``; ``self.spatial.gate`` outputs ``(B, 1, H, W)``.
+
+    Raises:
+        AttnBuildError: ``k`` not in {3, 7}.
+    """
+
+    def __init__(self, c1: int = C1, k: int = 7, init_values: float | None = None):
+        super().__init__()
+        c1, where = resolve_c1(c1, "SAM")
+        _check_k(k, where)
+        self.c1, self.k = c1, k
+        self.spatial = SpatialGate(k)
+        self.scale = None if init_values is None else LayerScale(c1, init_values)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gated(x, x * self.spatial(x), self.scale)
+
+
+class CBAM(nn.Module):
+    """Convolutional Block Attention Module (Woo et al., "CBAM: Convolutional Block Attention Module", ECCV 2018).
+
+    As in the paper (Eq. 1), channel then spatial attention, each applied multiplicatively:
+    ``x' = M_c(x) ⊙ x``, ``y = M_s(x') ⊙ x'``. ``M_c`` uses both average- and max-pooled descriptors through a shared
+    MLP with reduction ``r``. (Ultralytics' own ``CBAM`` is a different, average-only variant without reduction.)
+
+    YAML: ``[-1, 1, CBAM, []]``, ``[-1, 1, CBAM, [r]]`` or ``[-1, 1, CBAM, [r, k]]``.
+
+    Args:
+        c1 (int): input channels ``C``.
+        r (int): channel reduction ratio, ``>= 1``. Default 16 (paper).
+        k (int): spatial kernel, 3 or 7. Default 7 (paper).
+        init_values (float | None): residual gate init, as in ``SE``.
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, H, W)``; gates ``self.channel.gate`` ``(B, C, 1, 1)``, ``self.spatial.gate``
+        ``(B, 1, H, W)``.
+
+    Raises:
+        AttnBuildError: ``r`` not a positive int, ``k`` not in {3, 7}.
+    """
+
+    def __init__(self, c1: int = C1, r: int = 16, k: int = 7, init_values: float | None = None):
+        super().__init__()
+        c1, where = resolve_c1(c1, "CBAM")
+        check_r(r, where)
+        _check_k(k, where)
+        self.c1, self.r, self.k = c1, r, k
+        self.channel = ChannelGate(c1, r)
+        self.spatial = SpatialGate(k)
+        self.scale = None if init_values is None else LayerScale(c1, init_values)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * self.channel(x)
+        return gated(x, y * self.spatial(y), self.scale)

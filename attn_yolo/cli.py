@@ -1,0 +1,88 @@
+"""``attn-yolo`` command line: Ultralytics' own CLI with the attention blocks registered, plus the plugin's tools.
+
+    attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
+    attn-yolo modules                                                             # the blocks and their defaults
+    attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
+
+Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import sys
+
+TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and returning an exit code
+    "modules": "attn_yolo.cli:modules_main",
+    "insert": "attn_yolo.insert:main",
+    "ablate": "attn_yolo.ablate:main",
+    "export": "attn_yolo.export:main",
+    "heatmap": "attn_yolo.heatmap:main",
+    "bench": "attn_yolo.bench:main",
+}
+
+
+class UsageError(ValueError):
+    """Bad command-line input; the CLI prints the message and exits with code 2."""
+
+
+def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
+    """Parse Ultralytics-style ``key=value`` arguments against ``defaults`` (values parsed with ``smart_value``).
+
+    Returns:
+        dict: ``defaults`` updated with the given values.
+
+    Raises:
+        UsageError: for a token without ``=`` or an unknown key (naming the closest allowed key).
+    """
+    from ultralytics.cfg import smart_value
+
+    out = dict(defaults)
+    for tok in argv:
+        key, eq, value = tok.partition("=")
+        if not eq or not key:
+            raise UsageError(f"attn-yolo {tool}: expected key=value, got {tok!r}; keys: {', '.join(defaults)}")
+        if key not in defaults:
+            close = difflib.get_close_matches(key, list(defaults), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise UsageError(f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {', '.join(defaults)}")
+        out[key] = smart_value(value)
+    return out
+
+
+def modules_main(argv: list[str]) -> int:
+    """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
+    from attn_yolo import MODULES
+
+    for name, cls in MODULES.items():
+        params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
+        args = ", ".join(f"{p.name}={p.default!r}" for p in params)
+        title = (cls.__doc__ or "").strip().splitlines()[0]
+        print(f"{name:<5} [{args}]\n      {title}")
+    print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``attn-yolo`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses any YAML
+
+    if argv and argv[0] in TOOLS:
+        module, _, func = TOOLS[argv[0]].partition(":")
+        try:
+            return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+        except UsageError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    from ultralytics.cfg import entrypoint
+
+    sys.argv = ["attn-yolo", *argv]
+    entrypoint()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

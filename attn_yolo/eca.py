@@ -1,0 +1,58 @@
+"""Efficient Channel Attention (ECA)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from attn_yolo.build import C1, check, resolve_c1
+from attn_yolo.layer_scale import LayerScale, gated
+
+
+def eca_kernel_size(c: int, gamma: float = 2, b: float = 1) -> int:
+    """Adaptive ECA kernel size ``k = ψ(C) = |(log2 C + b) / γ|_odd`` (Wang et al., CVPR 2020, Eq. 12).
+
+    ``|t|_odd`` is the odd number nearest to ``t``; a tie (``t`` even) goes up, as in the authors' code
+    (``t = int(t); k = t if t % 2 else t + 1``). Computed as ``2 ⌊t / 2⌋ + 1``, which is odd for every ``C``.
+    """
+    t = abs((math.log2(c) + b) / gamma)
+    return 2 * math.floor(t / 2) + 1
+
+
+class ECA(nn.Module):
+    """Efficient Channel Attention (Wang et al., "ECA-Net: Efficient Channel Attention for Deep CNNs", CVPR 2020).
+
+    ``s = σ(conv1d_k(GAP(x)))``, ``y = x ⊙ s``: global average pool, a 1-D convolution of kernel ``k`` across the
+    channel axis (no bias, zero padding ``(k-1)/2``), sigmoid, channel-wise scale. No dimensionality reduction.
+
+    YAML: ``[-1, 1, ECA, []]`` (adaptive ``k``) or ``[-1, 1, ECA, [k]]``.
+
+    Args:
+        c1 (int): input channels ``C``.
+        k (int | None): kernel size, a positive odd int; None (default): adaptive ``eca_kernel_size(C)``.
+        init_values (float | None): residual gate init, as in ``SE`` (0.0: identity at init; None: the paper's block).
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, H, W)``; ``self.gate`` outputs ``s`` of shape ``(B, C, 1, 1)``.
+
+    Raises:
+        AttnBuildError: ``k`` not a positive odd int.
+    """
+
+    def __init__(self, c1: int = C1, k: int | None = None, init_values: float | None = None):
+        super().__init__()
+        c1, where = resolve_c1(c1, "ECA")
+        if k is not None:
+            ok = isinstance(k, int) and not isinstance(k, bool) and k >= 1 and k % 2 == 1
+            check(ok, where, "k", k, "a positive odd int (1, 3, 5, ...), or [] for the adaptive k")
+        self.c1, self.k = c1, eca_kernel_size(c1) if k is None else k
+        self.conv = nn.Conv1d(1, 1, self.k, padding=(self.k - 1) // 2, bias=False)
+        self.gate = nn.Sigmoid()
+        self.scale = None if init_values is None else LayerScale(c1, init_values)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.mean((2, 3)).unsqueeze(1)  # (B, 1, C): channels as a 1-D sequence
+        s = self.gate(self.conv(y)).transpose(1, 2).unsqueeze(-1)  # (B, C, 1, 1)
+        return gated(x, x * s, self.scale)

@@ -1,0 +1,123 @@
+"""Transformer-style multi-head self-attention block over a feature map, on fused scaled dot-product attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_yolo.build import C1, check, resolve_c1
+from attn_yolo.layer_scale import LayerScale, gated
+
+
+class MHSA(nn.Module):
+    """Multi-head self-attention block over the H·W tokens of a feature map (Vaswani et al., NeurIPS 2017).
+
+    A pre-norm transformer block as in ViT (Dosovitskiy et al., ICLR 2021):
+
+    ::
+
+        x = x + DWConv3x3(x)                        # conditional position encoding (CPE; Chu et al., ICLR 2023)
+        t = tokens(x)                               # (B, N, C), N = H·W
+        t = t + W_o · SDPA(LN(t) W_q, LN(t) W_k, LN(t) W_v)
+        t = t + MLP(LN(t))                          # C → mlp_ratio·C → C, GELU
+
+    Attention is ``torch.nn.functional.scaled_dot_product_attention`` on contiguous ``(B, h, N, d)`` q, k, v of equal
+    head width ``d = C / h``, so PyTorch can pick its fused kernels (FlashAttention / memory-efficient on CUDA, the
+    flash kernel on CPU) and never materialises the ``N×N`` score matrix. ``fused = False`` switches to the explicit
+    ``softmax(QKᵀ/√d)V`` (same weights; used to return attention maps and as a benchmark reference). The position
+    encoding is a depthwise conv, so any input size and aspect ratio works (no table sized at build time).
+    LayerNorm runs in float32 under fp16/bf16 autocast; SDPA scales before the softmax, so outputs stay finite.
+
+    YAML: ``[-1, 1, MHSA, []]``, ``[-1, 1, MHSA, [heads]]``, ``[-1, 1, MHSA, [heads, mlp_ratio, attn_drop]]``.
+
+    Args:
+        c1 (int): channels ``C``.
+        heads (int): attention heads ``h``; must divide ``C``. Default 4.
+        mlp_ratio (float): feed-forward expansion, ``> 0``. Default 2 (as Ultralytics' PSA; ViT uses 4).
+        attn_drop (float): dropout on attention weights during training, in ``[0, 1)``. Default 0.
+        head_dim (int | None): if set, overrides ``heads`` with ``C // head_dim``; must divide ``C``.
+        init_values (float | None): residual gate on the whole block, ``y = x + γ ⊙ (block(x) − x)``, ``γ``
+            initialised to this value (0.0: identity at init). None (default): the plain block.
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, H, W)``; attention weights (``explicit_attention``) ``(B, h, N, N)``.
+
+    Raises:
+        AttnBuildError: at build time, if ``heads`` (or ``head_dim``) does not divide ``C``, or another option is out
+            of range; the message lists the head counts that divide ``C``.
+    """
+
+    def __init__(
+        self,
+        c1: int = C1,
+        heads: int = 4,
+        mlp_ratio: float = 2.0,
+        attn_drop: float = 0.0,
+        head_dim: int | None = None,
+        init_values: float | None = None,
+    ):
+        super().__init__()
+        c1, where = resolve_c1(c1, "MHSA")
+        divisors = [h for h in range(1, c1 + 1) if c1 % h == 0 and c1 // h >= 8] or [1]
+        if head_dim is not None:
+            ok = isinstance(head_dim, int) and head_dim >= 1 and c1 % head_dim == 0
+            check(ok, where, "head_dim", head_dim, f"a divisor of C={c1}: {[c1 // h for h in divisors]}")
+            heads = c1 // head_dim
+        ok = isinstance(heads, int) and not isinstance(heads, bool) and heads >= 1 and c1 % heads == 0
+        check(ok, where, "heads", heads, f"a divisor of C={c1} (head width >= 8): {divisors}")
+        check(isinstance(mlp_ratio, (int, float)) and mlp_ratio > 0, where, "mlp_ratio", mlp_ratio, "a number > 0")
+        check(isinstance(attn_drop, (int, float)) and 0 <= attn_drop < 1, where, "attn_drop", attn_drop, "[0, 1)")
+        self.c1, self.heads, self.head_dim, self.attn_drop = c1, heads, c1 // heads, float(attn_drop)
+        self.fused = True
+        hidden = max(1, round(c1 * mlp_ratio))
+        self.pos = nn.Conv2d(c1, c1, 3, padding=1, groups=c1)
+        self.norm1 = nn.LayerNorm(c1)
+        self.qkv = nn.Linear(c1, 3 * c1)
+        self.proj = nn.Linear(c1, c1)
+        self.norm2 = nn.LayerNorm(c1)
+        self.mlp = nn.Sequential(nn.Linear(c1, hidden), nn.GELU(), nn.Linear(hidden, c1))
+        self.scale = None if init_values is None else LayerScale(c1, init_values)
+
+    def qkv_heads(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Project normalised tokens ``(B, N, C)`` to contiguous q, k, v of shape ``(B, h, N, d)`` each."""
+        b, n, _ = t.shape
+        qkv = self.qkv(t).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).contiguous()
+        return qkv.unbind(0)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Return ``(softmax(QKᵀ/√d) V, weights)``: fused SDPA (weights None) or, if ``not self.fused``, explicit."""
+        p = self.attn_drop if self.training else 0.0
+        if self.fused:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p), None
+        w = ((q * (1 / math.sqrt(self.head_dim))) @ k.transpose(-2, -1)).softmax(-1)
+        return F.dropout(w, p) @ v, w
+
+    def tokens_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The block on ``(B, C, H, W)``: output ``(B, C, H, W)`` and attention weights ``(B, h, N, N)`` or None."""
+        b, c, h, w = x.shape
+        x = x + self.pos(x)
+        t = x.flatten(2).transpose(1, 2)  # (B, N, C)
+        o, weights = self.attend(*self.qkv_heads(self.norm1(t)))
+        t = t + self.proj(o.transpose(1, 2).reshape(b, h * w, c))
+        t = t + self.mlp(self.norm2(t))
+        return t.transpose(1, 2).reshape(b, c, h, w), weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gated(x, self.tokens_forward(x)[0], self.scale)
+
+    @torch.no_grad()
+    def explicit_attention(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the block with explicit softmax attention: ``(output (B, C, H, W), weights (B, h, N, N))``.
+
+        The fused kernel returns no weights; this recomputes them with the same parameters (equal to ``forward`` to
+        float rounding). Memory grows as ``B·h·N²``: use it for maps, not for inference.
+        """
+        fused, self.fused = self.fused, False
+        try:
+            y, w = self.tokens_forward(x)
+        finally:
+            self.fused = fused
+        return gated(x, y, self.scale), w

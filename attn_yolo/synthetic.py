@@ -1,0 +1,368 @@
+"""Deterministic synthetic detection dataset ("synthetic-shapes") for quick, offline ablations.
+
+Draws a few filled shape classes of varied size, colour and rotation onto cluttered, textured backgrounds with
+distractors (non-target shapes, colour-matched blobs, lines, occluders) and writes an Ultralytics-format detection
+dataset: ``images/{train,val}/*.jpg``, ``labels/{train,val}/*.txt`` (``cls cx cy w h``, normalised to [0, 1]) and a
+``data.yaml``. Every image is drawn from its own ``numpy`` Generator seeded by ``(seed, split, index)``, so the same
+arguments give byte-identical files and a bigger split extends a smaller one. Depends only on numpy, OpenCV, PyYAML.
+
+Example:
+    >>> from attn_yolo.synthetic import default_data_yaml, QUICK_TRAIN_ARGS
+    >>> from ultralytics import YOLO
+    >>> YOLO("yolo11n.yaml").train(data=str(default_data_yaml()), device="cpu", **QUICK_TRAIN_ARGS)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+
+NAME = "synthetic-shapes"
+VERSION = 1  # bump whenever the drawn content for given arguments changes (invalidates caches)
+CLASS_NAMES = ("circle", "square", "triangle", "cross", "star")
+
+# Generator defaults, used by default_data_yaml() and data/synthetic-shapes.yaml.
+N_TRAIN = 1000  # images
+N_VAL = 200  # images
+IMGSZ = 192  # image side, pixels
+SIZE_RANGE = (0.06, 0.40)  # object side as a fraction of the image side (log-uniform)
+JPEG_QUALITY = 92
+
+# Recommended Ultralytics train() arguments for the quick default ablation (yolo11n from scratch, 1 CPU thread).
+QUICK_TRAIN_ARGS = {
+    "epochs": 10,
+    "imgsz": IMGSZ,
+    "batch": 16,
+}
+
+_SPLIT_IDS = {"train": 0, "val": 1}
+
+
+def _unit_polygon(name: str) -> np.ndarray:
+    """Outline of a target shape in unit coordinates (extent about [-1, 1]).
+
+    Args:
+        name: one of CLASS_NAMES.
+
+    Returns:
+        (N, 2) float64 array of polygon vertices.
+    """
+    if name == "circle":
+        t = np.linspace(0, 2 * np.pi, 48, endpoint=False)
+        return np.stack([np.cos(t), np.sin(t)], 1)
+    if name == "square":
+        return 0.85 * np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]], float)
+    if name == "triangle":
+        t = np.deg2rad([-90, 30, 150])
+        return np.stack([np.cos(t), np.sin(t) + 0.25], 1)
+    if name == "cross":
+        a = 0.34
+        q = [(a, -1), (a, -a), (1, -a), (1, a), (a, a), (a, 1)]
+        return np.array(q + [(-x, -y) for x, y in q], float)
+    if name == "star":
+        t = np.linspace(-np.pi / 2, 1.5 * np.pi, 10, endpoint=False)
+        r = np.where(np.arange(10) % 2 == 0, 1.0, 0.45)
+        return np.stack([r * np.cos(t), r * np.sin(t)], 1)
+    raise ValueError(f"unknown shape {name!r}")
+
+
+_UNIT = {n: _unit_polygon(n) for n in CLASS_NAMES}
+
+
+def _place(poly: np.ndarray, half: float, angle: float, centre: tuple[float, float]) -> np.ndarray:
+    """Scale (pixels), rotate (radians) and translate (pixels) a unit polygon."""
+    c, s = np.cos(angle), np.sin(angle)
+    return poly @ np.array([[c, s], [-s, c]]) * half + np.asarray(centre)
+
+
+def _random_colour(rng: np.random.Generator, sat=(0.45, 1.0), val=(0.35, 1.0)) -> np.ndarray:
+    """Random BGR colour (float32, 0..255) drawn in HSV space."""
+    hsv = np.uint8([[[rng.integers(0, 180), 255 * rng.uniform(*sat), 255 * rng.uniform(*val)]]])
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)[0, 0].astype(np.float32)
+
+
+def _fill(rng: np.random.Generator, colour: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Paint for one shape: solid (60%), linear gradient (25%) or noisy texture (15%); (h, w, 3) float32."""
+    u = rng.random()
+    if u < 0.6:
+        return np.broadcast_to(colour, (h, w, 3))
+    if u < 0.85:
+        a = rng.uniform(0, 2 * np.pi)
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+        ramp = (np.cos(a) * xx + np.sin(a) * yy) / max(h, w)  # about -1..1 across the image
+        return np.clip(colour * (1 + 0.35 * ramp[..., None]), 0, 255)
+    noise = cv2.resize(rng.normal(0, 30, (8, 8, 3)).astype(np.float32), (w, h), interpolation=cv2.INTER_NEAREST)
+    return np.clip(colour + noise, 0, 255)
+
+
+def _paint(img: np.ndarray, polys: list[np.ndarray], paint, *, thickness: int = 0, closed=True, alpha=1.0):
+    """Alpha-blend ``paint`` into ``img`` (in place) through an anti-aliased polygon mask.
+
+    Args:
+        img: (H, W, 3) float32 canvas, 0..255.
+        polys: polygons in pixel coordinates.
+        paint: BGR colour (3,) or (H, W, 3) array.
+        thickness: 0 fills the polygons, > 0 draws their outlines this many pixels wide.
+        closed: close outlines (only with thickness > 0).
+        alpha: opacity in [0, 1].
+    """
+    mask = np.zeros(img.shape[:2], np.uint8)
+    pts = [np.round(p * 16).astype(np.int32) for p in polys]  # 4 fractional bits
+    if thickness:
+        cv2.polylines(mask, pts, closed, 255, thickness, cv2.LINE_AA, shift=4)
+    else:
+        cv2.fillPoly(mask, pts, 255, cv2.LINE_AA, shift=4)
+    a = mask[..., None].astype(np.float32) * (alpha / 255)
+    img *= 1 - a
+    img += a * paint
+
+
+def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """Textured clutter: two-colour gradient, low-frequency noise, lines and translucent blobs; float32 (h, w, 3)."""
+    c1, c2 = _random_colour(rng, (0.0, 0.6), (0.2, 0.9)), _random_colour(rng, (0.0, 0.6), (0.2, 0.9))
+    a = rng.uniform(0, 2 * np.pi)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    t = np.clip(0.5 + (np.cos(a) * (xx - w / 2) + np.sin(a) * (yy - h / 2)) / max(h, w), 0, 1)[..., None]
+    img = c1 * (1 - t) + c2 * t
+    g = int(rng.integers(3, 9))
+    img += cv2.resize(rng.normal(0, 22, (g, g, 3)).astype(np.float32), (w, h), interpolation=cv2.INTER_CUBIC)
+    for _ in range(rng.integers(2, 9)):  # random lines
+        p = rng.uniform(-0.1, 1.1, (2, 2)) * (w, h)
+        _paint(img, [p], _random_colour(rng), thickness=int(rng.integers(1, 4)), closed=False)
+    for _ in range(rng.integers(2, 7)):  # translucent blobs
+        _paint(img, [_ellipse(rng, h, w, rng.uniform(0.05, 0.25) * max(h, w), (1, 3))], _random_colour(rng),
+               alpha=rng.uniform(0.25, 0.7))
+    return img
+
+
+def _ellipse(rng: np.random.Generator, h: int, w: int, r: float, aspect: tuple[float, float]) -> np.ndarray:
+    """Random rotated ellipse polygon of major semi-axis ``r`` pixels anywhere in the image."""
+    t = np.linspace(0, 2 * np.pi, 36, endpoint=False)
+    unit = np.stack([np.cos(t), np.sin(t) / rng.uniform(*aspect)], 1)
+    return _place(unit, r, rng.uniform(0, np.pi), rng.uniform(0, 1, 2) * (w, h))
+
+
+def _distractor(rng: np.random.Generator, img: np.ndarray, size: float, centre=None, colour=None):
+    """Draw one non-target thing: elongated ellipse, bar, thick arc, scribble or a small partial (cut) shape.
+
+    Args:
+        rng: random generator.
+        img: (H, W, 3) float32 canvas, modified in place.
+        size: rough extent in pixels.
+        centre: (x, y) pixels; random when None.
+        colour: BGR; random when None.
+    """
+    h, w = img.shape[:2]
+    centre = rng.uniform(0, 1, 2) * (w, h) if centre is None else np.asarray(centre, float)
+    colour = _random_colour(rng) if colour is None else colour
+    kind = rng.integers(0, 5)
+    angle = rng.uniform(0, np.pi)
+    if kind == 0:  # elongated ellipse (never circle-like)
+        t = np.linspace(0, 2 * np.pi, 36, endpoint=False)
+        _paint(img, [_place(np.stack([np.cos(t), np.sin(t) / rng.uniform(2.5, 5)], 1), size / 2, angle, centre)],
+               _fill(rng, colour, h, w))
+    elif kind == 1:  # bar
+        bar = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]], float) * (1, 1 / rng.uniform(3, 8))
+        _paint(img, [_place(bar, size / 2, angle, centre)], _fill(rng, colour, h, w))
+    elif kind == 2:  # thick arc
+        t = np.linspace(0, rng.uniform(0.6, 1.4) * np.pi, 24)
+        arc = _place(np.stack([np.cos(t), np.sin(t)], 1), size / 2, angle, centre)
+        _paint(img, [arc], colour, thickness=max(1, int(size * rng.uniform(0.06, 0.15))), closed=False)
+    elif kind == 3:  # scribble
+        pts = centre + np.cumsum(rng.normal(0, size / 4, (int(rng.integers(3, 7)), 2)), 0)
+        _paint(img, [pts], colour, thickness=int(rng.integers(1, 4)), closed=False)
+    else:  # partial target shape: a thin sliver of a shape, cut by a half-plane, so it is clearly incomplete
+        poly = _place(_UNIT[CLASS_NAMES[rng.integers(len(CLASS_NAMES))]], size / 2, angle, centre)
+        keep = np.zeros(img.shape[:2], np.float32)
+        cv2.fillPoly(keep, [np.round(poly).astype(np.int32)], 1.0)
+        n = np.array([np.cos(angle), np.sin(angle)])
+        yy, xx = np.mgrid[0:h, 0:w]
+        keep *= ((xx - centre[0]) * n[0] + (yy - centre[1]) * n[1]) > size * rng.uniform(0.15, 0.3)
+        img[:] = img * (1 - keep[..., None]) + keep[..., None] * colour
+
+
+def _iou_and_cover(box: np.ndarray, boxes: list[np.ndarray]) -> tuple[float, float]:
+    """Max IoU and max intersection/min-area between ``box`` and ``boxes`` (xyxy, pixels)."""
+    iou = cover = 0.0
+    for b in boxes:
+        iw = max(0.0, min(box[2], b[2]) - max(box[0], b[0]))
+        ih = max(0.0, min(box[3], b[3]) - max(box[1], b[1]))
+        inter = iw * ih
+        a1, a2 = (box[2] - box[0]) * (box[3] - box[1]), (b[2] - b[0]) * (b[3] - b[1])
+        iou, cover = max(iou, inter / (a1 + a2 - inter)), max(cover, inter / min(a1, a2))
+    return iou, cover
+
+
+def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, max_objects: int = 4):
+    """Draw one image and its labels.
+
+    Args:
+        rng: random generator (all randomness comes from it).
+        imgsz: image side, pixels.
+        size_range: (min, max) object side as a fraction of ``imgsz``; sampled log-uniformly.
+        max_objects: at most this many targets per image (at least 1 is attempted).
+
+    Returns:
+        (image, labels): uint8 BGR (imgsz, imgsz, 3) and an (N, 5) float64 array ``cls cx cy w h``, normalised.
+    """
+    h = w = imgsz
+    img = _background(rng, h, w)
+    for _ in range(rng.integers(1, 5)):  # background distractors
+        _distractor(rng, img, rng.uniform(0.08, 0.35) * imgsz)
+
+    boxes, labels, objs = [], [], []
+    for _ in range(rng.integers(1, max_objects + 1)):
+        cls = int(rng.integers(len(CLASS_NAMES)))
+        half = imgsz * np.exp(rng.uniform(*np.log(size_range))) / 2
+        for _try in range(20):
+            poly = _place(_UNIT[CLASS_NAMES[cls]], half, rng.uniform(0, 2 * np.pi), rng.uniform(0, 1, 2) * (w, h))
+            full = np.r_[poly.min(0), poly.max(0)]
+            box = np.clip(full, 0, [w, h, w, h])
+            bw, bh = box[2] - box[0], box[3] - box[1]
+            if bw < 3 or bh < 3 or bw * bh < 0.6 * (full[2] - full[0]) * (full[3] - full[1]):
+                continue  # mostly outside the image
+            iou, cover = _iou_and_cover(box, boxes)
+            if iou < 0.3 and cover < 0.45:  # allow only partial overlap
+                break
+        else:
+            continue
+        x0, y0, x1, y1 = np.round(box).astype(int)
+        local = img[y0:y1, x0:x1].reshape(-1, 3).mean(0)
+        for _try in range(10):  # keep the object distinguishable from what is under it
+            colour = _random_colour(rng)
+            if np.abs(colour - local).sum() > 120:
+                break
+        _paint(img, [poly], _fill(rng, colour, h, w))
+        boxes.append(box)
+        labels.append([cls, (box[0] + box[2]) / 2 / w, (box[1] + box[3]) / 2 / h, bw / w, bh / h])
+        objs.append((box, colour, half))
+
+    for box, colour, half in objs:
+        if rng.random() < 0.3:  # small occluder over part of the object
+            corner = box[:2] + rng.uniform(0, 1, 2) * (box[2:] - box[:2])
+            _distractor(rng, img, half * rng.uniform(0.4, 0.8), centre=corner)
+        if rng.random() < 0.3:  # colour-similar clutter elsewhere
+            _distractor(rng, img, half * rng.uniform(0.8, 1.6), colour=np.clip(colour + rng.normal(0, 12, 3), 0, 255))
+
+    img += rng.normal(0, rng.uniform(2, 9), img.shape).astype(np.float32)
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    if rng.random() < 0.3:
+        img = cv2.GaussianBlur(img, (3, 3), 0)
+    return img, np.array(labels, float).reshape(-1, 5)
+
+
+def _write_split(root: Path, split: str, n: int, imgsz: int, seed: int, size_range) -> None:
+    """Render ``n`` images of ``split`` into ``root/images/split`` and ``root/labels/split``."""
+    (root / "images" / split).mkdir(parents=True)
+    (root / "labels" / split).mkdir(parents=True)
+    for i in range(n):
+        rng = np.random.default_rng([seed, _SPLIT_IDS[split], i])
+        img, lab = render(rng, imgsz, size_range)
+        stem = f"{split}_{i:05d}"
+        ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:
+            raise OSError(f"JPEG encoding failed for {stem}")
+        (root / "images" / split / f"{stem}.jpg").write_bytes(buf.tobytes())
+        text = "".join(f"{int(c)} {x:.6f} {y:.6f} {bw:.6f} {bh:.6f}\n" for c, x, y, bw, bh in lab)
+        (root / "labels" / split / f"{stem}.txt").write_text(text)
+
+
+def generate(
+    root: str | Path,
+    *,
+    n_train: int = N_TRAIN,
+    n_val: int = N_VAL,
+    imgsz: int = IMGSZ,
+    seed: int = 0,
+    size_range: tuple[float, float] = SIZE_RANGE,
+    overwrite: bool = False,
+) -> Path:
+    """Write the synthetic-shapes dataset in Ultralytics detection format.
+
+    The data is rendered into a temporary sibling directory and renamed to ``root`` at the end, so ``root`` either
+    does not exist or is complete, and concurrent callers cannot corrupt it (the loser of the rename race discards
+    its copy; both copies are identical since generation is deterministic).
+
+    Args:
+        root: dataset directory to create.
+        n_train: number of training images.
+        n_val: number of validation images.
+        imgsz: image side, pixels (images are square).
+        seed: base seed; equal arguments give byte-identical images and labels.
+        size_range: (min, max) object side as a fraction of ``imgsz``.
+        overwrite: replace an existing ``root``; otherwise an existing complete dataset is returned unchanged.
+
+    Returns:
+        Path of ``root/data.yaml`` (absolute ``path``, ``train``, ``val``, ``names``).
+
+    Raises:
+        FileExistsError: ``root`` exists, is not empty and holds no ``data.yaml``, and ``overwrite`` is False.
+        ValueError: non-positive counts or image size, or an invalid ``size_range``.
+    """
+    if n_train < 1 or n_val < 1 or imgsz < 32:
+        raise ValueError(f"need n_train, n_val >= 1 and imgsz >= 32, got {n_train}, {n_val}, {imgsz}")
+    if not 0 < size_range[0] <= size_range[1] <= 1:
+        raise ValueError(f"size_range must satisfy 0 < min <= max <= 1, got {size_range}")
+    root = Path(root).expanduser().resolve()
+    data_yaml = root / "data.yaml"
+    if data_yaml.exists() and not overwrite:
+        return data_yaml
+    if root.exists() and any(root.iterdir()) and not overwrite:
+        raise FileExistsError(f"{root} exists and is not a synthetic-shapes dataset; pass overwrite=True")
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
+    try:
+        for split, n in (("train", n_train), ("val", n_val)):
+            _write_split(tmp, split, n, imgsz, seed, size_range)
+        meta = {
+            "path": str(root),
+            "train": "images/train",
+            "val": "images/val",
+            "names": dict(enumerate(CLASS_NAMES)),
+            "attn_yolo": {  # provenance; ignored by Ultralytics
+                "generator": f"attn_yolo.synthetic v{VERSION}",
+                "seed": seed,
+                "n_train": n_train,
+                "n_val": n_val,
+                "imgsz": imgsz,
+                "size_range": list(size_range),
+            },
+        }
+        (tmp / "data.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        if overwrite and root.exists():
+            shutil.rmtree(root)
+        try:
+            os.rename(tmp, root)  # atomic; fails if another process got there first (non-empty root)
+        except OSError:
+            if not data_yaml.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return data_yaml
+
+
+def cache_dir() -> Path:
+    """Directory holding generated datasets: ``$ATTN_YOLO_DATA``, else ``$XDG_CACHE_HOME/attn_yolo``
+    (default ``~/.cache/attn_yolo``)."""
+    if os.environ.get("ATTN_YOLO_DATA"):
+        return Path(os.environ["ATTN_YOLO_DATA"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_yolo"
+
+
+def default_data_yaml() -> Path:
+    """Path of the default dataset YAML, generating the data with the module defaults on first use.
+
+    Idempotent and safe to call from several processes at once (see ``generate``). The data lives in
+    ``cache_dir() / f"{NAME}-v{VERSION}"``, outside the repository.
+
+    Returns:
+        Absolute path of the dataset's ``data.yaml``.
+    """
+    return generate(cache_dir() / f"{NAME}-v{VERSION}")
