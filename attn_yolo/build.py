@@ -43,9 +43,6 @@ def yaml_row() -> Row | None:
 
     Walks up the call stack to the frame of the original ``ultralytics.nn.tasks.parse_model`` (identified by its code
     object, saved when ``attn_yolo`` registers) and reads its loop variables ``i``, ``f``, ``ch`` and ``scale``.
-
-    Raises:
-        AttnBuildError: if a block reads a list of inputs (``from: [4, 6]``); blocks take one feature map.
     """
     from attn_yolo.registry import PARSE_MODEL_CODE
 
@@ -55,10 +52,7 @@ def yaml_row() -> Row | None:
     if frame is None:
         return None
     loc = frame.f_locals
-    i, f, ch = loc["i"], loc["f"], loc["ch"]
-    if not isinstance(f, int):
-        raise AttnBuildError(f"row {i}: an attention block reads one layer, got from={f!r}; insert it after a Concat")
-    return Row(i=i, f=f, c1=ch[f], scale=loc.get("scale"))
+    return Row(i=loc["i"], f=loc["f"], c1=loc["ch"][loc["f"]], scale=loc.get("scale"))
 
 
 def resolve_c1(c1, name: str) -> tuple[int, str]:

@@ -16,7 +16,7 @@ import sys
 
 TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and returning an exit code
     "modules": "attn_yolo.cli:modules_main",
-    "insert": "attn_yolo.insert:main",
+    "insert": "attn_yolo.insertion:main",
     "ablate": "attn_yolo.ablate:main",
     "export": "attn_yolo.export:main",
     "heatmap": "attn_yolo.heatmap:main",

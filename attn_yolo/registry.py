@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-from attn_yolo.build import C1
+from attn_yolo.build import C1, AttnBuildError
 from attn_yolo.cbam import CBAM, SAM, ChannelGate, SpatialGate
 from attn_yolo.eca import ECA
 from attn_yolo.layer_scale import LayerScale
@@ -76,6 +76,7 @@ def check_yaml_modules(d: dict) -> None:
 
     Raises:
         UnknownModuleError: for the first unknown name, naming the row, the name and the closest match.
+        AttnBuildError: for an attention row whose ``from`` is not a single layer index.
         ValueError: for a row that is not ``[from, repeats, module, args]``.
     """
     rows = [("backbone", r) for r in d.get("backbone") or []] + [("head", r) for r in d.get("head") or []]
@@ -84,6 +85,11 @@ def check_yaml_modules(d: dict) -> None:
             raise ValueError(f"model YAML row {i} ({section}): expected [from, repeats, module, args], got {row!r}")
         if not _known(row[2]):
             raise UnknownModuleError(unknown_module_message(i, section, row[2]))
+        if row[2] in MODULES and not isinstance(row[0], int):
+            raise AttnBuildError(
+                f"model YAML row {i} ({section}) {row[2]}: from={row[0]!r}; an attention block reads one layer "
+                "(an int such as -1); to attend a concatenation, put the block after the Concat row"
+            )
 
 
 def _wrap(parse_model):

@@ -1,0 +1,393 @@
+"""Ablation runner: config validation, statistics against hand computations, a real tiny ablation (CSV, summary,
+plots, resume, an injected failing variant), interruption, parallel devices and the dataset copy."""
+
+import csv
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attn_yolo import ablate
+from attn_yolo.cli import UsageError
+from attn_yolo.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+T975 = {1: 12.706204736174705, 2: 4.302652729911275}  # Student t 0.975 quantiles (tables), df 1 and 2
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    """8 train / 4 val synthetic-shapes images at 64 px."""
+    from attn_yolo.synthetic import generate
+
+    return generate(tmp_path_factory.mktemp("tiny") / "data", n_train=8, n_val=4, imgsz=64, seed=0)
+
+
+def write_config(folder: Path, data: Path, **over) -> Path:
+    cfg = {
+        "data": str(data),
+        "variants": [
+            {"name": "baseline", "model": "yolo11n.yaml"},
+            {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]},
+        ],
+        "seeds": [0, 1],
+        "train": {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"},
+        "out": str(folder / "out"),
+        "latency": {"repeats": 3, "warmup": 1},
+        **over,
+    }
+    path = folder / "ablation.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fmt(x: float, dec: int, sign: bool = False) -> str:
+    return f"{x:+.{dec}f}" if sign else f"{x:.{dec}f}"
+
+
+# ------------------------------------------------------------------------------------------------ default config
+
+
+def test_default_config_is_the_repo_file():
+    """`attn-yolo ablate` without a config runs configs/ablation/synthetic-quick.yaml, embedded in the package."""
+    from attn_yolo.synthetic import QUICK_TRAIN_ARGS
+
+    assert (REPO / "configs/ablation/synthetic-quick.yaml").read_text() == ablate.DEFAULT_CONFIG_YAML
+    cfg = yaml.safe_load(ablate.DEFAULT_CONFIG_YAML)
+    assert cfg["data"] == "synthetic"
+    assert QUICK_TRAIN_ARGS.items() <= cfg["train"].items(), "default train args drifted from QUICK_TRAIN_ARGS"
+
+
+# ---------------------------------------------------------------------------------------------------- statistics
+
+
+def test_paired_difference_against_hand_computation():
+    # diffs 0.01, 0.02, 0.03: mean 0.02, sd 0.01, se 0.01/sqrt(3); df 2, whose t CDF is 1/2 + t / (2 sqrt(2 + t^2))
+    d = ablate.paired_difference([0.01, 0.02, 0.03])
+    se = 0.01 / math.sqrt(3)
+    t = 0.02 / se
+    assert d["n"] == 3 and d["mean"] == pytest.approx(0.02)
+    assert d["lo"] == pytest.approx(0.02 - T975[2] * se) and d["hi"] == pytest.approx(0.02 + T975[2] * se)
+    assert d["p"] == pytest.approx(1 - t / math.sqrt(2 + t * t))  # two-sided: 2 (1 - F(t))
+    assert ablate.verdict(d) == "no detectable difference"  # CI [-0.0048, 0.0448] contains 0
+
+    better = ablate.paired_difference([0.05, 0.06, 0.07])
+    assert better["lo"] == pytest.approx(0.06 - T975[2] * se) and better["lo"] > 0
+    assert ablate.verdict(better) == "better" and ablate.verdict(better, sense=-1) == "worse"  # e.g. latency
+    worse = ablate.paired_difference([-0.05, -0.06, -0.07])
+    assert ablate.verdict(worse) == "worse" and ablate.verdict(worse, sense=-1) == "better"
+
+    one = ablate.paired_difference([0.1])
+    assert one["mean"] == 0.1 and math.isnan(one["lo"]) and math.isnan(one["p"])
+    assert ablate.verdict(one).startswith("n/a")
+    same = ablate.paired_difference([0.0, 0.0])
+    assert (same["lo"], same["hi"], same["p"]) == (0.0, 0.0, 1.0) and ablate.verdict(same) == "no detectable difference"
+
+
+def test_summarize_pairs_by_seed_against_hand_computation():
+    def row(v, seed, m, lat, status="ok"):
+        return {"variant": v, "seed": seed, "status": status, "params": 100 if v == "b" else 110, "gflops": 1.5,
+                "precision": 0.5, "recall": 0.4, "map50": m + 0.2, "map50_95": m, "best_epoch": 3,
+                "train_time_s": 10.0, "latency_ms": lat}
+
+    rows = [row("b", 0, 0.30, 10.0), row("b", 1, 0.34, 11.0), row("b", 2, 0.32, 12.0), row("b", 3, 0.9, 1, "failed"),
+            row("x", 2, 0.36, 12.5), row("x", 0, 0.33, 10.4), row("x", 1, 0.36, 11.6)]  # seeds out of order
+    s = ablate.summarize(rows, ["b", "x"], "b")
+    b = s["variants"]["b"]
+    assert (b["n"], b["runs"], b["failed"], b["params"]) == (3, 4, 1, 100)
+    assert b["map50_95"][0] == pytest.approx(0.32)  # (0.30 + 0.34 + 0.32) / 3; the failed run is left out
+    assert b["map50_95"][1] == pytest.approx(math.sqrt((0.02**2 + 0.02**2 + 0) / 2))  # sample std
+    d = s["diffs"]["x"]["map50_95"]  # per seed: 0.33-0.30, 0.36-0.34, 0.36-0.32 = 0.03, 0.02, 0.04
+    assert d["n"] == 3 and d["mean"] == pytest.approx(0.03)
+    assert d["hi"] - d["mean"] == pytest.approx(T975[2] * 0.01 / math.sqrt(3))
+    assert d["verdict"] == "better"  # 0.03 ± 0.0248
+    lat = s["diffs"]["x"]["latency_ms"]  # 0.4, 0.6, 0.5 ms slower: lower is better
+    assert lat["mean"] == pytest.approx(0.5) and lat["verdict"] == "worse"
+
+
+def test_check_finite_loss():
+    import torch
+    from types import SimpleNamespace
+
+    ablate.check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(1.0)}, epoch=0))
+    with pytest.raises(ablate.NonFiniteLossError, match=r"epoch 3: .*box_loss=nan"):
+        ablate.check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(float("nan"))}, epoch=2))
+
+
+# ---------------------------------------------------------------------------------------------------- validation
+
+
+def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["seed"] = 3
+    raw["data"] = "nowhere/data.yaml"
+    raw["train"].update({"epochz": 2, "seed": 1, "batch": "big"})
+    raw["latency"] = {"repeats": 0}
+    raw["variants"] += [
+        {"name": "cbam", "model": "yolo11n.yaml"},  # duplicate name
+        {"name": "typo", "base": "yolo11n.yaml", "module": "CBMA", "at": "backbone"},
+        {"name": "missing", "model": "models/yolo11n-nothing.yaml"},
+        {"name": "both", "model": "yolo11n.yaml", "base": "yolo11n.yaml", "module": "SE"},
+        {"name": "mhsa7", "base": "yolo11n.yaml", "module": "MHSA", "at": "sppf", "args": [7]},  # 256 % 7 at scale n
+        {"name": "extra", "model": "yolo11n.yaml", "lr": 1},
+    ]
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate(raw, tmp_path, "t", str(cfg))
+    problems = e.value.problems
+    expect = [
+        "seed: unknown key (did you mean 'seeds'?)",
+        "data: 'nowhere/data.yaml' does not resolve",
+        "train.epochz: unknown Ultralytics train argument (did you mean 'epochs'?)",
+        "train.seed: set by the ablation runner (use seeds)",
+        "train.batch:",
+        "latency.repeats: 0",
+        "variants[2].name: duplicate variant name 'cbam' (also variants[1])",
+        "variants[3] (typo).module: unknown module 'CBMA' (did you mean CBAM?)",
+        "variants[4] (missing).model: does not build: FileNotFoundError",
+        "variants[5] (both): give either `model`",
+        "variants[6] (mhsa7): does not build: InsertionError: the inserted model does not build",
+        "variants[7] (extra).lr: unknown key",
+    ]
+    for want in expect:
+        assert any(p.startswith(want) for p in problems), f"{want!r} not in {problems}"
+    assert len(problems) == len(expect), problems
+    assert "row 11 (scale n) MHSA: heads=7 is invalid" in problems[-2]  # built at the config's scale (n)
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+    # through the CLI: exit code 2 and the list on stderr, before any training
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**raw, "variants": raw["variants"][3:4]}))
+    assert cli_main(["ablate", str(tmp_path / "bad.yaml")]) == 2
+
+
+def test_overrides():
+    raw = {"data": "d.yaml", "train": {"epochs": 5}}
+    out = ablate.apply_overrides(raw, ["epochs=1", "imgsz=64", "out=runs/x", "seeds=[0, 1]", "devices=cpu,cpu"])
+    assert out == {"data": "d.yaml", "train": {"epochs": 1, "imgsz": 64}, "out": "runs/x", "seeds": [0, 1],
+                   "devices": ["cpu", "cpu"]}
+    assert raw == {"data": "d.yaml", "train": {"epochs": 5}}  # not modified
+    assert ablate.apply_overrides({}, ["seeds=0,1"])["seeds"] == [0, 1]
+    with pytest.raises(UsageError, match="Did you mean 'epochs'"):
+        ablate.apply_overrides(raw, ["epoch=1"])
+    with pytest.raises(UsageError, match="expected key=value"):
+        ablate.apply_overrides(raw, ["epochs"])
+
+
+# ------------------------------------------------------------------------------------------- a real tiny ablation
+
+
+def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
+    """2 variants (Ultralytics YAML, insert spec) × 2 seeds + a variant whose loss turns NaN, 1 epoch at 64 px."""
+    from ultralytics.engine.model import Model
+
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["variants"].append({"name": "nan", "model": "yolo11n.yaml"})
+    cfg.write_text(yaml.safe_dump(raw))
+    trained, train = [], Model.train
+
+    def poison(trainer):  # a NaN loss in the `nan` variant's first epoch
+        trainer.tloss = {k: v * float("nan") for k, v in trainer.tloss.items()}
+
+    def counting_train(self, **kw):
+        trained.append(kw["name"])
+        if kw["name"].startswith("nan-"):
+            self.callbacks["on_train_epoch_end"].insert(0, poison)
+        return train(self, **kw)
+
+    monkeypatch.setattr(Model, "train", counting_train)
+    assert cli_main(["ablate", str(cfg)]) == 1  # a run failed
+    out = capsys.readouterr().out
+    assert "[run 1/6] variant=baseline seed=0 — ETA after the first run" in out
+    assert "[run 6/6] variant=nan seed=1 — ETA " in out
+    assert sorted(trained) == sorted(f"{v}-seed{s}" for v in ("baseline", "cbam", "nan") for s in (0, 1))
+
+    o = tmp_path / "out"
+    rows = read_csv(o / "results.csv")
+    assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [
+        (v, str(s), "failed" if v == "nan" else "ok") for v in ("baseline", "cbam", "nan") for s in (0, 1)
+    ]
+    ok = [r for r in rows if r["status"] == "ok"]
+    for r in ok:
+        assert int(r["params"]) > 2_500_000 and float(r["gflops"]) > 0
+        assert all(0 <= float(r[k]) <= 1 for k in ("precision", "recall", "map50", "map50_95"))
+        assert (r["best_epoch"], r["epochs"]) == ("1", "1")
+        assert float(r["train_time_s"]) > 0 and float(r["latency_ms"]) > 0 and r["device"] == "cpu"
+        assert (Path(r["run_dir"]) / "weights" / "best.pt").exists()
+    assert int(rows[2]["params"]) > int(rows[0]["params"])  # CBAM adds parameters
+    model = Path(rows[2]["model"])  # the insert spec, written into the run folder under a name with its scale
+    assert model.name == "yolo11n-cbam.yaml" and model.parent == Path(rows[2]["run_dir"])
+    for r in rows[4:]:
+        assert "NonFiniteLossError: non-finite training loss in epoch 1" in r["error"]
+        assert (Path(r["run_dir"]) / "error.txt").exists()
+
+    # summary.md against a hand computation from results.csv (latency differs per run, so it is non-trivial)
+    text = (o / "summary.md").read_text()
+    lat = {v: [float(r["latency_ms"]) for r in ok if r["variant"] == v] for v in ("baseline", "cbam")}
+    for v in lat:
+        assert f"{fmt(statistics.fmean(lat[v]), 2)} ± {fmt(statistics.stdev(lat[v]), 2)} |" in text
+    diffs = [c - b for c, b in zip(lat["cbam"], lat["baseline"])]  # both in seed order 0, 1
+    m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
+    assert f"| cbam | latency (ms) | {fmt(m, 2, True)} | [{fmt(m - half, 2, True)}, {fmt(m + half, 2, True)}] |" in text
+    assert "| nan | 0 | NonFiniteLossError" in text and "**nan**: **n/a" in text
+    assert "runs: 4 ok, 2 failed, 0 not run" in text
+
+    for name in ("ablation.png", "curves.png"):
+        import matplotlib.image
+
+        img = matplotlib.image.imread(o / name)
+        assert img.shape[0] > 300 and img.shape[1] > 400 and img[..., :3].std() > 0.01, name
+
+    # resume: finished runs are skipped, the failed ones redone; ok rows stay as they were
+    trained.clear()
+    assert cli_main(["ablate", str(cfg)]) == 1
+    assert sorted(trained) == ["nan-seed0", "nan-seed1"]
+    again = read_csv(o / "results.csv")
+    assert again[:4] == rows[:4]
+    assert "4/6 run(s) already finished" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ resume logic, fake runners
+
+
+def fake_runner(spec, device):
+    """Stands in for execute_run: no training; module-level so that worker processes can unpickle it."""
+    time.sleep(0.3)
+    return {"variant": spec.variant, "seed": spec.seed, "status": "ok", "params": spec.params, "gflops": spec.gflops,
+            "precision": 0.5, "recall": 0.5, "map50": 0.5, "map50_95": 0.1 * (spec.seed + 1), "best_epoch": 1,
+            "epochs": 1, "train_time_s": 0.3, "latency_ms": 1.0 + spec.seed, "device": device,
+            "run_dir": f"{spec.run_dir}|pid={os.getpid()}", "model": spec.model, "error": "",
+            "fingerprint": spec.fingerprint}
+
+
+def test_interrupt_resume_and_changed_settings(tmp_path, tiny_data):
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2])
+    calls = []
+
+    def interrupted(spec, device):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append((spec.variant, spec.seed))
+        return fake_runner(spec, device)
+
+    assert ablate.run(cfg, runner=interrupted) == 130  # Ctrl-C in the third run
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert [(r["variant"], r["seed"]) for r in rows] == [("baseline", "0"), ("baseline", "1")]
+    assert "runs: 2 ok, 0 failed, 4 not run" in (tmp_path / "out" / "summary.md").read_text()
+
+    calls.clear()
+    assert ablate.run(cfg, runner=lambda s, d: calls.append((s.variant, s.seed)) or fake_runner(s, d)) == 0
+    assert calls == [("baseline", 2), ("cbam", 0), ("cbam", 1), ("cbam", 2)]  # the lost run and the rest
+
+    calls.clear()  # another imgsz changes every run's settings: all are redone, none mixed with the old ones
+    assert ablate.run(cfg, ["imgsz=96"], runner=lambda s, d: calls.append(s.variant) or fake_runner(s, d)) == 0
+    assert len(calls) == 6
+    calls.clear()  # nor are device and plots
+    again = ["imgsz=96", "device=mps", "plots=True"]
+    assert ablate.run(cfg, again, runner=lambda s, d: calls.append(1) or fake_runner(s, d)) == 0
+    assert calls == []
+
+
+def test_parallel_devices(tmp_path, tiny_data, capsys):
+    """devices: [cpu, cpu] runs two worker processes, one run per device at a time."""
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    del raw["train"]["device"]
+    raw["devices"] = ["cpu", "cpu"]
+    cfg.write_text(yaml.safe_dump(raw))
+    assert ablate.run(cfg, runner=fake_runner) == 0
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert len(rows) == 4 and {r["device"] for r in rows} == {"cpu"}
+    pids = {r["run_dir"].split("pid=")[1] for r in rows}
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+    assert capsys.readouterr().out.count("device=cpu — ETA") == 4
+
+    raw["train"]["device"] = "cpu"  # both: ambiguous
+    with pytest.raises(ablate.ConfigError, match="train.device: not with `devices`"):
+        ablate.validate(raw, tmp_path)
+
+
+# -------------------------------------------------------------------------------------------- data, pretrained
+
+
+def test_read_only_dataset_is_copied(tmp_path, tiny_data):
+    import shutil
+    from types import SimpleNamespace
+
+    src = tmp_path / "ro"
+    shutil.copytree(tiny_data.parent, src)
+    meta = yaml.safe_load((src / "data.yaml").read_text())
+    (src / "data.yaml").write_text(yaml.safe_dump({**meta, "path": str(src)}))
+    labels = src / "labels"
+    ab = SimpleNamespace(data=str(src / "data.yaml"), copy_data="auto", out=tmp_path / "out")
+    assert ablate.prepare_data(ab) == ab.data  # writable: used in place
+    labels.chmod(0o555)
+    try:
+        copied = Path(ablate.prepare_data(ab))
+        assert copied == tmp_path / "out" / "data" / "ro" / "data.yaml"
+        d = yaml.safe_load(copied.read_text())
+        assert d["path"] == str(copied.parent) and d["train"] == "images/train" and d["names"] == meta["names"]
+        assert len(list((copied.parent / "labels" / "train").glob("*.txt"))) == 8
+        assert ablate.prepare_data(SimpleNamespace(**{**vars(ab), "copy_data": False})) == ab.data
+    finally:
+        labels.chmod(0o755)
+
+
+def test_pretrained_must_fit_every_variant(tmp_path, tiny_data):
+    from ultralytics.nn.tasks import DetectionModel
+
+    from attn_yolo.insertion import save_checkpoint
+
+    ckpt = save_checkpoint(DetectionModel("yolo11n.yaml", nc=5, verbose=False), tmp_path / "base.pt")
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["train"]["pretrained"] = "base.pt"  # relative to the config's folder
+    raw["variants"].append({"name": "v8", "model": "yolov8n.yaml"})
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate(raw, tmp_path)
+    assert len(e.value.problems) == 1
+    assert e.value.problems[0].startswith("variants[2] (v8): is not the train.pretrained")
+    raw["variants"].pop()
+    ab = ablate.validate(raw, tmp_path)
+    assert ab.train["pretrained"] == str(ckpt.resolve())
+
+
+def test_script_wrapper(monkeypatch, capsys):
+    """scripts/ablate.py is `attn-yolo ablate`: help, and exit code 2 for bad input."""
+    import runpy
+
+    for argv, code in ((["help"], 0), (["epoch=1"], 2)):
+        monkeypatch.setattr(sys, "argv", ["scripts/ablate.py", *argv])
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(REPO / "scripts" / "ablate.py"), run_name="__main__")
+        assert e.value.code == code
+    out, err = capsys.readouterr()
+    assert "attn-yolo ablate configs/ablation/coco128-quick.yaml" in out and "Did you mean 'epochs'" in err
+
+
+# ------------------------------------------------------------------------------------------- real configs (slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["coco128-quick", "synthetic-quick"])
+def test_repo_configs_run_with_tiny_overrides(tmp_path, name):
+    if name == "coco128-quick" and not (REPO.parent / "shared/data/coco128/data.yaml").exists():
+        pytest.skip("COCO128 not found beside the repository")
+    args = [str(REPO / "configs/ablation" / f"{name}.yaml"), f"out={tmp_path / 'out'}", "epochs=1", "seeds=[0]",
+            "imgsz=64", "fraction=0.1", "device=cpu"]
+    assert cli_main(["ablate", *args]) == 0
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert len(rows) == len(yaml.safe_load((REPO / "configs/ablation" / f"{name}.yaml").read_text())["variants"])
+    assert all(r["status"] == "ok" for r in rows)
+    if name == "coco128-quick":
+        assert (tmp_path / "out" / "data" / "coco128" / "data.yaml").exists()  # the read-only copy was not written

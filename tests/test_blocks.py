@@ -1,0 +1,190 @@
+"""The blocks against their papers: shapes, ECA's kernel formula, CBAM's two poolings, gradients, MHSA vs explicit softmax."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attn_yolo
+from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
+from attn_yolo.eca import eca_kernel_size
+
+
+@pytest.mark.parametrize("name", list(attn_yolo.MODULES))
+@pytest.mark.parametrize("c", [3, 16, 24, 256])
+def test_shape_preserved(name, c):
+    kw = {"heads": 1} if name == "MHSA" and c < 16 else {}
+    m = attn_yolo.MODULES[name](c, **kw)
+    x = torch.randn(2, c, 7, 11)
+    assert m(x).shape == x.shape
+
+
+def test_module_table():
+    assert attn_yolo.MODULES == {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
+
+
+@pytest.mark.parametrize("c", [16, 32, 64, 128, 256, 512, 1024])
+def test_eca_kernel_formula(c):
+    """k = |(log2 C + b)/γ|_odd (γ=2, b=1): nearest odd number, ties up, as the authors' code does."""
+    t = abs((math.log2(c) + 1) / 2)
+    odd = min(range(1, 64, 2), key=lambda k: (abs(k - t), -k))  # nearest odd, ties to the larger
+    authors = int(t) if int(t) % 2 else int(t) + 1  # ECA-Net reference code
+    assert eca_kernel_size(c) == odd == authors
+    assert ECA(c).k == odd and ECA(c).conv.kernel_size == (odd,)
+
+
+def test_eca_kernel_odd_for_every_c():
+    assert all(eca_kernel_size(c) % 2 == 1 for c in range(1, 5000))
+
+
+def test_eca_equals_conv1d_over_channels():
+    m = ECA(64, k=5)
+    x = torch.randn(2, 64, 5, 6)
+    y = x.mean((2, 3))  # (B, C)
+    w = m.conv.weight.view(5)
+    ref = torch.stack([(F.pad(y, (2, 2))[:, c : c + 5] * w).sum(1) for c in range(64)], 1)
+    torch.testing.assert_close(m(x), x * torch.sigmoid(ref)[..., None, None])
+
+
+def test_se_equals_paper_formula_and_clamps_width():
+    m = SE(64, r=16)
+    assert m.hidden == 8  # 64 // 16 = 4 clamped to 8
+    assert SE(256).hidden == 16 and SE(4, r=16).hidden == 4 and SE(1).hidden == 1
+    x = torch.randn(2, 64, 5, 6)
+    z = x.mean((2, 3))
+    w1, b1 = m.fc1.weight.flatten(1), m.fc1.bias
+    w2, b2 = m.fc2.weight.flatten(1), m.fc2.bias
+    s = torch.sigmoid(F.relu(z @ w1.T + b1) @ w2.T + b2)
+    torch.testing.assert_close(m(x), x * s[..., None, None])
+
+
+def _cbam_reference(m, x, pools=("avg", "max")):
+    def mlp(z):
+        l1, _, l2 = m.channel.mlp
+        return F.relu(z @ l1.weight.flatten(1).T + l1.bias) @ l2.weight.flatten(1).T + l2.bias
+
+    z = sum(mlp(x.mean((2, 3)) if p == "avg" else x.amax((2, 3))) for p in pools)
+    x1 = x * torch.sigmoid(z)[..., None, None]
+    s = torch.cat([x1.mean(1, keepdim=True), x1.amax(1, keepdim=True)], 1)
+    return x1 * torch.sigmoid(F.conv2d(s, m.spatial.conv.weight, m.spatial.conv.bias, padding=m.k // 2))
+
+
+def test_cbam_uses_average_and_max_pooling():
+    torch.manual_seed(0)
+    m = CBAM(32, r=4, k=7)
+    x = torch.randn(2, 32, 9, 9) * torch.linspace(0.1, 3, 32)[:, None, None]
+    torch.testing.assert_close(m(x), _cbam_reference(m, x))
+    avg_only = _cbam_reference(m, x, pools=("avg",))
+    assert (m(x) - avg_only).abs().max() > 1e-3  # an average-only channel gate (Ultralytics' CBAM) is different
+
+
+def test_sam_equals_paper_formula():
+    m = SAM(8, k=3)
+    x = torch.randn(2, 8, 6, 5)
+    s = torch.cat([x.mean(1, keepdim=True), x.amax(1, keepdim=True)], 1)
+    torch.testing.assert_close(m(x), x * torch.sigmoid(m.spatial.conv(s)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: SE(8, r=2), lambda: ECA(8, k=3), lambda: SAM(4, k=3), lambda: CBAM(8, r=2, k=3), lambda: MHSA(8, heads=2)],
+    ids=["SE", "ECA", "SAM", "CBAM", "MHSA"],
+)
+def test_gradcheck_float64(make):
+    torch.manual_seed(0)
+    m = make().double()
+    x = torch.randn(1, m.c1, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(m, (x,), eps=1e-6, atol=1e-4)
+
+
+def mhsa_reference(m: MHSA, x: torch.Tensor) -> torch.Tensor:
+    """The MHSA block written out with an explicit softmax(QKᵀ/√d)V, independent of the module's own code paths."""
+    b, c, h, w = x.shape
+    x = x + F.conv2d(x, m.pos.weight, m.pos.bias, padding=1, groups=c)
+    t = x.flatten(2).transpose(1, 2)
+    n1 = F.layer_norm(t, (c,), m.norm1.weight, m.norm1.bias, m.norm1.eps)
+    q, k, v = (n1 @ m.qkv.weight.T + m.qkv.bias).split(c, -1)
+    heads = lambda z: z.reshape(b, h * w, m.heads, c // m.heads).transpose(1, 2)  # noqa: E731
+    q, k, v = heads(q), heads(k), heads(v)
+    a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(c // m.heads), -1)
+    o = (a @ v).transpose(1, 2).reshape(b, h * w, c)
+    t = t + o @ m.proj.weight.T + m.proj.bias
+    n2 = F.layer_norm(t, (c,), m.norm2.weight, m.norm2.bias, m.norm2.eps)
+    t = t + m.mlp[2](F.gelu(m.mlp[0](n2)))
+    return t.transpose(1, 2).reshape(b, c, h, w)
+
+
+@pytest.mark.parametrize("hw", [(8, 8), (6, 13)])
+def test_mhsa_equals_explicit_softmax(hw):
+    torch.manual_seed(0)
+    m = MHSA(64, heads=4).eval()
+    x = torch.randn(2, 64, *hw)
+    ref = mhsa_reference(m, x)
+    torch.testing.assert_close(m(x), ref, atol=1e-5, rtol=1e-5)
+    out, weights = m.explicit_attention(x)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    assert weights.shape == (2, 4, hw[0] * hw[1], hw[0] * hw[1])
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, hw[0] * hw[1]))
+
+
+@pytest.mark.parametrize("imgsz", [(320, 320), (384, 640)])
+def test_mhsa_in_whole_model_equals_explicit(imgsz):
+    """Square and rectangular images through yolo11n-mhsa: the block's output equals the explicit computation."""
+    from ultralytics import YOLO
+
+    model = YOLO("models/yolo11n-mhsa.yaml").model.eval()
+    block = next(m for m in model.modules() if isinstance(m, MHSA))
+    seen = {}
+    handle = block.register_forward_hook(lambda m, i, o: seen.update(x=i[0], y=o))
+    with torch.no_grad():
+        model(torch.rand(1, 3, *imgsz))
+    handle.remove()
+    assert seen["x"].shape[-2:] == (imgsz[0] // 32, imgsz[1] // 32)
+    torch.testing.assert_close(seen["y"], mhsa_reference(block, seen["x"]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mhsa_autocast_finite(dtype):
+    m = MHSA(64, heads=4)
+    x = torch.randn(1, 64, 10, 10) * 50
+    with torch.autocast("cpu", dtype=dtype):
+        y = m(x)
+    assert torch.isfinite(y).all()
+
+
+def test_mhsa_head_dim_and_sdpa_inputs_contiguous():
+    m = MHSA(128, head_dim=32)
+    assert (m.heads, m.head_dim) == (4, 32)
+    q, k, v = m.qkv_heads(torch.randn(1, 50, 128))
+    assert all(t.is_contiguous() and t.shape == (1, 4, 50, 32) for t in (q, k, v))
+
+
+def test_identity_at_init_and_gate_learns():
+    x = torch.randn(2, 32, 6, 6)
+    for cls in attn_yolo.MODULES.values():
+        m = cls(32, init_values=0.0)
+        torch.testing.assert_close(m(x), x)
+        m.scale.gamma.data.fill_(1.0)  # γ = 1: exactly the paper's block with the same weights
+        plain = cls(32)
+        plain.load_state_dict({k: v for k, v in m.state_dict().items() if not k.startswith("scale.")})
+        torch.testing.assert_close(m(x), plain(x))
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: SE(64, r=0), r"SE: r=0 is invalid; allowed: an int >= 1"),
+        (lambda: CBAM(64, r=-2), r"CBAM: r=-2 is invalid"),
+        (lambda: ECA(64, k=4), r"ECA: k=4 is invalid; allowed: a positive odd int"),
+        (lambda: SAM(64, k=5), r"SAM: k=5 is invalid; allowed: 3 or 7"),
+        (lambda: CBAM(64, k=5), r"CBAM: k=5 is invalid; allowed: 3 or 7"),
+        (lambda: MHSA(64, heads=3), r"MHSA: heads=3 is invalid; allowed: a divisor of C=64 \(head width >= 8\): \[1, 2, 4, 8\]"),
+        (lambda: MHSA(64, head_dim=7), r"MHSA: head_dim=7 is invalid"),
+        (lambda: MHSA(64, attn_drop=1.5), r"attn_drop=1.5 is invalid"),
+        (lambda: SE(), r"SE: input channels c1=c1; expected a positive int"),
+    ],
+)
+def test_bad_hyperparameters(make, match):
+    with pytest.raises(AttnBuildError, match=match):
+        make()

@@ -1,0 +1,70 @@
+"""A model with the blocks trains with Ultralytics' trainer and its best.pt reloads in a fresh process."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(code: str, cwd, **env) -> str:
+    """Run Python code in a fresh interpreter (no attn_yolo imported unless the code does it); return stdout."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=600, env={**os.environ, **env}
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def best_pt(coco_few, tmp_path_factory) -> Path:
+    """1 epoch of yolo11n-cbam-mhsa-like training on 8 COCO128 images through the `attn-yolo train` CLI."""
+    project = tmp_path_factory.mktemp("runs")
+    cmd = [
+        sys.executable, "-m", "attn_yolo.cli", "train", f"model={REPO / 'models/yolo11n-cbam.yaml'}",
+        f"data={coco_few}", "epochs=1", "imgsz=64", "batch=4", "workers=0", "device=cpu", "plots=False",
+        f"project={project}", "name=ckpt", "exist_ok=True", "amp=False",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=project)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    best = project / "ckpt" / "weights" / "best.pt"
+    assert best.exists()
+    return best
+
+
+def test_reload_predict_val_train_in_fresh_process(best_pt, coco_few, assets, tmp_path):
+    code = f"""
+import sys
+from ultralytics import YOLO
+assert 'attn_yolo' not in sys.modules
+model = YOLO({str(best_pt)!r})
+assert 'attn_yolo' in sys.modules  # imported by unpickling the blocks
+names = [type(m).__name__ for m in model.model.modules()]
+r = model.predict({str(assets / 'bus.jpg')!r}, imgsz=64, verbose=False)[0]
+print('cbam', names.count('CBAM'), 'orig_shape', r.orig_shape)
+m = model.val(data={str(coco_few)!r}, imgsz=64, batch=4, workers=0, plots=False, verbose=False,
+              project={str(tmp_path)!r}, name='val')
+print('map50', m.box.map50)
+model.train(data={str(coco_few)!r}, epochs=1, imgsz=64, batch=4, workers=0, plots=False, amp=False,
+            project={str(tmp_path)!r}, name='again', exist_ok=True)
+print('retrained', sum(type(x).__name__ == 'CBAM' for x in model.model.modules()))
+"""
+    out = run(code, tmp_path)
+    assert "cbam 3 orig_shape (1080, 810)" in out
+    assert "map50" in out and "retrained 3" in out
+
+
+def test_reload_with_safe_load(best_pt, assets, tmp_path):
+    code = f"""
+import attn_yolo
+from ultralytics import YOLO
+from ultralytics.nn.tasks import _SafeLoad
+assert _SafeLoad.restricted()
+model = YOLO({str(best_pt)!r})
+r = model.predict({str(assets / 'zidane.jpg')!r}, imgsz=64, verbose=False)[0]
+print('ok', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()), r.orig_shape)
+"""
+    assert "ok 3 (720, 1280)" in run(code, tmp_path, ULTRALYTICS_SAFE_LOAD="1")

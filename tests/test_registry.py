@@ -1,0 +1,208 @@
+"""Registration with Ultralytics: YAML names resolve, widths are inferred at every scale, errors name the row."""
+
+import subprocess
+import sys
+from copy import deepcopy
+from pathlib import Path
+
+import pytest
+import torch
+import ultralytics
+from torch.utils.flop_counter import FlopCounterMode
+from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+from ultralytics.utils.torch_utils import get_flops
+
+import attn_yolo
+from attn_yolo import MHSA, AttnBuildError, UnknownModuleError
+
+REPO = Path(__file__).resolve().parents[1]
+BLOCKS = ["se", "eca", "sam", "cbam", "mhsa"]
+CFG = Path(ultralytics.__file__).parent / "cfg" / "models"
+STOCK_DETECT = sorted(
+    p.name
+    for fam in ("v8", "11", "26")
+    for p in (CFG / fam).glob("yolo*.yaml")
+    if not any(t in p.stem for t in ("-cls", "-seg", "-pose", "-obb", "-world", "-rtdetr", "-depth", "-sem", "yoloe"))
+)
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def total(out):
+    """Sum of every tensor in a (nested) model output."""
+    if isinstance(out, torch.Tensor):
+        return out.float().sum()
+    return sum(total(o) for o in (out.values() if isinstance(out, dict) else out))
+
+
+def block_params(model):
+    return sum(n_params(m) for m in model.modules() if type(m) in attn_yolo.MODULES.values())
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("scale", "nsmlx")
+def test_every_block_every_scale_forward_backward(block, scale):
+    model = DetectionModel(str(REPO / f"models/yolo11{scale}-{block}.yaml"), verbose=False)
+    base = DetectionModel(f"yolo11{scale}.yaml", verbose=False)
+    assert model.yaml["scale"] == scale and model.stride.tolist() == [8, 16, 32]
+    assert n_params(model) == n_params(base) + block_params(model)  # blocks are the only difference
+    model.train()
+    out = model(torch.rand(2, 3, 64, 96))
+    total(out).backward()
+    blocks = [m for m in model.modules() if type(m) in attn_yolo.MODULES.values()]
+    assert len(blocks) == (1 if block == "mhsa" else 3)
+    assert all(p.grad is not None for b in blocks for p in b.parameters())
+
+
+@pytest.mark.parametrize("name", STOCK_DETECT)
+def test_stock_detect_yamls_unchanged(name):
+    """Every yolov8/yolo11/yolo26 detect YAML shipped with Ultralytics builds identically with the plugin registered."""
+    with_plugin = n_params(DetectionModel(name.replace("yolo", "yolo", 1), verbose=False))
+    attn_yolo.unregister()
+    try:
+        without = n_params(DetectionModel(name, verbose=False))
+    finally:
+        attn_yolo.register()
+    assert with_plugin == without
+    assert len(STOCK_DETECT) >= 10
+
+
+def yolo11_with(rows_after: dict, **top):
+    """yolo11 dict with a row inserted after backbone layer 10 (the last), so no index needs rewiring."""
+    d = yaml_model_load("yolo11n.yaml")
+    d.update(top)
+    d["backbone"].append(rows_after)
+    for row in d["head"]:  # head indices >= 11 shift by one
+        f = row[0]
+        row[0] = [x + 1 if x >= 11 else x for x in f] if isinstance(f, list) else f
+    return d
+
+
+def test_custom_width_multiple_and_max_channels():
+    d = yolo11_with([-1, 1, "CBAM", [8, 3]])
+    d.pop("scales"), d.pop("scale")
+    d.update(depth_multiple=0.33, width_multiple=0.3, max_channels=320)
+    model = DetectionModel(d, verbose=False)
+    cbam = model.model[11]
+    assert isinstance(cbam, attn_yolo.CBAM) and cbam.c1 == model.model[10].cv2.conv.out_channels
+    assert cbam.r == 8 and cbam.k == 3
+    model.eval()(torch.rand(1, 3, 96, 64))
+
+
+def test_block_reads_non_previous_layer():
+    """from=6 (not -1): the block takes layer 6's width, and the next row sees the block's width."""
+    d = yolo11_with([6, 1, "SE", []])
+    d["head"][0] = [10, 1, "nn.Upsample", [None, 2, "nearest"]]  # head reads layer 10 again, not the SE branch
+    d["head"].append([11, 1, "nn.Identity", []])  # keep the SE output in the save list so it runs
+    model = DetectionModel(d, verbose=False)
+    assert model.model[11].c1 == model.model[6].cv2.conv.out_channels != model.model[10].cv2.conv.out_channels
+
+
+def test_unknown_module_error_names_row_and_closest_match():
+    d = yolo11_with([-1, 1, "CBMA", [16]])
+    with pytest.raises(UnknownModuleError) as e:
+        DetectionModel(d, verbose=False)
+    msg = str(e.value)
+    assert "row 11 (backbone): unknown module 'CBMA'" in msg and "Did you mean 'CBAM'?" in msg
+    assert "SE, ECA, SAM, CBAM, MHSA" in msg
+    assert isinstance(e.value, KeyError)  # still a KeyError for code that catches Ultralytics' old error
+
+
+def test_unknown_module_lowercase_hint():
+    d = yaml_model_load("yolo11n.yaml")
+    d["head"].insert(0, [-1, 1, "mhsa", []])
+    with pytest.raises(UnknownModuleError, match=r"row 11 \(head\): unknown module 'mhsa'. Did you mean 'MHSA'\?"):
+        DetectionModel(d, verbose=False)
+
+
+@pytest.mark.parametrize(
+    "row, scale, match",
+    [
+        ([-1, 1, "SE", [0]], "n", r"row 11 \(scale n\) SE: r=0 is invalid; allowed: an int >= 1"),
+        ([-1, 1, "ECA", [4]], "s", r"row 11 \(scale s\) ECA: k=4 is invalid; allowed: a positive odd int"),
+        ([-1, 1, "SAM", [5]], "m", r"row 11 \(scale m\) SAM: k=5 is invalid; allowed: 3 or 7"),
+        ([-1, 1, "CBAM", [16, 9]], "l", r"row 11 \(scale l\) CBAM: k=9 is invalid; allowed: 3 or 7"),
+        ([-1, 1, "MHSA", [3]], "n", r"row 11 \(scale n\) MHSA: heads=3 is invalid; allowed: a divisor of C=256"),
+        ([-1, 1, "MHSA", [5]], "x", r"row 11 \(scale x\) MHSA: heads=5 is invalid; allowed: a divisor of C=768"),
+    ],
+)
+def test_bad_hyperparameters_name_row_and_scale(row, scale, match):
+    d = yolo11_with(row, scale=scale)
+    with pytest.raises(AttnBuildError, match=match):
+        DetectionModel(d, verbose=False)
+
+
+def test_row_must_read_one_layer():
+    d = yolo11_with([[9, 10], 1, "SE", []])
+    with pytest.raises(AttnBuildError, match=r"row 11 \(backbone\) SE: from=\[9, 10\]; an attention block reads one layer"):
+        DetectionModel(d, verbose=False)
+
+
+def test_yaml_dict_not_mutated():
+    d = yaml_model_load(str(REPO / "models/yolo11n-cbam.yaml"))
+    before = deepcopy(d)
+    DetectionModel(d, verbose=False)
+    assert d["backbone"] == before["backbone"] and d["head"] == before["head"]
+
+
+def test_gflops_count_mhsa_attention_matmuls():
+    """model.info()'s GFLOPs include MHSA, attention matmuls too (checked against torch's FlopCounterMode)."""
+    base = DetectionModel("yolo11n.yaml", verbose=False).eval()
+    model = DetectionModel(str(REPO / "models/yolo11n-mhsa.yaml"), verbose=False).eval()
+    block = next(m for m in model.modules() if isinstance(m, MHSA))
+    block.fused = False  # FlopCounterMode has no rule for the CPU flash kernel: count the explicit matmuls
+    with FlopCounterMode(display=False) as fc:
+        block(torch.rand(1, block.c1, 20, 20))  # P5 of a 640 image
+    block.fused = True
+    attention = 2 * 2 * 400 * 400 * block.c1  # QKᵀ and AV at N=400, in FLOPs
+    added = (get_flops(model, 640) - get_flops(base, 640)) * 1e9
+    assert fc.get_total_flops() > attention
+    assert abs(added - fc.get_total_flops()) / fc.get_total_flops() < 0.02
+
+
+def test_fuse_keeps_blocks_working():
+    model = DetectionModel(str(REPO / "models/yolo11n-cbam.yaml"), verbose=False).eval()
+    x = torch.rand(1, 3, 128, 160)
+    with torch.no_grad():
+        before = model(x)[0]
+        model.fuse(verbose=False)
+        after = model(x)[0]
+    assert sum(isinstance(m, attn_yolo.CBAM) for m in model.modules()) == 3
+    torch.testing.assert_close(after, before, atol=1e-3, rtol=1e-3)
+
+
+def test_ddp_worker_state_imports_plugin(tmp_path):
+    """Ultralytics' DDP state file, unpickled in a fresh interpreter (as each worker does), knows the blocks."""
+    from types import SimpleNamespace
+
+    from ultralytics.utils.callbacks.base import get_default_callbacks
+    from ultralytics.utils.dist import ddp_cleanup, generate_ddp_file
+
+    yaml_path = str(REPO / "models/yolo11n-cbam.yaml")
+    trainer = SimpleNamespace(args=SimpleNamespace(model=yaml_path), model=yaml_path, callbacks=get_default_callbacks())
+    file = generate_ddp_file(trainer)
+    try:
+        code = (
+            "import sys; from ultralytics.utils.patches import torch_load\n"
+            f"state = torch_load({str(Path(file).with_suffix('.pt'))!r}, map_location='cpu')\n"
+            "assert 'attn_yolo' in sys.modules, 'worker did not import attn_yolo'\n"
+            "from ultralytics.nn.tasks import DetectionModel\n"
+            "m = DetectionModel(state['model'], verbose=False)\n"
+            "print(sum(type(x).__name__ == 'CBAM' for x in m.modules()))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == "3"
+    finally:
+        ddp_cleanup(trainer, file)
+
+
+def test_cli_modules_lists_blocks():
+    out = subprocess.run(
+        [sys.executable, "-m", "attn_yolo.cli", "modules"], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    for name in attn_yolo.MODULES:
+        assert f"\n{name}" in "\n" + out
+    assert "CBAM  [r=16, k=7, init_values=None]" in out and "heads=4" in out
