@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 
@@ -96,6 +97,7 @@ def _wrap(parse_model):
     @functools.wraps(parse_model)
     def attn_parse_model(d, ch, verbose=True):
         check_yaml_modules(d)
+        d = copy.deepcopy(d)  # parse_model edits rows' args in place; the caller's dict stays as written
         for row in (d.get("backbone") or []) + (d.get("head") or []):
             if row[2] in MODULES:
                 row[3] = [C1, *(row[3] or [])]

@@ -1,0 +1,928 @@
+"""Insert attention blocks into any detect model YAML, rewire its ``from`` indices, and carry pretrained weights across.
+
+Insertion::
+
+    attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone                  # writes yolo11n-cbam.yaml
+    attn-yolo insert base=yolov8s.yaml module=SE,MHSA at=backbone,sppf args=[[16],[4]] out=models/yolov8s-se-mhsa.yaml
+    attn-yolo insert base=yolo11n.yaml module=CBAM at=4,6,10 pretrained=base.pt   # + yolo11n-cbam.pt, weights carried
+
+    >>> import attn_yolo
+    >>> d = attn_yolo.insert("yolo11n.yaml", "CBAM", at="backbone", args=[16, 7])   # model dict, as yaml_model_load's
+
+A block ``[-1, 1, NAME, args]`` goes right after each chosen layer ``t`` of the base (several blocks after one layer
+are chained in the order given). Every ``from`` reference (int, list, negative relative index) is rewritten:
+references to ``t`` now read the last block after ``t``, so the next layer, a Concat or Detect sees the attended map;
+every other reference reaches the same layer as before. Relative references stay relative, absolute ones absolute.
+
+Sites (``at``), as the literature places attention in YOLO:
+
+- ``backbone``: after each backbone layer that a head row reads (the P3/P4/P5 outputs the neck taps; for YOLO11 layers
+  4, 6 and 10, the last one reached by the first head row's ``-1``).
+- ``sppf``: after the last backbone layer (SPPF in YOLOv8, C2PSA after SPPF in YOLO11/YOLO26): P5, fewest tokens.
+- ``neck``: after each layer Detect reads, so Detect sees the attended maps.
+- layer indices of the base (``at=4,6,10``); any layer but the Detect row.
+
+``base`` is a path or the name of a detect YAML shipped with Ultralytics (``yolov8s.yaml``, ``yolo11n.yaml``,
+``yolo26m.yaml``, ...; resolved by ``ultralytics.nn.tasks.yaml_model_load``). Supported heads: ``Detect`` (incl. the
+YOLO26 end-to-end head, ``end2end: True``) and ``v10Detect``; segment/pose/obb/classify bases raise ``InsertionError``.
+
+Scale: the output keeps ``scales:`` and builds at every scale. Ultralytics takes the scale from the *file name*
+(``yaml_model_load`` overwrites any ``scale:`` key with ``guess_model_scale(path)``), so no ``scale:`` key is written:
+the default output name keeps the base's scale letter (``yolo11n.yaml`` + CBAM -> ``yolo11n-cbam.yaml``, built at n);
+an ``out`` name that selects another scale (or none: Ultralytics then builds the first scale) is written with a
+warning. The returned dict records ``scale`` (``"n"``), so ``DetectionModel(d)`` builds the base's scale.
+
+Identity at init (``identity=True``; the CLI default when ``pretrained`` is given, ``transfer``'s default for a YAML
+target): every inserted block gets ``init_values=0.0`` written into its YAML args (the constructor defaults before it
+are filled in from ``inspect.signature``, so a re-parsed checkpoint rebuilds the same parameters). Each block then
+computes ``y = x + γ ⊙ (block(x) − x)`` with a per-channel ``γ`` initialised to 0 (``attn_yolo.layer_scale``):
+LayerScale (Touvron et al., "Going deeper with Image Transformers", ICCV 2021) used as a zero-initialised residual
+gate, as in ReZero (Bachlechner et al., 2020) and zero-γ residual init (Goyal et al., 2017). At ``γ = 0`` the block is
+exactly the identity, so the augmented model with transferred weights predicts exactly what the base predicts; the
+first gradient step moves ``γ`` (``∂L/∂γ = (block(x) − x) · ∂L/∂y``), after which the block's own weights train.
+
+Weight transfer::
+
+    >>> report = attn_yolo.transfer("base.pt", "yolo11n-cbam.yaml")   # or a YOLO object / DetectionModel
+    >>> print(report)   # transferred 499/499 tensors from base; 21 new tensors initialised (...)
+
+``transfer`` aligns the base's layers with the new model's (same rows in the same order; the extra rows must be
+attention blocks, and each ``from`` must reach the mapped layer or a block chained after it), renames every state-dict
+key ``model.{i}.`` to ``model.{new i}.`` and loads it with a shape check: 100% of the base's tensors, or an error.
+A YAML / dict target is built with the base's class count (a base fine-tuned on 5 classes gives a 5-class model).
+Ultralytics' own loading (``DetectionModel.load`` -> ``intersect_dicts``, what the trainer does with
+``pretrained=base.pt``) matches by *name and shape*; after an insertion the names past the first block point at other
+layers, so it loads fewer tensors and some into the wrong layers (``tests/test_insertion.py`` shows both).
+
+Training from a base checkpoint with correct transfer -- use one of:
+
+1. ``attn-yolo insert base=yolo11n.yaml module=CBAM pretrained=base.pt`` writes ``yolo11n-cbam.yaml`` and the checkpoint
+   ``yolo11n-cbam.pt``; then ``attn-yolo train model=yolo11n-cbam.pt data=...``. Ultralytics rebuilds the model from
+   the checkpoint's own YAML and loads the checkpoint's weights by name: every name matches, everything transfers
+   (the class head adapts to a dataset with another ``nc`` as for any checkpoint).
+2. ``model = YOLO("yolo11n-cbam.yaml"); attn_yolo.transfer("base.pt", model); model.train(data=...)``: ``transfer``
+   marks the YOLO object as holding checkpoint weights (``model.ckpt``), so ``train`` starts from them exactly as from
+   a loaded ``.pt``. The YAML needs the base's ``nc`` and, for identity at init, ``insert(..., identity=True)``.
+
+Do not pass ``pretrained=base.pt`` to ``train`` (Ultralytics' name matching, wrong after an insertion) nor
+``pretrained=False`` (Ultralytics then starts from random weights).
+
+Errors (``InsertionError``, a ``ValueError``; ``AttnBuildError`` for a block hyperparameter out of range) name the bad
+input and what is allowed; on error no file is written, and an existing output is only replaced with ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from attn_yolo.build import AttnBuildError
+from attn_yolo.registry import MODULES
+
+SITES = ("backbone", "sppf", "neck")
+DETECT_HEADS = ("Detect", "v10Detect")
+
+PLACEMENT = {
+    "backbone": "at the backbone outputs that the neck taps, so the attended P3/P4/P5 maps feed every FPN/PAN path "
+    "(and Detect through them), where the SE/CBAM-in-YOLO literature puts channel and spatial attention. Chosen over "
+    "the neck outputs because one block per scale then benefits the top-down and the bottom-up paths alike.",
+    "sppf": "after the last backbone layer (P5, stride 32), where tokens are fewest (400 at 640 px): global "
+    "self-attention stays cheap there (O(N²) in tokens), as in BoTNet (Srinivas et al., CVPR 2021) and Ultralytics' "
+    "own C2PSA; every neck path and Detect's P5 branch read it.",
+    "neck": "at the maps Detect reads (the FPN/PAN outputs), so the attention re-weights exactly the fused features "
+    "the detection head sees.",
+    "layers": "at the layers chosen explicitly.",
+}
+
+
+class InsertionError(ValueError):
+    """Bad input to ``insert`` or ``transfer``: the message names the argument, the value and what is allowed."""
+
+
+# ----------------------------------------------------------------------------------------------------------- base
+
+
+def load_base(base: str | Path | dict) -> dict:
+    """Return the model dict of ``base``: a dict (copied), a YAML path, or the name of a YAML shipped with Ultralytics.
+
+    The scale letter of the name is recorded as ``d["scale"]`` (``yolo11n.yaml`` -> ``"n"``; ``""`` if none).
+
+    Raises:
+        InsertionError: the file is missing, is not valid YAML, or is not a detect model YAML.
+    """
+    from ultralytics.nn.tasks import yaml_model_load
+
+    if isinstance(base, dict):
+        d, name = copy.deepcopy(base), str(base.get("yaml_file", "<dict>"))
+    else:
+        name = str(base)
+        if not name.lower().endswith((".yaml", ".yml")):
+            raise InsertionError(f"base={name!r}: expected a model YAML (path or Ultralytics name like yolo11n.yaml)")
+        try:
+            d = yaml_model_load(name)
+        except (yaml.YAMLError, ValueError) as e:  # Ultralytics' YAML.load re-raises syntax errors as ValueError
+            msg = " ".join(str(e).split("Verify YAML")[0].split())
+            raise InsertionError(f"base={name!r} is not valid YAML: {msg}") from None
+        except (FileNotFoundError, OSError) as e:
+            raise InsertionError(
+                f"base={name!r}: no such file, and not a model YAML shipped with Ultralytics "
+                f"(e.g. yolov8n.yaml, yolo11s.yaml, yolo26m.yaml): {e}"
+            ) from None
+    rows_ok = all(isinstance(d.get(k) if isinstance(d, dict) else None, list) and d[k] for k in ("backbone", "head"))
+    if not rows_ok:
+        raise InsertionError(f"base={name!r} is not a model YAML: it needs non-empty 'backbone' and 'head' lists")
+    for i, row in enumerate(d["backbone"] + d["head"]):
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[2], str)):
+            raise InsertionError(f"base={name!r}: row {i} is not [from, repeats, module, args]: {row!r}")
+    head = d["head"][-1][2]
+    if head not in DETECT_HEADS:
+        from ultralytics.nn.tasks import guess_model_task
+
+        task = guess_model_task(d) or "non-detect"
+        raise InsertionError(
+            f"base={name!r} is a {task} model (last layer {head}); insert supports detect bases, whose last layer is "
+            f"one of {', '.join(DETECT_HEADS)} (e.g. yolo11n.yaml, not yolo11n-seg.yaml)"
+        )
+    return d
+
+
+def _rows(d: dict) -> list[list]:
+    return d["backbone"] + d["head"]
+
+
+def _targets(f, i: int) -> list[int]:
+    """Absolute layer indices a row ``i`` with ``from`` field ``f`` reads (-1 at row 0 is the input image)."""
+    return [x if x >= 0 or i == 0 else i + x for x in (f if isinstance(f, list) else [f])]
+
+
+def resolve_sites(d: dict, at) -> tuple[list[int], list[str]]:
+    """Base layer indices for a site spec ``at`` (a site name, an index, or a list / comma string of them).
+
+    Returns:
+        (indices, site names used) with indices sorted and unique.
+
+    Raises:
+        InsertionError: unknown site, or an index out of range (the Detect row is not a valid site).
+    """
+    rows, nb = _rows(d), len(d["backbone"])
+    last = len(rows) - 1
+    items = at.split(",") if isinstance(at, str) else list(at) if isinstance(at, (list, tuple)) else [at]
+    out, names = set(), []
+    for item in items:
+        item = item.strip() if isinstance(item, str) else item
+        if isinstance(item, str) and re.fullmatch(r"-?\d+", item):
+            item = int(item)
+        if isinstance(item, bool) or not isinstance(item, (int, str)):
+            raise InsertionError(f"at={at!r}: {item!r} is not a site; allowed: {', '.join(SITES)} or layer indices")
+        if isinstance(item, int):
+            if not 0 <= item < last:
+                raise InsertionError(
+                    f"at={at!r}: layer {item} is out of range; the base has layers 0..{last} and a block can follow "
+                    f"layers 0..{last - 1} (layer {last} is {rows[last][2]})"
+                )
+            out.add(item)
+            names.append("layers")
+        elif item == "backbone":
+            out |= {t for i in range(nb, len(rows)) for t in _targets(rows[i][0], i) if 0 <= t < nb}
+            names.append(item)
+        elif item == "sppf":
+            out.add(nb - 1)
+            names.append(item)
+        elif item == "neck":
+            out |= set(_targets(rows[last][0], last))
+            names.append(item)
+        else:
+            close = difflib.get_close_matches(item, SITES, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            allowed = f"Allowed: {', '.join(SITES)} or layer indices"
+            raise InsertionError(f"at={at!r}: unknown site {item!r}.{hint} {allowed}")
+    return sorted(out), list(dict.fromkeys(names))
+
+
+# -------------------------------------------------------------------------------------------------------- modules
+
+
+def module_class(name: str) -> tuple[str, type]:
+    """``(YAML name, class)`` of an attention block; case-insensitive. Raises InsertionError naming the choices."""
+    if isinstance(name, str):
+        for key, cls in MODULES.items():
+            if key.lower() == name.strip().lower():
+                return key, cls
+    close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}")
+
+
+def block_args(name: str, args, identity: bool) -> list:
+    """YAML args for block ``name``: ``args`` checked against its signature; with ``identity``, defaults filled up to
+    ``init_values = 0.0``. ``None`` is written as the string ``"None"``, as PyYAML loads it from Ultralytics' YAMLs.
+
+    Raises:
+        InsertionError: too many args, or ``init_values`` given with another value than 0.0 while ``identity``.
+    """
+    name, cls = module_class(name)
+    params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
+    names = [p.name for p in params]
+    args = [] if args is None else list(args) if isinstance(args, (list, tuple)) else [args]
+    if len(args) > len(params):
+        raise InsertionError(f"args={args!r}: {name} takes at most {len(params)} args [{', '.join(names)}]")
+    args = ["None" if a is None else a for a in args]
+    if identity:
+        if "init_values" not in names:
+            raise InsertionError(f"{name} has no init_values argument, so it cannot start as the identity")
+        k = names.index("init_values")
+        if len(args) > k and args[k] != 0.0:
+            raise InsertionError(
+                f"args={args!r}: {name} init_values={args[k]!r}, but identity=True sets init_values=0.0 "
+                f"(pass identity=False to keep yours)"
+            )
+        args += [("None" if p.default is None else p.default) for p in params[len(args) : k]]
+        args[k:] = [0.0]
+    return args
+
+
+_NONE_MEANS = {("ECA", "k"): "adaptive"}  # what a None hyperparameter means, where it is worth saying
+
+
+def _describe_args(name: str, args: list) -> str:
+    """``r=16, k=7``: the block's effective hyperparameters (defaults filled in; None shown only where it means
+    something, e.g. ECA's adaptive k)."""
+    params = [p for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
+    vals = [(p.name, args[i] if i < len(args) else p.default) for i, p in enumerate(params)]
+    vals = [(n, _NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
+    return ", ".join(f"{n}={v}" for n, v in vals if v is not None)
+
+
+def _reference(name: str) -> str:
+    return (MODULES[name].__doc__ or name).strip().splitlines()[0].rstrip(".")
+
+
+# ---------------------------------------------------------------------------------------------------------- insert
+
+
+@dataclass
+class Block:
+    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``."""
+
+    name: str
+    args: list
+    after: int
+    index: int = -1
+
+
+@dataclass
+class Plan:
+    """What ``insert`` did: the blocks, the base → new index map, sites and per-layer strides (new indices)."""
+
+    base: str
+    source: str
+    blocks: list[Block]
+    new_index: list[int]
+    sites: list[str]
+    command: str
+    strides: dict[int, int] = field(default_factory=dict)
+    base_detect: list[int] = field(default_factory=list)
+
+    def level(self, base_layer: int) -> str:
+        s = self.strides.get(self.new_index[base_layer])
+        return f"P{round(math.log2(s))}/{s}" if s else ""
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [s.strip() for s in x.split(",") if s.strip()]
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _pairs(module, at, args) -> list[tuple[str, object, object]]:
+    """(module, site spec, args) per requested block; see ``insert`` for the pairing rules."""
+    mods = _as_list(module)
+    if not mods:
+        raise InsertionError(f"module={module!r}: name at least one block: {', '.join(MODULES)}")
+    if len(mods) == 1:
+        return [(mods[0], at, args)]
+    sites = _as_list(at)
+    if len(sites) == 1:
+        sites = sites * len(mods)
+    if len(sites) != len(mods):
+        raise InsertionError(
+            f"module={module!r} names {len(mods)} blocks but at={at!r} gives {len(sites)} sites; give one site for "
+            f"all or one per block (e.g. at=backbone,sppf)"
+        )
+    if args is None:
+        args = [None] * len(mods)
+    if not (isinstance(args, (list, tuple)) and len(args) == len(mods) and all(
+            a is None or isinstance(a, (list, tuple)) for a in args)):
+        raise InsertionError(
+            f"args={args!r}: with {len(mods)} blocks give one args list per block, e.g. [[16, 7], [4]]"
+        )
+    return list(zip(mods, sites, args))
+
+
+def _plan(base, module, at, args, identity) -> tuple[dict, Plan]:
+    """Compose the inserted model dict (not yet built) and its plan."""
+    d = load_base(base)
+    base_name = str(base) if not isinstance(base, dict) else str(d.get("yaml_file", "model.yaml"))
+    rows, nb = _rows(d), len(d["backbone"])
+    chains: dict[int, list[Block]] = {}
+    sites = []
+    for mod, site, a in _pairs(module, at, args):
+        name, _ = module_class(mod)
+        a = block_args(name, a, identity)
+        idx, used = resolve_sites(d, site)
+        if not idx:
+            raise InsertionError(f"at={site!r} selects no layer of base={base_name!r}")
+        sites += used
+        for t in idx:
+            chains.setdefault(t, []).append(Block(name, copy.deepcopy(a), t))
+
+    new_index, out, k = [], [], 0
+    for i in range(len(rows)):
+        new_index.append(i + k)
+        k += len(chains.get(i, []))
+        out.append(new_index[i] + len(chains.get(i, [])))
+
+    def remap(f, i):
+        def one(x):
+            if i == 0 and x < 0:
+                return x  # the input image
+            t = x if x >= 0 else i + x
+            if not 0 <= t < i:
+                raise InsertionError(f"base={base_name!r}: row {i} reads layer {t}, which does not precede it")
+            return out[t] if x >= 0 else out[t] - new_index[i]
+
+        return [one(x) for x in f] if isinstance(f, list) else one(f)
+
+    new = {"backbone": [], "head": []}
+    blocks = []
+    for i, (f, n, m, a) in enumerate(rows):
+        section = new["backbone" if i < nb else "head"]
+        section.append([remap(f, i), n, m, copy.deepcopy(a)])
+        for j, b in enumerate(chains.get(i, [])):
+            b.index = new_index[i] + j + 1
+            section.append([-1, 1, b.name, b.args])
+            blocks.append(b)
+    d = {**{k: v for k, v in d.items() if k not in ("backbone", "head")}, **new}
+    cmd_args = [f"base={base_name}", f"module={','.join(dict.fromkeys(b.name for b in blocks))}", f"at={_at_str(at)}"]
+    if args is not None:
+        cmd_args.append(f"args={json.dumps(args).replace(' ', '')}")
+    if identity:
+        cmd_args.append("identity=True")
+    source = base_name if isinstance(base, dict) or Path(base).is_file() else f"Ultralytics' {base_name}"
+    command = "attn-yolo insert " + " ".join(cmd_args)
+    plan = Plan(base_name, source, blocks, new_index, list(dict.fromkeys(sites)), command)
+    plan.base_detect = copy.deepcopy(rows[-1][0])
+    return d, plan
+
+
+def _at_str(at) -> str:
+    return ",".join(str(x) for x in at) if isinstance(at, (list, tuple)) else str(at)
+
+
+def _check_build(d: dict, plan: Plan) -> None:
+    """Build ``d`` at its scale (or the first one) and run a 64×64 input through it: fills ``plan.strides``.
+
+    Raises:
+        InsertionError: the model does not build (e.g. a block hyperparameter invalid for the layer's width).
+    """
+    from ultralytics.nn import tasks
+
+    dd = copy.deepcopy(d)
+    scales = dd.get("scales") or {}
+    if scales and dd.get("scale") not in scales:
+        dd["scale"] = next(iter(scales))
+    try:
+        seq, _ = tasks.parse_model(dd, ch=dd.get("channels", 3), verbose=False)
+    except (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError) as e:
+        raise InsertionError(f"the inserted model does not build: {e}") from None
+    seq.eval()
+    side, y, x = 64, [], torch.zeros(1, dd.get("channels", 3), 64, 64)
+    with torch.no_grad():
+        for m in list(seq)[:-1]:  # up to Detect
+            if m.f != -1:
+                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+            x = m(x)
+            y.append(x)
+            if isinstance(x, torch.Tensor) and x.dim() == 4:
+                plan.strides[m.i] = side // x.shape[-1]
+
+
+def insert(
+    base: str | Path | dict,
+    module: str | list[str] = "CBAM",
+    at="backbone",
+    args: list | None = None,
+    *,
+    identity: bool = False,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    check: bool = True,
+) -> dict:
+    """Insert attention blocks into the detect model ``base`` and return the new model dict.
+
+    Args:
+        base: path or Ultralytics name of a detect model YAML (``yolo11n.yaml``), or a model dict.
+        module: block name (``"CBAM"``) or several (``["SE", "MHSA"]`` / ``"SE,MHSA"``); see ``attn_yolo.MODULES``.
+        at: site for the block(s): ``"backbone"``, ``"sppf"``, ``"neck"``, a base layer index, or a list / comma
+            string of these (their union). With several modules, either one site spec for all (chained at each
+            layer in the given order) or one per module (``at=["backbone", "sppf"]``; an entry may be a list of
+            indices).
+        args: the block's hyperparameters (``[16, 7]``); with several modules one list per module (``[[16], [4]]``).
+        identity: write ``init_values=0.0`` into every inserted row, so each block starts as the identity.
+        out: write the YAML here (header comment, same layout as Ultralytics' files); None: write nothing.
+        overwrite: replace an existing ``out``.
+        check: build the model at its scale before returning (and before writing), so a hyperparameter that does
+            not fit a layer fails here; also gives the strides shown in the header.
+
+    Returns:
+        dict: the model dict (``backbone``, ``head``, the base's other keys and ``scale`` from the base name), ready
+        for ``DetectionModel(d)``.
+
+    Raises:
+        InsertionError: unknown site or module, index out of range, non-detect or invalid base, bad args, model does
+            not build, ``out`` exists without ``overwrite``.
+    """
+    if out is not None:
+        _check_out(out, overwrite)
+    d, plan = _plan(base, module, at, args, identity)
+    if check:
+        _check_build(d, plan)
+    d["yaml_file"] = str(out) if out is not None else default_out(plan.base, plan.blocks)
+    if out is not None:
+        write_yaml(d, plan, out, overwrite=overwrite)
+    return d
+
+
+def default_out(base: str, blocks: list[Block]) -> str:
+    """Default output name: the base's stem (scale letter kept) plus the block names: ``yolo11n-cbam.yaml``."""
+    return f"{Path(base).stem}-{'-'.join(dict.fromkeys(b.name.lower() for b in blocks))}.yaml"
+
+
+def _check_out(out, overwrite: bool, key: str = "out") -> None:
+    if Path(out).exists() and not overwrite:
+        raise InsertionError(f"{key}={str(out)!r} exists; pass overwrite=True to replace it")
+
+
+# ------------------------------------------------------------------------------------------------------------ YAML
+
+
+def _flow(v, d: dict) -> str:
+    """One value in Ultralytics' flow style: ``[None, 2, "nearest"]``, ``[nc]``, ``True``, ``0.25``."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        s = repr(v)
+        return s.replace("e", ".0e", 1) if "e" in s and "." not in s else s  # PyYAML needs a dot: 1.0e-06
+    if isinstance(v, str):  # names Ultralytics resolves (None, nc, ...) plain, other strings quoted
+        return v if v == "None" or v in d else json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_flow(x, d) for x in v) + "]"
+    return yaml.safe_dump(v, default_flow_style=True, width=10**6).strip()
+
+
+def _scale_num(x) -> str:
+    """``0.50`` as in Ultralytics' ``scales:`` rows."""
+    return f"{x:.2f}" if isinstance(x, float) and round(x, 2) == x else str(x)
+
+
+def _header(d: dict, plan: Plan, out: Path) -> list[str]:
+    from ultralytics.nn.tasks import guess_model_scale
+
+    names = list(dict.fromkeys(b.name for b in plan.blocks))
+    lines = [f"attn-yolo: {Path(plan.base).stem} + {' + '.join(names)}, written by `{plan.command} out={out}`."]
+    scale = f", scale {d['scale']}" if d.get("scale") else ""
+    lines.append(f"Base: {plan.source}{scale}; scales kept, so this file builds at every scale.")
+    for name in names:
+        bl = [b for b in plan.blocks if b.name == name]
+        lines.append(f"Inserted: {name} [{_describe_args(name, bl[0].args)}]: {_reference(name)}.")
+        after = ", ".join(f"{b.after}" + (f" ({plan.level(b.after)})" if plan.level(b.after) else "") for b in bl)
+        plural = "s" if len(bl) > 1 else ""
+        lines.append(f"  after base layer{plural} {after} -> new layer{plural} {', '.join(str(b.index) for b in bl)}.")
+    for site in plan.sites:
+        lines.append(f"Placement ({site}): {PLACEMENT[site]}")
+    det = _rows(d)[-1][0]
+    strides = "/".join(str(plan.strides[i]) for i in det if i in plan.strides)
+    lines.append(
+        "Every `from` index is rewired: consumers of a chosen layer read its block; every other reference reaches "
+        f"the same layer as before{f'; Detect reads strides {strides}' if strides else ''}."
+    )
+    if any(len(b.args) > _param_index(b.name) and b.args[_param_index(b.name)] == 0.0 for b in plan.blocks):
+        lines.append(
+            "init_values=0.0: y = x + γ⊙(block(x) − x) with γ = 0 at init (LayerScale, Touvron et al., ICCV 2021): "
+            "each block starts as the identity, so weights transferred from the base predict as the base did."
+        )
+    lines.append(
+        f"Needs `import attn_yolo` (or the `attn-yolo` CLI) to register {', '.join(names)}; plain `yolo` raises "
+        f"KeyError: '{names[0]}'."
+    )
+    scale, m = guess_model_scale(out), re.search(r"yolo(e-)?v?\d+", out.stem)
+    rest = "Args are hyperparameters only; input channels come from the layer the row reads."
+    if scale or m:
+        example = out.name if scale else out.stem[: m.end()] + "n" + out.stem[m.end() :] + out.suffix
+        example = example if out.is_absolute() else str(out.with_name(example))
+        lines.append(
+            f'Scale from the file name, as Ultralytics does: YOLO("{example}") builds scale {scale or "n"} from this '
+            f"file (s, m, l, x likewise). {rest}"
+        )
+    else:
+        first = next(iter(d.get("scales") or {"n": 0}))
+        lines.append(
+            f'This file name carries no scale: YOLO("{out.name}") builds the first scale ({first}), as Ultralytics '
+            f'does; a name like "{default_out(plan.base, plan.blocks)}" selects one. {rest}'
+        )
+    return lines
+
+
+def _wrap(text: str, width: int = 118) -> list[str]:
+    """Wrap a header line at ``width``; continuation lines are indented two spaces past the line's own indent."""
+    lead = text[: len(text) - len(text.lstrip(" "))]
+    lines, cur = [], lead
+    for w in text.split():
+        if cur.strip() and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = lead + "  " + w
+        else:
+            cur = f"{cur} {w}" if cur.strip() else cur + w
+    return [*lines, cur]
+
+
+def yaml_text(d: dict, plan: Plan | None = None, out: str | Path = "model.yaml") -> str:
+    """The YAML text of model dict ``d``: header comment (from ``plan``), top-level keys, one flow row per line.
+
+    Raises:
+        InsertionError: if the text would not load back to ``d`` (a value PyYAML reads differently).
+    """
+    lines = []
+    if plan is not None:
+        for h in _header(d, plan, Path(out)):
+            lines += [f"# {x}" for x in _wrap(h)]
+        lines.append("")
+    skip = ("backbone", "head", "scale", "yaml_file")
+    for k, v in d.items():
+        if k in skip:
+            continue
+        if k == "scales" and isinstance(v, dict):
+            lines.append("scales: # [depth, width, max_channels]")
+            lines += [f"  {s}: [{', '.join(_scale_num(a) for a in x)}]" for s, x in v.items()]
+        else:
+            lines.append(f"{k}: {_flow(v, d)}" + (" # number of classes" if k == "nc" else ""))
+    new_rows = {b.index: b for b in plan.blocks} if plan else {}
+    base_of = {n: i for i, n in enumerate(plan.new_index)} if plan else {}
+    i = 0
+    for section in ("backbone", "head"):
+        lines += ["", f"{section}:"] + (["  # [from, repeats, module, args]"] if section == "backbone" else [])
+        for f, n, m, a in d[section]:
+            note = ""
+            if i in new_rows:
+                note = f" inserted after base {new_rows[i].after}"
+            elif i in base_of and base_of[i] != i:
+                note = f" (base {base_of[i]})"
+            lines.append(f"  - [{_flow(f, d)}, {n}, {m}, {_flow(a, d)}] # {i}{note}")
+            i += 1
+    text = "\n".join(lines) + "\n"
+    want = {k: v for k, v in d.items() if k not in ("scale", "yaml_file")}
+    if yaml.safe_load(text) != want:
+        raise InsertionError("internal: the YAML text does not load back to the model dict")
+    return text
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_yaml(d: dict, plan: Plan | None, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``yaml_text(d, plan, out)`` to ``out`` (atomically; warns if the file name selects another scale)."""
+    from ultralytics.nn.tasks import guess_model_scale
+    from ultralytics.utils import LOGGER
+
+    out = Path(out)
+    _check_out(out, overwrite)
+    text = yaml_text(d, plan, out)
+    _atomic_write(out, lambda p: Path(p).write_text(text))
+    want, got = d.get("scale") or "", guess_model_scale(out)
+    if want and got != want:
+        first = next(iter(d.get("scales") or {"n": 0}))
+        LOGGER.warning(
+            f"attn-yolo insert: the base was scale '{want}' but YOLO('{out}') builds scale '{got or first}' "
+            f"(Ultralytics reads the scale from the file name); name it like '{default_out(plan.base, plan.blocks)}'"
+            if plan
+            else f"attn-yolo insert: YOLO('{out}') builds scale '{got or first}', not '{want}'"
+        )
+    return out
+
+
+# -------------------------------------------------------------------------------------------------------- transfer
+
+
+def _same_row(a: list, b: list) -> bool:
+    return a[1] == b[1] and a[2] == b[2] and a[3] == b[3]
+
+
+def layer_map(base: dict, new: dict) -> dict[int, int]:
+    """Map each base layer index to its index in ``new``, a model dict made by inserting attention blocks into ``base``.
+
+    Rows must appear in the same order with equal repeats, module and args; the extra rows of ``new`` must be
+    attention blocks (``attn_yolo.MODULES``), and each row's ``from`` must reach the mapped layer or a block chained
+    right after it.
+
+    Raises:
+        InsertionError: naming the first row that breaks this.
+    """
+    br, nr = _rows(base), _rows(new)
+    m, j = {}, 0
+    for i, row in enumerate(br):
+        while j < len(nr) and not _same_row(row, nr[j]):
+            if nr[j][2] not in MODULES:
+                raise InsertionError(
+                    f"model row {j} {nr[j][1:]} matches neither base row {i} {row[1:]} nor an inserted attention "
+                    f"block: the model is not the base with blocks inserted"
+                )
+            j += 1
+        if j == len(nr):
+            raise InsertionError(f"base row {i} {row[1:]} has no match in the model: not the base with blocks inserted")
+        m[i], j = j, j + 1
+    if j != len(nr):
+        raise InsertionError(f"model rows {j}..{len(nr) - 1} follow the base's last layer (Detect)")
+    inserted = set(range(len(nr))) - set(m.values())
+    for i, row in enumerate(br[1:], 1):
+        ts, tns = _targets(row[0], i), _targets(nr[m[i]][0], m[i])
+        if len(ts) != len(tns):
+            raise InsertionError(f"model row {m[i]} reads {len(tns)} layers, base row {i} reads {len(ts)}")
+        for t, tn in zip(ts, tns):
+            if not (tn == m[t] or (m[t] < tn and all(k in inserted for k in range(m[t] + 1, tn + 1)))):
+                raise InsertionError(
+                    f"model row {m[i]} reads layer {tn}, but base row {i} reads base layer {t} (model layer {m[t]})"
+                )
+    return m
+
+
+@dataclass
+class TransferReport:
+    """Result of ``transfer``: counts, the layer map, the new layers and whether they start as the identity."""
+
+    transferred: int
+    total: int
+    new: int
+    layer_map: dict[int, int]
+    inserted: list[int]
+    identity: bool
+    model: torch.nn.Module = field(repr=False)
+    skipped: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{i}: {self.model.model[i].type.rsplit('.', 1)[-1]}" for i in self.inserted)
+        state = "identity at init" if self.identity else "NOT identity at init"
+        s = f"transferred {self.transferred}/{self.total} tensors from base; {self.new} new tensors initialised"
+        return s + (f" (inserted layers {where}; {state})" if self.inserted else "")
+
+
+def _load_model(x, what: str):
+    """A DetectionModel from a checkpoint path, a checkpoint dict, a YOLO object or a model."""
+    from ultralytics.engine.model import Model
+    from ultralytics.nn.tasks import load_checkpoint
+
+    if isinstance(x, (str, Path)):
+        if not Path(x).is_file():
+            raise InsertionError(f"{what} checkpoint {str(x)!r}: no such file")
+        if not str(x).endswith(".pt"):
+            raise InsertionError(f"{what} checkpoint {str(x)!r}: expected an Ultralytics checkpoint (*.pt)")
+        return load_checkpoint(x)[0]
+    if isinstance(x, dict) and ("model" in x or "ema" in x):
+        return (x.get("ema") or x["model"]).float()
+    if isinstance(x, Model):
+        return x.model
+    if isinstance(x, torch.nn.Module) and isinstance(getattr(x, "yaml", None), dict):
+        return x
+    raise InsertionError(f"{what}: expected a checkpoint path, checkpoint dict, YOLO object or DetectionModel, got "
+                         f"{type(x).__name__}")
+
+
+def _is_identity(m: torch.nn.Module) -> bool:
+    g = getattr(getattr(m, "scale", None), "gamma", None)
+    return isinstance(g, torch.Tensor) and bool((g == 0).all())
+
+
+def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True) -> TransferReport:
+    """Load every tensor of the base model into the inserted model, each at its layer's new index.
+
+    Args:
+        base: the base checkpoint: a ``*.pt`` path, a checkpoint dict, a YOLO object or a DetectionModel. Its
+            ``model.yaml`` must be the YAML the new model was made from by ``insert`` (same scale).
+        model: the inserted model: a YOLO object or DetectionModel (loaded in place), or a YAML path / model dict
+            (built here with the base's class count and names, and the base's scale if the YAML name has none).
+        identity: for a YAML / dict ``model``, write ``init_values=0.0`` into the inserted rows before building, so
+            the blocks start as the identity. For a built model this cannot change anything; the report says whether
+            its blocks are identity at init.
+        strict: raise if a base tensor cannot be loaded (missing name or other shape); else skip and report it.
+        verbose: log the report.
+
+    Returns:
+        TransferReport: ``str(report)`` reads "transferred 499/499 tensors from base; 12 new tensors initialised ...";
+        ``report.model`` is the DetectionModel the weights went into.
+
+    Raises:
+        InsertionError: unreadable base, fused base or model, a model that is not the base with blocks inserted, or
+            (``strict``) a tensor of another shape, e.g. another scale or class count.
+    """
+    from ultralytics.engine.model import Model
+    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+    from ultralytics.utils import LOGGER
+
+    src = _load_model(base, "base")
+    if getattr(src, "is_fused", lambda: False)():
+        raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
+    yolo = model if isinstance(model, Model) else None
+    if isinstance(model, (str, Path, dict)):
+        d = copy.deepcopy(model) if isinstance(model, dict) else yaml_model_load(model)
+        m = layer_map(src.yaml, d)
+        d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
+        if not d.get("scale") and src.yaml.get("scale"):
+            d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
+        if identity:
+            for j in sorted(set(range(len(_rows(d)))) - set(m.values())):
+                row = _rows(d)[j]
+                row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
+        dst = DetectionModel(d, verbose=False)
+    else:
+        dst = _load_model(model, "model")
+        m = layer_map(src.yaml, dst.yaml)
+    if getattr(dst, "is_fused", lambda: False)():
+        raise InsertionError("model: the model is fused for inference; transfer into an unfused model")
+
+    if src.yaml.get("nc") != dst.yaml.get("nc") and strict:
+        raise InsertionError(
+            f"class count differs: base nc={src.yaml.get('nc')}, model nc={dst.yaml.get('nc')}; build the model with "
+            f"the base's nc (pass the YAML path or dict to transfer, which does) and let training adapt the head"
+        )
+    sd, dst_sd = src.state_dict(), dst.state_dict()
+    load, skipped = {}, []
+    for k, v in sd.items():
+        mk = re.match(r"model\.(\d+)\.(.*)", k)
+        nk = f"model.{m[int(mk.group(1))]}.{mk.group(2)}" if mk else k
+        if nk in dst_sd and dst_sd[nk].shape == v.shape:
+            load[nk] = v
+        else:
+            got = tuple(dst_sd[nk].shape) if nk in dst_sd else "missing"
+            skipped.append(f"{k} {tuple(v.shape)} -> {nk} {got}")
+    if skipped and strict:
+        raise InsertionError(
+            f"{len(skipped)} of {len(sd)} base tensors do not fit the model (another scale, class count or base?): "
+            + "; ".join(skipped[:3])
+        )
+    dst.load_state_dict(load, strict=False)
+    src_names, dst_names = getattr(src, "names", None), getattr(dst, "names", None)
+    if src_names and (not dst_names or len(src_names) == len(dst_names)):
+        dst.names = dict(src_names)
+    inserted = sorted(set(range(len(dst.model))) - set(m.values()))
+    report = TransferReport(
+        transferred=len(load),
+        total=len(sd),
+        new=len(dst_sd) - len(load),
+        layer_map=m,
+        inserted=inserted,
+        identity=all(_is_identity(dst.model[j]) for j in inserted),
+        model=dst,
+        skipped=skipped,
+    )
+    if yolo is not None and not yolo.ckpt:
+        yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}  # train() then starts from these weights
+    if verbose:
+        LOGGER.info(f"attn-yolo: {report}")
+        if identity and not report.identity:
+            LOGGER.warning(
+                "attn-yolo: the inserted blocks are not identity at init; insert with identity=True (or pass the YAML "
+                "to transfer) to start from the base's predictions"
+            )
+    return report
+
+
+def _param_index(name: str) -> int:
+    """Number of YAML args before ``init_values`` for block ``name``."""
+    params = [p.name for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
+    return params.index("init_values")
+
+
+def save_checkpoint(model: torch.nn.Module, path: str | Path, *, overwrite: bool = False, note: str = "") -> Path:
+    """Write ``model`` as an Ultralytics checkpoint (the fields ``YOLO.save`` writes; FP16 as Ultralytics saves).
+
+    ``YOLO(path)`` loads it; ``YOLO(path).train(data=...)`` rebuilds the model from its YAML and loads these weights
+    by name (all of them match).
+    """
+    from datetime import datetime
+
+    from ultralytics import __version__
+
+    path = Path(path)
+    _check_out(path, overwrite, "out_weights")
+    ckpt = {
+        "date": datetime.now().astimezone().isoformat(),
+        "version": __version__,
+        "license": "AGPL-3.0 License (https://ultralytics.com/license)",
+        "docs": "https://docs.ultralytics.com",
+        "model": copy.deepcopy(model).half(),
+        "ema": None,
+        "attn_yolo": note,
+    }
+    _atomic_write(path, lambda p: torch.save(ckpt, p))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------------------- CLI
+
+DEFAULTS = {
+    "base": None,
+    "module": "CBAM",
+    "at": "backbone",
+    "args": None,
+    "identity": None,
+    "out": None,
+    "overwrite": False,
+    "pretrained": None,
+    "out_weights": None,
+}
+
+HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
+
+  base=        path or Ultralytics name of a detect YAML (yolo11n.yaml, yolov8s.yaml, yolo26m.yaml)   [required]
+  module=      CBAM | SE | ECA | SAM | MHSA, or several: module=SE,MHSA                               [CBAM]
+  at=          backbone | sppf | neck | layer indices (at=4,6,10); one per module: at=backbone,sppf   [backbone]
+  args=        block hyperparameters, e.g. args=[16,7]; per module: args=[[16],[4]]                   [defaults]
+  identity=    write init_values=0.0 so blocks start as the identity    [True with pretrained=, else False]
+  out=         output YAML                                              [<base stem>-<modules>.yaml]
+  overwrite=   replace existing outputs                                 [False]
+  pretrained=  base checkpoint (*.pt) to carry into the new model (its nc is written into out=)
+  out_weights= checkpoint written with pretrained=                      [out with .pt]
+
+Example: attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone pretrained=base.pt
+         attn-yolo train model=yolo11n-cbam.pt data=coco128.yaml"""
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo insert key=value ...``: see ``HELP``."""
+    from attn_yolo.cli import UsageError, kv_args
+
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(HELP)
+        return 0
+    a = kv_args(argv, DEFAULTS, "insert")
+    if not a["base"]:
+        raise UsageError("attn-yolo insert: base= is required, e.g. base=yolo11n.yaml (see `attn-yolo insert help`)")
+    pretrained = a["pretrained"]
+    identity = bool(pretrained) if a["identity"] is None else bool(a["identity"])
+    if a["out_weights"] and not pretrained:
+        raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
+    try:
+        d, plan = _plan(str(a["base"]), a["module"], a["at"], a["args"], identity)
+        out = Path(a["out"] or default_out(plan.base, plan.blocks))
+        weights = Path(a["out_weights"] or out.with_suffix(".pt")) if pretrained else None
+        for p, key in ((out, "out"), (weights, "out_weights")):
+            if p is not None:
+                _check_out(p, a["overwrite"], key)
+        _check_build(d, plan)
+        d["yaml_file"] = str(out)
+        report = transfer(str(pretrained), d, identity=identity, verbose=False) if pretrained else None
+        if report is not None:
+            d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
+        write_yaml(d, plan, out, overwrite=a["overwrite"])
+        if report is not None:
+            report.model.yaml["yaml_file"] = str(out)
+            save_checkpoint(report.model, weights, overwrite=a["overwrite"], note=str(report))
+    except InsertionError as e:
+        raise UsageError(f"attn-yolo insert: {e}") from None
+    except AttnBuildError as e:  # from transfer's build
+        raise UsageError(f"attn-yolo insert: the inserted model does not build: {e}") from None
+
+    for b in plan.blocks:
+        lvl = plan.level(b.after)
+        print(f"{b.name} [{_describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
+              f" -> layer {b.index}")
+    det = _rows(d)[-1]
+    print(f"{det[2]} reads layers {det[0]} (base {plan.base_detect})")
+    print(f"wrote {out}")
+    if report is not None:
+        print(report)
+        print(f"wrote {weights}  (train: attn-yolo train model={weights} data=...)")
+    return 0

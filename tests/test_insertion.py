@@ -1,0 +1,498 @@
+"""attn_yolo.insertion: insert blocks into Ultralytics detect YAMLs, rewire ``from``, carry base weights across."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import ultralytics
+import yaml
+from ultralytics import YOLO
+from ultralytics.data.augment import LetterBox
+from ultralytics.nn import tasks
+from ultralytics.nn.tasks import DetectionModel, load_checkpoint, yaml_model_load
+from ultralytics.utils.torch_utils import intersect_dicts
+
+import attn_yolo
+from attn_yolo import MODULES
+from attn_yolo.cli import UsageError
+from attn_yolo.insertion import InsertionError, insert, layer_map, main, transfer, write_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = Path(ultralytics.__file__).parent / "assets"
+BASES = ["yolov8n.yaml", "yolo11n.yaml", "yolo26n.yaml"]
+# Sites read off Ultralytics' YAMLs: backbone = backbone layers a head row reads; sppf = last backbone layer;
+# neck = Detect's inputs.
+SITES = {
+    "yolov8n.yaml": {"backbone": [4, 6, 9], "sppf": [9], "neck": [15, 18, 21]},
+    "yolo11n.yaml": {"backbone": [4, 6, 10], "sppf": [10], "neck": [16, 19, 22]},
+    "yolo26n.yaml": {"backbone": [4, 6, 10], "sppf": [10], "neck": [16, 19, 22]},
+}
+CASES = {  # site -> (module, at, args); "2,8" = explicit indices, two blocks chained after each ([[2, 8]]: one site
+    "backbone": ("CBAM", "backbone", [16, 7]),  # spec for both modules; at="2,8" would put ECA at 2 and SAM at 8)
+    "sppf": ("MHSA", "sppf", [4]),
+    "neck": ("SE", "neck", []),
+    "2,8": (["ECA", "SAM"], [[2, 8]], None),
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: on the shared 2-core machine two threads contend and run these small models far slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def rows(d):
+    return d["backbone"] + d["head"]
+
+
+def targets(f, i):
+    return [x if x >= 0 or i == 0 else i + x for x in (f if isinstance(f, list) else [f])]
+
+
+@functools.lru_cache
+def base_model(name: str) -> DetectionModel:
+    torch.manual_seed(0)
+    return DetectionModel(yaml_model_load(name), verbose=False).eval()
+
+
+@functools.lru_cache
+def base_head_inputs(name: str, shape: tuple) -> list[tuple]:
+    torch.manual_seed(0)
+    return head_inputs(base_model(name), torch.rand(shape))
+
+
+@functools.lru_cache
+def base_widths(name: str) -> list[int | None]:
+    """Output channels of every layer of the base model."""
+    outs = layer_outputs(base_model(name), torch.rand(1, 3, 64, 64))
+    return [y.shape[1] if isinstance(y, torch.Tensor) else None for y in outs]
+
+
+def n_params(m: torch.nn.Module) -> int:
+    return sum(p.numel() for p in m.parameters())
+
+
+def layer_outputs(model, x) -> list[torch.Tensor]:
+    """Output of every layer (hooks), running ``model`` on ``x``."""
+    outs = []
+    hooks = [m.register_forward_hook(lambda m, a, y: outs.append(y)) for m in model.model]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    return outs
+
+
+def head_inputs(model, x) -> list[tuple]:
+    """Input shapes of every Concat and Detect, in execution order."""
+    seen = []
+
+    def hook(m, a):
+        seen.append((type(m).__name__, [tuple(t.shape) for t in a[0]]))
+
+    hooks = [m.register_forward_pre_hook(hook) for m in model.model if type(m).__name__ in ("Concat", "Detect")]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def inserted_rows(d) -> list[int]:
+    """Rows of ``d`` holding attention blocks that the base (a stock Ultralytics YAML) does not have."""
+    return [j for j, r in enumerate(rows(d)) if r[2] in MODULES]
+
+
+def tensors(y) -> list[torch.Tensor]:
+    if isinstance(y, torch.Tensor):
+        return [y]
+    if isinstance(y, dict):
+        return [t for k in sorted(y) for t in tensors(y[k])]
+    if isinstance(y, (list, tuple)):
+        return [t for v in y for t in tensors(v)]
+    return []
+
+
+# ------------------------------------------------------------------------------------------------- rewiring (dicts)
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("site", ["backbone", "sppf", "neck", "2,8"])
+def test_rewiring_reaches_blocks_and_same_layers(base, site):
+    module, at, args = CASES[site]
+    d0, d = yaml_model_load(base), insert(base, module, at, args, check=False)
+    chosen = SITES[base].get(site, [2, 8])
+    br, nr = rows(d0), rows(d)
+    n_blocks = 2 if site == "2,8" else 1
+    assert len(nr) == len(br) + n_blocks * len(chosen)
+    blocks = set(inserted_rows(d))
+    base_of = [j for j in range(len(nr)) if j not in blocks]  # new index of base row i = base_of[i]
+    assert len(base_of) == len(br)
+    for i, (f, n, m, a) in enumerate(br):
+        assert nr[base_of[i]][1:] == [n, m, a]
+        if i == 0:
+            continue
+        for t, tn in zip(targets(f, i), targets(nr[base_of[i]][0], base_of[i])):
+            if t in chosen:  # a consumer of a chosen layer reads the last block of the chain after it
+                assert tn == base_of[t] + n_blocks and all(k in blocks for k in range(base_of[t] + 1, tn + 1))
+                assert tn + 1 not in blocks
+            else:  # every other reference reaches the same layer as before
+                assert tn == base_of[t]
+    for t in chosen:  # the chain after a chosen layer reads it through -1
+        assert [nr[base_of[t] + k][0] for k in range(1, n_blocks + 1)] == [-1] * n_blocks
+    assert d["scale"] == "n" and d["nc"] == d0["nc"] and d["scales"] == d0["scales"]
+    assert {k: v for k, v in d.items() if k not in ("backbone", "head", "yaml_file")} == {
+        k: v for k, v in d0.items() if k not in ("backbone", "head", "yaml_file")
+    }
+
+
+def test_several_modules_pair_with_sites():
+    d = insert("yolo11n.yaml", "ECA,SAM", at="2,8", check=False)  # one site per module
+    assert [(j, rows(d)[j][2]) for j in inserted_rows(d)] == [(3, "ECA"), (10, "SAM")]
+    d = insert("yolo11n.yaml", ["SE", "MHSA"], at=["backbone", "sppf"], args=[[8], [2]], check=False)
+    assert [rows(d)[j][2:] for j in inserted_rows(d)] == [["SE", [8]]] * 3 + [["MHSA", [2]]]
+    assert inserted_rows(d) == [5, 8, 13, 14]  # SE then MHSA chained after layer 10
+
+
+def test_relative_indices_are_rewritten():
+    """A negative ``from`` other than -1 (here -7 on a Concat) must still reach its layer after the shift."""
+    d0 = yaml_model_load("yolo11n.yaml")
+    d0["head"][1][0] = [-1, -7]  # row 12 reads [11, 5]; 5 shifts once a block follows 4
+    d = insert(d0, "SE", at=4, check=False)
+    assert rows(d)[13][0] == [-1, -7]  # row 13 = base 12; base 5 -> new 6: 13 - 7 = 6
+    d = insert(d0, "SE", at=5, check=False)
+    assert rows(d)[13][0] == [-1, -7]  # reads the block after 5 (new 6): 13 - 7 = 6, the block
+    assert rows(d)[6][2] == "SE"
+
+
+def test_shipped_model_yamls_are_reproduced():
+    for name, site, args in [("se", "backbone", []), ("eca", "backbone", []), ("sam", "backbone", [7]),
+                             ("cbam", "backbone", [16, 7]), ("mhsa", "sppf", [4])]:
+        shipped = yaml.safe_load((ROOT / "models" / f"yolo11-{name}.yaml").read_text())
+        d = insert("yolo11.yaml", name.upper(), site, args, check=False)
+        assert d["backbone"] == shipped["backbone"] and d["head"] == shipped["head"], name
+        assert {k: d[k] for k in shipped if k not in ("backbone", "head")} == {
+            k: v for k, v in shipped.items() if k not in ("backbone", "head")
+        }
+
+
+# ------------------------------------------------------------------------------------------------- built models
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("site", ["backbone", "sppf", "neck", "2,8"])
+def test_builds_runs_same_head_inputs_exact_params(base, site):
+    module, at, args = CASES[site]
+    d = insert(base, module, at, args)
+    bm = base_model(base)
+    torch.manual_seed(0)
+    nm = DetectionModel(d, verbose=False).eval()
+    assert nm.stride.tolist() == bm.stride.tolist() == [8.0, 16.0, 32.0]
+    for shape in [(1, 3, 320, 320), (1, 3, 192, 320)]:  # square and rectangular
+        torch.manual_seed(0)
+        assert head_inputs(nm, torch.rand(shape)) == base_head_inputs(base, shape)
+    # exact parameter arithmetic: base + each block built on its own at the width of the layer it follows
+    widths = base_widths(base)
+    extra, blocks, base_i = 0, set(inserted_rows(d)), -1
+    for j, (f, n, m, a) in enumerate(rows(d)):
+        if j in blocks:
+            a = [None if v == "None" else v for v in a]
+            extra += n_params(MODULES[m](widths[base_i], *a))
+        else:
+            base_i += 1
+    assert n_params(nm) == n_params(bm) + extra
+    assert extra > 0
+
+
+def test_builds_at_every_scale(monkeypatch):
+    """Combined sites and chains; skipping random init keeps the large scales cheap (the build is unchanged)."""
+    for fn in ("kaiming_uniform_", "uniform_", "normal_", "trunc_normal_"):
+        monkeypatch.setattr(torch.nn.init, fn, lambda t, *a, **k: t)
+    d = insert("yolo11n.yaml", ["CBAM", "MHSA", "SE"], ["backbone", "sppf", "neck"], [[16, 7], [4], [16]])
+    d0 = yaml_model_load("yolo11n.yaml")
+    for scale in "nsmlx":
+        seq, _ = tasks.parse_model(copy.deepcopy({**d, "scale": scale}), 3, verbose=False)
+        base, _ = tasks.parse_model(copy.deepcopy({**d0, "scale": scale}), 3, verbose=False)
+        assert [m.f for m in seq][-1] == [21, 25, 29]
+        assert [type(m).__name__ for m in seq if m.i in (5, 8, 13, 14, 21, 25, 29)] == ["CBAM"] * 3 + ["MHSA"] + [
+            "SE"
+        ] * 3
+        assert seq[-1].cv2[0][0].conv.in_channels == base[-1].cv2[0][0].conv.in_channels, scale
+
+
+def test_round_trip_is_stable(tmp_path):
+    out = tmp_path / "yolo11n-cbam-mhsa.yaml"
+    d = insert("yolo11n.yaml", ["CBAM", "MHSA"], ["backbone", "sppf"], [[16, 7], [4]], identity=True, out=out)
+    text = out.read_text()
+    assert text.startswith("# attn-yolo: yolo11n + CBAM + MHSA")
+    assert "after base layers 4 (P3/8), 6 (P4/16), 10 (P5/32) -> new layers 5, 8, 13" in text
+    assert "  - [-1, 1, MHSA, [4, 2.0, 0.0, None, 0.0]] # 14 inserted after base 10" in text
+    assert '  - [-1, 1, nn.Upsample, [None, 2, "nearest"]] # 15 (base 11)' in text
+    loaded = yaml_model_load(out)
+    assert loaded["scale"] == "n" and rows(loaded) == rows(d)
+    assert {k: v for k, v in loaded.items() if k != "yaml_file"} == {k: v for k, v in d.items() if k != "yaml_file"}
+    again = tmp_path / "again" / out.name
+    write_yaml(loaded, None, again)
+    assert rows(yaml_model_load(again)) == rows(d)
+    torch.manual_seed(0)
+    a = DetectionModel(d, verbose=False).state_dict()
+    torch.manual_seed(0)
+    b = DetectionModel(str(out), verbose=False).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # inserting into the written file again shifts consistently (it is a valid base)
+    d2 = insert(str(out), "SE", at=5, check=False)
+    assert rows(d2)[6][2] == "SE" and rows(d2)[-1][0] == [v + 1 for v in rows(d)[-1][0]]
+
+
+def test_scale_from_name_and_warning(tmp_path, caplog):
+    d = insert("yolo11s.yaml", "SE", check=False)
+    assert d["scale"] == "s" and d["yaml_file"] == "yolo11s-se.yaml"
+    out = insert("yolo11s.yaml", "SE", out=tmp_path / "my.yaml", check=False)
+    assert out["scale"] == "s"
+    text = (tmp_path / "my.yaml").read_text()
+    assert not [line for line in text.splitlines() if line.startswith("scale:")]  # Ultralytics would override it
+    assert 'This file name carries no scale: YOLO("my.yaml") builds the first scale (n)' in text
+
+
+# ----------------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(at="bacbone"), "unknown site 'bacbone'. Did you mean 'backbone'? Allowed: backbone, sppf, neck"),
+        (dict(module="CBMA"), "module='CBMA': unknown attention block. Did you mean 'CBAM'? Allowed: SE, ECA"),
+        (dict(at=23), "layer 23 is out of range; the base has layers 0..23 and a block can follow layers 0..22"),
+        (dict(at=[4, -1]), "layer -1 is out of range"),
+        (dict(base="yolo11n-seg.yaml"), "is a segment model (last layer Segment); insert supports detect bases"),
+        (dict(base="yolo11n-cls.yaml"), "is a classify model (last layer Classify)"),
+        (dict(base="yolo11n-pose.yaml"), "is a pose model (last layer Pose"),
+        (dict(base="nope.yaml"), "base='nope.yaml': no such file, and not a model YAML shipped with Ultralytics"),
+        (dict(module="MHSA", args=[5]), "does not build: row 5 (scale n) MHSA: heads=5 is invalid"),
+        (dict(args=[16, 7, 0.1, 1]), "CBAM takes at most 3 args [r, k, init_values]"),
+        (dict(args=[16, 7, 0.1], identity=True), "init_values=0.1, but identity=True sets init_values=0.0"),
+        (dict(module=["SE", "SAM"], at=["backbone", "sppf", "neck"]), "names 2 blocks but at="),
+    ],
+)
+def test_bad_input_messages_and_nothing_written(tmp_path, kwargs, message):
+    kw = {"base": "yolo11n.yaml", "module": "CBAM", **kwargs}
+    out = tmp_path / "yolo11n-x.yaml"
+    with pytest.raises(InsertionError) as e:
+        insert(kw.pop("base"), kw.pop("module"), out=out, **kw)
+    assert message in str(e.value)
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_yaml_and_existing_output(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("backbone: [[-1, 1, Conv\nhead: x\n")
+    with pytest.raises(InsertionError, match="is not valid YAML"):
+        insert(str(bad))
+    (tmp_path / "rows.yaml").write_text("nc: 80\n")
+    with pytest.raises(InsertionError, match="is not a model YAML: it needs non-empty 'backbone' and 'head'"):
+        insert(str(tmp_path / "rows.yaml"))
+    out = tmp_path / "yolo11n-se.yaml"
+    out.write_text("keep")
+    with pytest.raises(InsertionError, match="exists; pass overwrite=True"):
+        insert("yolo11n.yaml", "SE", out=out)
+    assert out.read_text() == "keep"
+    insert("yolo11n.yaml", "SE", out=out, overwrite=True, check=False)
+    assert out.read_text().startswith("# attn-yolo")
+
+
+# ------------------------------------------------------------------------------------------------------ transfer
+
+
+@functools.lru_cache
+def base_ckpt(name: str, tmp: str, nc: int = 80) -> str:
+    """A base checkpoint saved by Ultralytics (``YOLO.save``, FP16): random weights, BatchNorm statistics moved off
+    their defaults by a few train-mode passes, so every tensor differs between layers."""
+    torch.manual_seed(1)
+    y = YOLO(name)
+    if nc != 80:
+        y.model = DetectionModel(yaml_model_load(name), nc=nc, verbose=False)
+    y.model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            y.model(torch.rand(2, 3, 64, 64))
+    path = Path(tmp) / f"{Path(name).stem}-nc{nc}.pt"
+    y.save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ckdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.mark.parametrize("base, total", [("yolo11n.yaml", 499), ("yolov8n.yaml", 355), ("yolo26n.yaml", 708)])
+def test_transfer_loads_every_base_tensor(ckdir, base, total):
+    src = load_checkpoint(base_ckpt(base, ckdir))[0]
+    d = insert(base, "CBAM", "backbone", [16, 7], identity=True, check=False)
+    report = transfer(base_ckpt(base, ckdir), d)
+    assert (report.transferred, report.total) == (total, total)
+    blocks = inserted_rows(d)
+    assert report.inserted == blocks and report.identity
+    block_tensors = sum(len(report.model.model[j].state_dict()) for j in blocks)
+    assert report.new == block_tensors == 21  # CBAM: 2 convs (w, b) + 1 conv (w, b) + γ = 7 per block
+    assert str(report).startswith(f"transferred {total}/{total} tensors from base; 21 new tensors initialised")
+    new_sd, base_of = report.model.state_dict(), [j for j in range(len(rows(d))) if j not in blocks]
+    for k, v in src.state_dict().items():  # each tensor sits in its base layer's new place
+        i, rest = k.split(".", 2)[1:]
+        assert torch.equal(new_sd[f"model.{base_of[int(i)]}.{rest}"], v)
+
+
+def test_ultralytics_name_matching_mistransfers_ours_does_not(ckdir):
+    src = load_checkpoint(base_ckpt("yolo11n.yaml", ckdir))[0]
+    d = insert("yolo11n.yaml", "CBAM", "backbone", [16, 7], identity=True, check=False)
+    base_of = [j for j in range(len(rows(d))) if j not in inserted_rows(d)]
+
+    def correct(model) -> int:  # base tensors found at their layer's new index
+        sd = model.state_dict()
+        return sum(
+            torch.equal(sd[f"model.{base_of[int(k.split('.')[1])]}.{k.split('.', 2)[2]}"], v)
+            for k, v in src.state_dict().items()
+        )
+
+    theirs = DetectionModel(copy.deepcopy(d), verbose=False)
+    matched = intersect_dicts(src.state_dict(), theirs.state_dict())  # what DetectionModel.load / pretrained= loads
+    theirs.load(src)
+    wrong_layer = [k for k in matched if int(k.split(".")[1]) >= 5]  # past the first block, names point elsewhere
+    assert len(matched) < 499 / 2 and wrong_layer  # most tensors lost, some loaded into the wrong layer
+    assert correct(theirs) < 499 / 2
+    ours = transfer(src, d, verbose=False).model
+    assert correct(ours) == 499
+
+
+def test_transfer_into_yolo_object_and_model_in_place(ckdir, tmp_path):
+    out = tmp_path / "yolo26n-sam.yaml"
+    insert("yolo26n.yaml", "SAM", "neck", identity=True, out=out)
+    y = YOLO(str(out))
+    report = transfer(base_ckpt("yolo26n.yaml", ckdir), y)
+    assert report.model is y.model and report.transferred == report.total == 708 and report.identity
+    assert y.ckpt  # train() starts from these weights, as from a loaded .pt
+    d = insert("yolo26n.yaml", "SAM", "neck", check=False)  # identity off: the report says so
+    assert not transfer(base_ckpt("yolo26n.yaml", ckdir), DetectionModel(d, verbose=False)).identity
+    assert transfer(base_ckpt("yolo26n.yaml", ckdir), d).identity  # a dict target is made identity at init
+
+
+def letterboxed(name: str, size: int = 320) -> torch.Tensor:
+    img = LetterBox((size, size), auto=True, stride=32)(image=cv2.imread(str(ASSETS / name)))
+    return torch.from_numpy(np.ascontiguousarray(img[..., ::-1].transpose(2, 0, 1))).float()[None] / 255
+
+
+@pytest.mark.parametrize("base", ["yolo11n.yaml", "yolo26n.yaml"])
+def test_identity_at_init_reproduces_base_predictions(ckdir, base):
+    path = base_ckpt(base, ckdir)
+    src = load_checkpoint(path)[0].eval()
+    sites = (["CBAM", "MHSA", "ECA"], ["backbone", "sppf", "neck"], [[16, 7], [4], []])
+    same = transfer(path, insert(base, *sites, identity=True, check=False), verbose=False).model.eval()
+    plain = transfer(path, insert(base, *sites, check=False), identity=False, verbose=False).model.eval()
+    for img in ("bus.jpg", "zidane.jpg"):
+        x = letterboxed(img)
+        assert x.shape[2:] != (320, 320)  # real photos, rectangular
+        with torch.no_grad():
+            ref, out, other = tensors(src(x)), tensors(same(x)), tensors(plain(x))
+        assert len(ref) == len(out) and all(a.shape == b.shape for a, b in zip(ref, out))
+        assert max((a - b).abs().max().item() for a, b in zip(ref, out)) <= 1e-5
+        assert max((a - b).abs().max().item() for a, b in zip(ref, other)) > 1e-3  # without identity it changes
+
+
+def test_transfer_errors(ckdir):
+    v8 = base_ckpt("yolov8n.yaml", ckdir)
+    with pytest.raises(InsertionError, match="not the base with blocks inserted"):
+        transfer(v8, insert("yolo11n.yaml", "SE", check=False))
+    d = insert("yolo11n.yaml", "SE", check=False)
+    with pytest.raises(InsertionError, match="class count differs: base nc=80, model nc=3"):
+        transfer(base_ckpt("yolo11n.yaml", ckdir), DetectionModel(d, nc=3, verbose=False))
+    with pytest.raises(InsertionError, match="do not fit the model"):  # another scale
+        transfer(base_ckpt("yolo11n.yaml", ckdir), {**d, "scale": "s"})
+    with pytest.raises(InsertionError, match="no such file"):
+        transfer("missing.pt", d)
+    fused = load_checkpoint(base_ckpt("yolo11n.yaml", ckdir))[0].fuse()
+    with pytest.raises(InsertionError, match="fused"):
+        transfer(fused, d)
+    with pytest.raises(InsertionError, match="matches neither base row"):  # a non-attention row was added
+        bad = copy.deepcopy(d)
+        bad["backbone"].insert(3, [-1, 1, "Conv", [64, 3, 1]])
+        layer_map(yaml_model_load("yolo11n.yaml"), bad)
+
+
+# ------------------------------------------------------------------------------------------- CLI and training
+
+
+class _Stop(Exception):
+    pass
+
+
+def _trainer_start_weights(y: YOLO, data: Path, tmp: Path) -> dict:
+    """State dict of the model Ultralytics' trainer starts training from (captured, then training is stopped)."""
+    got = {}
+
+    def capture(trainer):
+        got.update({k: v.detach().clone() for k, v in trainer.model.state_dict().items()})
+        raise _Stop
+
+    y.add_callback("on_pretrain_routine_end", capture)
+    with pytest.raises(_Stop):
+        y.train(data=str(data), epochs=1, imgsz=64, batch=2, device="cpu", workers=0, plots=False, val=False,
+                project=str(tmp / "runs"), name="t", exist_ok=True, verbose=False, amp=False)
+    return got
+
+
+def test_cli_writes_yaml_and_checkpoint_that_trainer_keeps(ckdir, tmp_path, capsys, monkeypatch):
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "data", n_train=2, n_val=2, imgsz=64)
+    nc = len(yaml.safe_load(data.read_text())["names"])
+    base = base_ckpt("yolo11n.yaml", ckdir, nc=nc)  # trained on data with these classes
+    monkeypatch.chdir(tmp_path)
+    assert main(["base=yolo11n.yaml", "module=CBAM", "at=backbone", "args=[16,7]", f"pretrained={base}"]) == 0
+    printed = capsys.readouterr().out
+    assert "CBAM [r=16, k=7, init_values=0.0] after base layer 4 (P3/8) -> layer 5" in printed
+    assert "transferred 499/499 tensors from base; 21 new tensors initialised" in printed
+    assert (tmp_path / "yolo11n-cbam.yaml").exists() and (tmp_path / "yolo11n-cbam.pt").exists()
+    y = YOLO(str(tmp_path / "yolo11n-cbam.pt"))
+    ref = {k: v.clone() for k, v in y.model.state_dict().items()}
+    start = _trainer_start_weights(y, data, tmp_path)
+    assert start.keys() == ref.keys() and all(torch.equal(start[k], ref[k]) for k in ref)
+    # Python path: YOLO(yaml) + transfer + train; the written YAML carries the base's class count
+    assert yaml_model_load(tmp_path / "yolo11n-cbam.yaml")["nc"] == nc
+    y = YOLO(str(tmp_path / "yolo11n-cbam.yaml"))
+    assert transfer(base, y).identity
+    ref = {k: v.clone() for k, v in y.model.state_dict().items()}
+    start = _trainer_start_weights(y, data, tmp_path)
+    assert all(torch.equal(start[k], ref[k]) for k in ref)
+
+
+def test_cli_errors_write_nothing(ckdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    v8 = base_ckpt("yolov8n.yaml", ckdir)
+    with pytest.raises(UsageError, match="not the base with blocks inserted"):
+        main(["base=yolo11n.yaml", f"pretrained={v8}"])
+    with pytest.raises(UsageError, match="unknown key 'modul'"):
+        main(["base=yolo11n.yaml", "modul=SE"])
+    with pytest.raises(UsageError, match="base= is required"):
+        main(["module=SE"])
+    assert not list(tmp_path.iterdir())
+    assert main(["help"]) == 0
+
+
+def test_console_script_routes_insert(tmp_path, monkeypatch, capsys):
+    from attn_yolo import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["insert", "base=yolo11n.yaml", "module=ECA", "at=sppf"]) == 0
+    assert (tmp_path / "yolo11n-eca.yaml").exists()
+    assert cli.main(["insert", "base=yolo11n.yaml", "at=nowhere"]) == 2
+    assert "unknown site 'nowhere'" in capsys.readouterr().err
+    assert attn_yolo.insert is insert and attn_yolo.transfer is transfer
