@@ -1,0 +1,825 @@
+"""Attention heatmaps: the maps each attention block applied in one forward pass, drawn over the image.
+
+    attn-yolo heatmap model=runs/detect/train/weights/best.pt source=images/ layers=all imgsz=640 out=runs/heatmap/exp
+
+For every attention block of a model (``SE``, ``ECA``, ``SAM``, ``CBAM``, ``MHSA``; or only the ``layers=`` chosen)
+forward hooks record what the block applied while the model predicts on each image. Per image one PNG is written: the
+image with its detections, then one panel per map (layer index, block, stride, the map resized onto the image with a
+colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
+so a collapsed block (a uniform or one-hot map) shows in numbers as well as in pictures.
+
+The maps, all ``>= 0``, on the block's feature grid ``(h, w)`` (``stride = input side / feature side``):
+
+- ``spatial`` (``SAM``, ``CBAM``'s spatial gate): the gate ``M_s(x) ∈ [0, 1]`` itself, as multiplied into ``x``.
+- ``channel`` (``SE``, ``ECA``, ``CBAM``'s channel gate): the gate ``s ∈ [0, 1]^C`` has no spatial extent. The map is
+  its L1 gain at each location, ``G(h, w) = Σ_c s_c |x_c(h, w)| / Σ_c |x_c(h, w)|`` with ``x`` the gate's input
+  (the block input): the fraction of the feature magnitude at ``(h, w)`` that passes the gate, i.e. the
+  magnitude-weighted mean gate value there, ``= ‖x(h,w) ⊙ s‖₁ / ‖x(h,w)‖₁``. It lies in ``[min s, max s]``; it is
+  high where the channels the gate keeps open dominate, and constant when the gate treats all channels alike (a
+  gate that emphasises nowhere). Unlike a gate-weighted feature magnitude it does not merely redraw where features
+  are strong.
+- ``received`` (``MHSA``): attention each location receives, the explicit ``softmax(QKᵀ/√d)`` weights
+  ``(B, h, N, N)`` averaged over heads and queries; sums to 1 over the ``N = h·w`` locations (uniform: ``1/N``).
+- ``query<k>`` (``MHSA``, optional ``query=``): the weights of the query cell under point ``k`` (mean over heads), e.g.
+  a detection's centre (``query=det``: the 3 most confident); sums to 1.
+
+A block with a residual gate (``init_values``) applies ``x + γ ⊙ (block(x) − x)``; its maps carry ``mean |γ|``
+(``AttentionMap.gamma``), since with ``γ ≈ 0`` even a structured map changes nothing. For display a map is upsampled
+(bilinear) to the letterboxed model input, the letterbox padding is cropped, and the rest resized onto the image.
+
+The fused SDPA kernel returns no weights, so while capturing, a hook re-runs the block with explicit attention
+(``MHSA.explicit_attention``) on the input it received and records the largest difference between that output and the
+block's actual output (``AttentionMap.check``, ~1e-6). The model's own outputs are untouched; hooks are removed on exit,
+also after an error.
+
+Statistics (``map_stats``): min, max, mean, std over the feature grid (letterbox padding included: it is what the block
+saw); Shannon entropy of the map normalised to sum 1, in nats, and divided by ``ln N`` (``entropy_norm``; 1.0 =
+uniform, 0 = one-hot); ``peak_share``, the largest location's share of the mass; ``flag`` = ``uniform`` when the map
+stays within 1 % of its mean (``max − min <= 0.01 · |mean|``), ``one-hot`` when ``peak_share >= 0.5``.
+
+Optional ``cam=eigencam`` or ``cam=gradcam`` (needs ``grad-cam``: ``pip install 'attn-yolo[cam]'``) adds a
+class-activation map over the layers that feed ``Detect``, also for models without attention blocks.
+
+Python:
+    >>> from attn_yolo.heatmap import heatmaps, save
+    >>> for item in heatmaps("best.pt", "bus.jpg", imgsz=640):
+    ...     print([(m.name, m.map.shape, m.stats["entropy_norm"]) for m in item.maps])
+    ...     save(item, "runs/heatmap/exp")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import glob
+import importlib.util
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_yolo.cbam import CBAM, SAM
+from attn_yolo.eca import ECA
+from attn_yolo.mhsa import MHSA
+from attn_yolo.registry import MODULES
+from attn_yolo.se import SE
+
+UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
+ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
+CAM_METHODS = ("eigencam", "gradcam")
+
+
+class HeatmapError(ValueError):
+    """Bad input to the heatmap tool: an unreadable image, a bad ``layers=`` value, a model without blocks."""
+
+
+class NoAttentionError(HeatmapError):
+    """The model has no attention block to capture."""
+
+
+def default_sources() -> list[Path]:
+    """Ultralytics' sample photos ``bus.jpg`` and ``zidane.jpg``."""
+    import ultralytics
+
+    assets = Path(ultralytics.__file__).parent / "assets"
+    return [assets / "bus.jpg", assets / "zidane.jpg"]
+
+
+# ------------------------------------------------------------------------------------------------------------ maps --
+@dataclass
+class AttentionMap:
+    """One map a block applied, on its feature grid.
+
+    Attributes:
+        layer (int): Ultralytics layer index ``i`` of the block (``-1`` for a CAM).
+        block (str): block class name (``CBAM``).
+        kind (str): ``spatial``, ``channel``, ``received``, ``query<k>`` (k-th query point) or ``cam``.
+        map (np.ndarray): ``(h, w)`` float32, ``>= 0``, on the model-input (letterboxed) grid of the block.
+        stride (int): model-input pixels per map cell.
+        query (tuple[float, float] | None): ``(x, y)`` original-image pixels of the query point (``kind == "query"``).
+        check (float | None): ``MHSA``: max |explicit-attention output − the block's actual output|.
+        gamma (float | None): mean ``|γ|`` of the block's residual gate (``init_values``), None without one. The
+            block applies ``x + γ ⊙ (block(x) − x)``: with ``γ ≈ 0`` even a structured map changes nothing.
+    """
+
+    layer: int
+    block: str
+    kind: str
+    map: np.ndarray
+    stride: int
+    query: tuple[float, float] | None = None
+    check: float | None = None
+    gamma: float | None = None
+    stats: dict = field(init=False)
+
+    def __post_init__(self):
+        self.stats = map_stats(self.map)
+
+    @property
+    def name(self) -> str:
+        """File-name friendly id, e.g. ``L06_CBAM_spatial`` or ``L15_MHSA_query0``."""
+        return f"L{self.layer:02d}_{self.block}_{self.kind}" if self.layer >= 0 else f"{self.block}_{self.kind}"
+
+
+def map_stats(m: np.ndarray) -> dict:
+    """Statistics that expose a collapsed map.
+
+    Args:
+        m: map ``(h, w)``, values ``>= 0`` (negative values are clipped to 0 for the entropy).
+
+    Returns:
+        dict: ``min``, ``max``, ``mean``, ``std``; ``entropy_nats`` of ``p = m / Σm`` (``-Σ p ln p``; a map summing
+        to 0 counts as uniform); ``entropy_norm = entropy_nats / ln N`` (1.0 uniform, 0.0 one-hot; 1.0 when N = 1);
+        ``peak_share = max p``; ``flag``: ``"uniform"`` if ``max − min <= 0.01·|mean|`` (flat to 1 %),
+        ``"one-hot"`` if ``peak_share >= 0.5`` (half the mass in one cell), else ``""``.
+    """
+    v = np.asarray(m, np.float64).ravel()
+    n = v.size
+    pos = np.clip(v, 0, None)
+    total = pos.sum()
+    p = pos / total if total > 0 else np.full(n, 1.0 / n)
+    nz = p[p > 0]
+    h = float(-(nz * np.log(nz)).sum())
+    lo, hi, mean = float(v.min()), float(v.max()), float(v.mean())
+    peak = float(p.max())
+    flag = "uniform" if hi - lo <= UNIFORM_RTOL * abs(mean) else "one-hot" if peak >= ONE_HOT_SHARE and n > 1 else ""
+    return {
+        "min": lo,
+        "max": hi,
+        "mean": mean,
+        "std": float(v.std()),
+        "entropy_nats": h,
+        "entropy_norm": h / math.log(n) if n > 1 else 1.0,
+        "peak_share": peak,
+        "flag": flag,
+    }
+
+
+def channel_gate_map(x: torch.Tensor, s: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Spatial map of a channel gate: ``G(h, w) = Σ_c s_c |x_c(h, w)| / Σ_c |x_c(h, w)|``.
+
+    Args:
+        x: gate input ``(B, C, H, W)``.
+        s: gate ``(B, C)``, ``(B, 1, C)`` or ``(B, C, 1, 1)`` in ``[0, 1]``.
+        eps: added to the denominator (a location with ``x = 0`` gets 0).
+
+    Returns:
+        ``(B, H, W)`` in ``[min s, max s]``.
+    """
+    a = x.detach().float().abs()
+    s = s.detach().float().reshape(s.shape[0], -1, 1, 1)  # ECA's gate is (B, 1, C)
+    return (a * s).sum(1) / (a.sum(1) + eps)
+
+
+# ------------------------------------------------------------------------------------------------------ the model --
+def as_model(model) -> nn.Module:
+    """The Ultralytics ``nn.Module`` (``DetectionModel``) of a checkpoint/YAML path, a ``YOLO`` object or the module.
+
+    Raises:
+        HeatmapError: a missing file, or an object that is not an Ultralytics model.
+    """
+    if isinstance(model, (str, Path)):
+        path = Path(model)
+        if not path.exists():
+            raise HeatmapError(f"model={model!r}: file not found (give a .pt checkpoint, e.g. .../weights/best.pt)")
+        from ultralytics import YOLO
+        from ultralytics.utils import LOGGER
+
+        if path.suffix in (".yaml", ".yml"):
+            LOGGER.warning(f"heatmap: {path.name} is a model YAML: random weights, the maps show an untrained model")
+        model = YOLO(str(path))
+    inner = getattr(model, "model", None)
+    if isinstance(model, nn.Module) and isinstance(inner, nn.Sequential | nn.ModuleList):
+        return model
+    if isinstance(inner, nn.Module) and isinstance(getattr(inner, "model", None), nn.Sequential | nn.ModuleList):
+        return inner  # a YOLO object
+    raise HeatmapError(f"model: expected a checkpoint path, a YOLO object or its nn.Module, got {type(model).__name__}")
+
+
+def attention_layers(model) -> dict[int, nn.Module]:
+    """``{layer index: block}`` for every attention block (``attn_yolo.MODULES``) among the model's layers."""
+    blocks = tuple(MODULES.values())
+    return {i: m for i, m in enumerate(as_model(model).model) if isinstance(m, blocks)}
+
+
+def resolve_layers(model, layers="all") -> dict[int, nn.Module]:
+    """Attention blocks selected by ``layers``: ``"all"``/None, an index, a list, or ``"5,8"``.
+
+    Raises:
+        NoAttentionError: the model has no attention block.
+        HeatmapError: an index that is not an attention layer (the message lists the attention layers).
+    """
+    model = as_model(model)
+    found = attention_layers(model)
+    listing = ", ".join(f"{i} ({type(m).__name__})" for i, m in found.items())
+    if not found:
+        raise NoAttentionError(
+            f"the model has no attention blocks ({', '.join(MODULES)}) among its {len(model.model)} layers: "
+            f"no attention maps to capture. {cam_hint()}"
+        )
+    if layers is None or (isinstance(layers, str) and layers.strip().lower() == "all"):
+        return found
+    tokens = layers.strip("[]() ").split(",") if isinstance(layers, str) else layers
+    tokens = tokens if isinstance(tokens, list | tuple) else [tokens]
+    try:
+        if not tokens or any(isinstance(t, bool | float) for t in tokens):
+            raise ValueError
+        idx = [int(t) for t in tokens]
+    except (TypeError, ValueError):
+        raise HeatmapError(
+            f"layers={layers!r}: expected 'all', a layer index or a comma-separated list; attention layers: {listing}"
+        ) from None
+    n = len(model.model)
+    for i in idx:
+        if i not in found:
+            what = f"layer {i} is {type(model.model[i]).__name__}, not an attention block" if -n <= i < n else (
+                f"there is no layer {i} (the model has layers 0..{n - 1})")
+            raise HeatmapError(f"layers={layers}: {what}. Attention layers: {listing}")
+    return {i: found[i] for i in idx}
+
+
+def cam_hint() -> str:
+    """Whether class-activation maps are available instead."""
+    try:
+        import pytorch_grad_cam  # noqa: F401
+
+        return "Class-activation maps need no attention block: add cam=eigencam (or cam=gradcam)."
+    except ImportError:
+        return "Class-activation maps need no attention block: pip install 'attn-yolo[cam]', then add cam=eigencam."
+
+
+# ---------------------------------------------------------------------------------------------------------- capture --
+class AttentionCapture:
+    """Context manager: forward hooks that record the maps the selected blocks apply; removed on exit.
+
+    Example:
+        >>> with AttentionCapture(model, layers="all") as cap:
+        ...     y = model(x)
+        >>> maps = cap.maps()  # list[AttentionMap] of image 0 of the batch
+
+    Only the last forward pass is kept. Hooks record, never modify: outputs are identical with and without capture.
+    """
+
+    def __init__(self, model, layers="all"):
+        self.model = as_model(model)
+        self.blocks = resolve_layers(self.model, layers)
+        self.handles: list = []
+        self.records: dict[int, dict[str, torch.Tensor]] = {}
+        self.input_shape: tuple[int, int] | None = None
+
+    def __enter__(self) -> AttentionCapture:
+        try:
+            self.handles.append(self.model.register_forward_pre_hook(self._on_input))
+            for i, b in self.blocks.items():
+                self.handles.append(b.register_forward_hook(self._on_block(i)))
+                for key, gate in _gates(b).items():
+                    self.handles.append(gate.register_forward_hook(self._on_gate(i, key)))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        """Remove every hook this capture registered (and only those)."""
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+    def _on_input(self, module, args):
+        self.records.clear()
+        self.input_shape = tuple(args[0].shape[-2:])
+
+    def _on_gate(self, i: int, key: str):
+        def hook(module, args, out):
+            self.records.setdefault(i, {})[key] = out.detach()
+
+        return hook
+
+    def _on_block(self, i: int):
+        def hook(module, args, out):
+            rec = self.records.setdefault(i, {})
+            x = args[0].detach()
+            rec["x"] = x
+            if isinstance(module, MHSA):
+                y, w = module.explicit_attention(x)  # no_grad; the fused forward already produced `out`
+                rec["w"] = w.mean(1)  # (B, N, N) mean over heads
+                rec["check"] = (y - out.detach()).abs().amax()
+
+        return hook
+
+    def maps(self, b: int = 0, query_cells: list[tuple[int, tuple[float, float]]] | None = None) -> list[AttentionMap]:
+        """The maps of image ``b`` of the last forward pass, in layer order.
+
+        Args:
+            b: index in the batch.
+            query_cells: for MHSA query maps, ``(x, y)`` pairs in model-input pixels, each with the label to store
+                (original-image ``(x, y)``) as ``[(input_xy, original_xy), ...]``.
+        """
+        if self.input_shape is None:
+            raise RuntimeError("AttentionCapture.maps(): no forward pass was captured")
+        out = []
+        for i, block in self.blocks.items():
+            rec, name = self.records.get(i), type(block).__name__
+            if rec is None:
+                continue  # the forward pass did not reach this layer
+            x = rec["x"]
+            stride = max(1, round(self.input_shape[0] / x.shape[-2]))
+            scale = getattr(block, "scale", None)
+            gamma = None if scale is None else float(scale.gamma.detach().abs().mean())
+
+            def add(kind, m, **kw):
+                m = m.float().cpu().numpy().astype(np.float32)
+                out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, **kw))
+
+            if isinstance(block, SE | ECA):
+                add("channel", channel_gate_map(x, rec["gate"])[b])
+            elif isinstance(block, CBAM):
+                add("channel", channel_gate_map(x, rec["channel"])[b])
+                add("spatial", rec["spatial"][b, 0])
+            elif isinstance(block, SAM):
+                add("spatial", rec["spatial"][b, 0])
+            elif isinstance(block, MHSA):
+                h, w = x.shape[-2:]
+                weights, check = rec["w"][b], float(rec["check"])
+                add("received", weights.mean(0).reshape(h, w), check=check)
+                for k, ((xi, yi), orig) in enumerate(query_cells or []):
+                    r = min(max(int(yi // stride), 0), h - 1)
+                    c = min(max(int(xi // stride), 0), w - 1)
+                    add(f"query{k}", weights[r * w + c].reshape(h, w), query=orig, check=check)
+        return out
+
+
+def _gates(block: nn.Module) -> dict[str, nn.Module]:
+    """The sigmoid gates of a block, by record key."""
+    if isinstance(block, SE | ECA):
+        return {"gate": block.gate}
+    if isinstance(block, CBAM):
+        return {"channel": block.channel.gate, "spatial": block.spatial.gate}
+    if isinstance(block, SAM):
+        return {"spatial": block.spatial.gate}
+    return {}
+
+
+# ------------------------------------------------------------------------------------------------------ per image --
+@dataclass
+class ImageHeatmaps:
+    """Heatmaps of one image.
+
+    Attributes:
+        path (Path): the image file.
+        image (np.ndarray): the original BGR image ``(H0, W0, 3)``.
+        input_shape (tuple[int, int]): the letterboxed model input ``(H, W)``.
+        result: ``ultralytics.engine.results.Results`` with the detections (original-image coordinates).
+        maps (list[AttentionMap]): captured maps, in layer order (CAM last).
+    """
+
+    path: Path
+    image: np.ndarray
+    input_shape: tuple[int, int]
+    result: object
+    maps: list[AttentionMap]
+
+    def on_image(self, m: AttentionMap) -> np.ndarray:
+        """``m.map`` resized onto the original image ``(H0, W0)``: bilinear to the model input, letterbox padding
+        cropped, resized to the image (``ultralytics.utils.ops.scale_masks``)."""
+        from ultralytics.utils import ops
+
+        t = torch.from_numpy(m.map)[None, None].float()
+        t = F.interpolate(t, self.input_shape, mode="bilinear", align_corners=False)
+        return ops.scale_masks(t, self.image.shape[:2])[0, 0].numpy()
+
+
+def read_sources(source=None) -> list[Path]:
+    """Image files of ``source``: a file, a folder (its images, sorted), a glob, or a list of these; None: defaults.
+
+    Raises:
+        HeatmapError: nothing matches, or a path does not exist.
+    """
+    from ultralytics.data.utils import IMG_FORMATS
+
+    if source is None:
+        return default_sources()
+    files = []
+    for s in source if isinstance(source, list | tuple) else [source]:
+        p = Path(str(s)).expanduser()
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.suffix[1:].lower() in IMG_FORMATS)
+            if not found:
+                raise HeatmapError(f"source={s}: folder has no images ({', '.join(sorted(IMG_FORMATS))})")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        elif glob.has_magic(str(s)):
+            found = sorted(Path(f) for f in glob.glob(str(p), recursive=True) if Path(f).is_file())
+            if not found:
+                raise HeatmapError(f"source={s}: the pattern matches no file")
+            files += found
+        else:
+            raise HeatmapError(f"source={s}: no such file or folder")
+    return files
+
+
+def read_image(path: Path) -> np.ndarray:
+    """BGR image of ``path`` via OpenCV.
+
+    Raises:
+        HeatmapError: unreadable (missing, not an image, unsupported format), naming the file.
+    """
+    im = cv2.imread(str(path))
+    if im is None:
+        raise HeatmapError(f"cannot read image {str(path)!r}: not an image file OpenCV can decode")
+    return im
+
+
+def _letterbox_gain_pad(shape0, shape1) -> tuple[float, float, float, float]:
+    """``(gain_x, gain_y, pad_x, pad_y)`` of a centred Ultralytics letterbox from ``shape0`` to ``shape1`` (H, W)."""
+    gain = min(shape1[0] / shape0[0], shape1[1] / shape0[1])
+    new_h, new_w = (max(round(s * gain), 1) for s in shape0[:2])
+    pad_x, pad_y = round((shape1[1] - new_w) / 2 - 0.1), round((shape1[0] - new_h) / 2 - 0.1)
+    return new_w / shape0[1], new_h / shape0[0], pad_x, pad_y
+
+
+def letterbox(model: nn.Module, image: np.ndarray, imgsz: int) -> torch.Tensor:
+    """Model input ``(1, 3, H, W)`` of a BGR image as Ultralytics' predictor makes it for ``.pt`` models: minimal
+    rectangle ``LetterBox(imgsz, auto=True, stride)`` (sides multiples of the model stride), RGB, ``/255``, on the
+    model's device and dtype."""
+    from ultralytics.data.augment import LetterBox
+
+    p = next(model.parameters())
+    stride = int(max(getattr(model, "stride", torch.tensor([32.0])).max(), 32))
+    im = LetterBox(imgsz, auto=True, stride=stride)(image=image)
+    return torch.from_numpy(np.ascontiguousarray(im[..., ::-1].transpose(2, 0, 1)))[None].to(p.device, p.dtype) / 255
+
+
+@torch.no_grad()
+def predict_with_maps(
+    model,
+    image: np.ndarray,
+    *,
+    layers="all",
+    imgsz: int = 640,
+    conf: float = 0.25,
+    iou: float = 0.7,
+    query=None,
+    max_queries: int = 3,
+    path: str | Path = "image.jpg",
+    capture: bool = True,
+) -> ImageHeatmaps:
+    """Predict on one BGR image while capturing the attention maps.
+
+    Preprocessing as Ultralytics' predictor for ``.pt`` models (``LetterBox(imgsz, auto=True, stride)``, RGB, /255),
+    postprocessing with its NMS and ``scale_boxes``; detections in an Ultralytics ``Results``.
+
+    Args:
+        model: checkpoint path, ``YOLO`` or its ``nn.Module`` (put in eval mode for the call, mode restored after).
+        image: BGR ``(H0, W0, 3)`` uint8.
+        layers: ``"all"`` or layer indices (see ``resolve_layers``).
+        imgsz: inference size (long side), pixels.
+        conf, iou: NMS thresholds.
+        query: MHSA query points: None, ``"det"`` (the centres of the ``max_queries`` most confident detections) or a
+            list of ``(x, y)`` original-image pixels.
+        path: image path stored in the ``Results``.
+        capture: False: detections only, no maps (a model without attention blocks).
+    """
+    from ultralytics.engine.results import Results
+    from ultralytics.utils import nms, ops
+
+    model = as_model(model)
+    x = letterbox(model, image, imgsz)
+    was_training = model.training
+    model.eval()
+    try:
+        with AttentionCapture(model, layers) if capture else contextlib.nullcontext() as cap:
+            preds = model(x)
+    finally:
+        model.train(was_training)
+    det = nms.non_max_suppression(preds, conf, iou, max_det=300, end2end=getattr(model, "end2end", False))[0]
+    det[:, :4] = ops.scale_boxes(x.shape[2:], det[:, :4], image.shape)  # original-image pixels, clipped
+    if isinstance(query, str) and query.lower() in ("det", "dets", "detections"):
+        points = [((x1 + x2) / 2, (y1 + y2) / 2) for x1, y1, x2, y2 in det[:max_queries, :4].tolist()]
+    else:
+        points = _points(query) if query else []
+    gx, gy, px, py = _letterbox_gain_pad(image.shape, x.shape[2:])
+    maps = cap.maps(0, [((qx * gx + px, qy * gy + py), (qx, qy)) for qx, qy in points]) if capture else []
+    names = getattr(model, "names", None) or {i: str(i) for i in range(int(det[:, 5].max()) + 1 if len(det) else 0)}
+    result = Results(image, path=str(path), names=names, boxes=det[:, :6].cpu())
+    return ImageHeatmaps(Path(path), image, tuple(x.shape[2:]), result, maps)
+
+
+def _points(query) -> list[tuple[float, float]]:
+    """``(x, y)`` pairs from ``"x,y"``, ``(x, y)`` or a list of pairs."""
+    try:
+        if isinstance(query, str):
+            v = [float(t) for t in query.replace("(", "").replace(")", "").split(",")]
+        else:
+            v = np.asarray(query, float).ravel().tolist()
+        if not v or len(v) % 2:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise HeatmapError(f"query={query!r}: expected None, 'det' or x,y pixel coordinates") from None
+    return [(float(a), float(b)) for a, b in zip(v[0::2], v[1::2])]
+
+
+def heatmaps(
+    model,
+    source=None,
+    *,
+    layers="all",
+    imgsz: int = 640,
+    conf: float = 0.25,
+    iou: float = 0.7,
+    query=None,
+    cam: str | None = None,
+    device=None,
+) -> list[ImageHeatmaps]:
+    """Attention maps (and detections) for every image of ``source``.
+
+    Args:
+        model: checkpoint path (``best.pt``), ``YOLO`` object or its ``nn.Module``. Never trained or changed (except
+            moved to ``device`` if one is given).
+        source: image file, folder, glob, or a list of them; None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
+        layers: ``"all"`` (default) or attention layer indices.
+        imgsz: inference size, pixels. conf, iou: NMS thresholds.
+        query: MHSA query points: None, ``"det"`` or ``(x, y)`` original-image pixels.
+        cam: None, ``"eigencam"`` or ``"gradcam"`` (needs ``grad-cam``): adds a ``cam`` map per image.
+        device: None (keep the model where it is) or a device string (``"cpu"``, ``"0"``).
+
+    Returns:
+        list[ImageHeatmaps], one per image.
+
+    Raises:
+        HeatmapError: unreadable image, bad ``layers``/``query``/``cam``; ``NoAttentionError`` for a model without
+            attention blocks when ``cam`` is None.
+    """
+    net = as_model(model)
+    if cam is not None and str(cam).lower() not in CAM_METHODS:
+        raise HeatmapError(f"cam={cam!r}: expected one of {', '.join(CAM_METHODS)} (or none)")
+    if cam is not None and importlib.util.find_spec("pytorch_grad_cam") is None:
+        raise HeatmapError(f"cam={cam} needs the grad-cam library: pip install 'attn-yolo[cam]'")
+    has_blocks = bool(attention_layers(net))
+    if has_blocks or cam is None:
+        resolve_layers(net, layers)  # fail before reading any image
+    if device is not None:
+        from ultralytics.utils.torch_utils import select_device
+
+        net.to(select_device(str(device), verbose=False))
+    files = read_sources(source)
+    images = [read_image(f) for f in files]  # fail on a bad file before any work
+    items = []
+    for f, im in zip(files, images):
+        if has_blocks:
+            item = predict_with_maps(net, im, layers=layers, imgsz=imgsz, conf=conf, iou=iou, query=query, path=f)
+        else:
+            item = predict_with_maps(net, im, layers=None, imgsz=imgsz, conf=conf, iou=iou, path=f, capture=False)
+        if cam is not None:
+            item.maps.append(class_activation_map(net, im, str(cam).lower(), imgsz=imgsz, conf=conf))
+        items.append(item)
+    return items
+
+
+# ----------------------------------------------------------------------------------------------------------- CAM --
+def class_activation_map(model, image: np.ndarray, method: str = "eigencam", *, imgsz: int = 640, conf: float = 0.25):
+    """EigenCAM or Grad-CAM (``pytorch_grad_cam``) over the layers feeding ``Detect``, as an ``AttentionMap``.
+
+    The detector output is reduced to one tensor ``(B, 4 + nc, anchors)``; Grad-CAM's scalar target is the sum of the
+    best class score of every anchor scoring ``>= conf`` (the single best anchor if none does). Gradients flow from a
+    ``requires_grad`` input, so a loaded checkpoint with frozen parameters works; the parameters are not changed.
+
+    Raises:
+        HeatmapError: ``grad-cam`` is not installed, or an unknown ``method``.
+    """
+    try:
+        from pytorch_grad_cam import EigenCAM, GradCAM
+    except ImportError:
+        raise HeatmapError("cam= needs the grad-cam library: pip install 'attn-yolo[cam]'") from None
+    if method not in CAM_METHODS:
+        raise HeatmapError(f"cam={method!r}: expected one of {', '.join(CAM_METHODS)}")
+    net = as_model(model)
+    head = net.model[-1]
+    targets_layers = [net.model[j] for j in (head.f if isinstance(head.f, list) else [head.f])]
+    x = letterbox(net, image, imgsz)
+
+    class Scores(nn.Module):  # detector → one tensor (B, 4 + nc, anchors), as grad-cam expects
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, t):
+            y = self.m(t)
+            return y[0] if isinstance(y, tuple | list) else y
+
+    def target(out):  # (4 + nc, anchors) → scalar
+        s = out[4:].amax(0)
+        keep = s >= conf
+        return s[keep].sum() if keep.any() else s.max()
+
+    was_training, params = net.training, list(net.parameters())
+    frozen = [q.requires_grad for q in params]
+    net.eval().requires_grad_(False)  # gradients reach the activations through the input; no .grad on the weights
+    head.shape = None  # rebuild Detect's anchor cache inside the graph (a cache made under inference_mode breaks it)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            cls = EigenCAM if method == "eigencam" else GradCAM
+            with cls(model=Scores(net), target_layers=targets_layers) as c:
+                grey = c(input_tensor=x.clone().requires_grad_(True), targets=[target])[0]
+    finally:
+        net.train(was_training)
+        for q, r in zip(params, frozen):
+            q.requires_grad_(r)
+    h, w = x.shape[2:]
+    return AttentionMap(-1, "EigenCAM" if method == "eigencam" else "GradCAM", "cam",
+                        cv2.resize(grey.astype(np.float32), (w // 8, h // 8), interpolation=cv2.INTER_AREA), 8)
+
+
+# ---------------------------------------------------------------------------------------------------------- output --
+PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
+CBAR_PX = 72  # colour bar and its tick labels, pixels
+HEADER_PX = 48  # two title lines above each panel, pixels
+COLS = 3  # panels per row
+
+
+def figure_size(image_shape, n_maps: int, panel_px: int = PANEL_PX, cols: int = COLS) -> tuple[int, int]:
+    """``(height, width)`` in pixels of the PNG for an image of ``image_shape`` ``(H0, W0, ...)`` and ``n_maps`` maps.
+
+    ``n_maps + 1`` panels (the detections first) in rows of ``cols``; a panel is ``panel_px`` wide and
+    ``HEADER_PX + round((panel_px - CBAR_PX) · H0 / W0)`` high.
+    """
+    n = n_maps + 1
+    c = min(n, cols)
+    return math.ceil(n / c) * (HEADER_PX + _image_px(image_shape, panel_px)[0]), c * panel_px
+
+
+def _image_px(image_shape, panel_px: int) -> tuple[int, int]:
+    """``(height, width)`` in pixels of the image inside a panel."""
+    w = panel_px - CBAR_PX
+    return round(w * image_shape[0] / image_shape[1]), w
+
+
+def _colour_range(s: dict) -> tuple[float, float]:
+    """Colour scale of a map: its own min..max; a ``uniform`` map gets ``mean ± 5 %`` so it shows flat."""
+    if s["flag"] == "uniform" or s["max"] <= s["min"]:
+        d = max(0.05 * abs(s["mean"]), 1e-6)
+        return s["mean"] - d, s["mean"] + d
+    return s["min"], s["max"]
+
+
+def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px: int = PANEL_PX):
+    """Matplotlib ``Figure`` of ``figure_size`` pixels: the image with its detections, then one panel per map.
+
+    A map panel shows the map resized onto the image (``ImageHeatmaps.on_image``) over the photo, a colour bar in the
+    map's units, and a title with layer, block, kind, stride, grid size and ``map_stats``. The colour scale spans the
+    map's own min..max, so read the values off the bar; a flagged map (``uniform``: drawn flat; ``one-hot``) is
+    titled in red.
+    """
+    from matplotlib.figure import Figure
+
+    dpi = 100
+    fig_h, fig_w = figure_size(item.image.shape, len(item.maps), panel_px)
+    ih, iw = _image_px(item.image.shape, panel_px)
+    fig = Figure(figsize=(fig_w / dpi, fig_h / dpi), dpi=dpi)
+    c = min(len(item.maps) + 1, COLS)
+    shown = (iw - 8, ih)  # (width, height) drawn per panel: resize once here rather than in matplotlib
+    rgb = cv2.resize(item.image, shown, interpolation=cv2.INTER_AREA)[..., ::-1]
+
+    def box(r, col, x0, w):  # pixel box (left x0, width w) below the header of cell (r, col) → figure fractions
+        top = r * (HEADER_PX + ih) + HEADER_PX
+        return ((col * panel_px + x0) / fig_w, 1 - (top + ih) / fig_h, w / fig_w, ih / fig_h)
+
+    for k in range(len(item.maps) + 1):
+        r, col = divmod(k, c)
+        ax = fig.add_axes(box(r, col, 4, iw - 8))
+        ax.set_axis_off()
+        if k == 0:
+            ax.imshow(cv2.resize(item.result.plot(), shown, interpolation=cv2.INTER_AREA)[..., ::-1])
+            ax.set_title(f"{item.path.name} ({item.image.shape[1]}×{item.image.shape[0]})\n{len(item.result.boxes)} "
+                         f"detections · model input {item.input_shape[1]}×{item.input_shape[0]}", fontsize=9)
+            continue
+        m = item.maps[k - 1]
+        s = m.stats
+        vmin, vmax = _colour_range(s)
+        ax.imshow(rgb)
+        overlay = cv2.resize(item.on_image(m), shown, interpolation=cv2.INTER_AREA)
+        im = ax.imshow(overlay, cmap=cmap, alpha=alpha, vmin=vmin, vmax=vmax)
+        if m.query is not None:  # original-image pixels → panel pixels
+            qx, qy = m.query[0] * shown[0] / item.image.shape[1], m.query[1] * shown[1] / item.image.shape[0]
+            ax.plot(qx, qy, marker="x", color="white", markersize=12, markeredgewidth=3)
+        what = m.kind if m.query is None else f"query ({m.query[0]:.0f}, {m.query[1]:.0f})"
+        where = f"layer {m.layer} " if m.layer >= 0 else ""
+        flag = f" [{s['flag'].upper()}]" if s["flag"] else ""
+        flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
+        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {m.map.shape[1]}×{m.map.shape[0]}\n"
+                     f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
+                     f"{flag}", fontsize=8, color="red" if s["flag"] else "black")
+        cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
+        cb.ax.tick_params(labelsize=7)
+        cb.formatter.set_useOffset(False)
+        cb.update_ticks()
+    return fig
+
+
+def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
+    """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out``.
+
+    Returns:
+        dict: ``"png"`` → the PNG, and map name → its ``.npy``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"png": out / f"{item.path.stem}_heatmaps.png"}
+    plot(item).savefig(paths["png"])
+    for m in item.maps:
+        paths[m.name] = out / f"{item.path.stem}_{m.name}.npy"
+        np.save(paths[m.name], m.map)
+    return paths
+
+
+STATS_FIELDS = ("image", "map", "layer", "block", "kind", "stride", "h", "w", "min", "max", "mean", "std",
+                "entropy_nats", "entropy_norm", "peak_share", "flag", "check", "gamma")
+
+
+def stats_rows(items: list[ImageHeatmaps]) -> list[dict]:
+    """One row per map (fields ``STATS_FIELDS``)."""
+    return [
+        {"image": it.path.name, "map": m.name, "layer": m.layer, "block": m.block, "kind": m.kind,
+         "stride": m.stride, "h": m.map.shape[0], "w": m.map.shape[1], **m.stats,
+         "check": m.check, "gamma": m.gamma}
+        for it in items for m in it.maps
+    ]
+
+
+def write_stats(items: list[ImageHeatmaps], path: str | Path) -> Path:
+    """Write ``stats_rows`` as CSV (floats to 6 significant digits; ``check``/``gamma`` empty when not applicable)."""
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, STATS_FIELDS)
+        w.writeheader()
+        for r in stats_rows(items):
+            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else "" if v is None else v for k, v in r.items()})
+    return path
+
+
+# -------------------------------------------------------------------------------------------------------------- CLI --
+DEFAULTS = {
+    "model": None,
+    "source": None,
+    "layers": "all",
+    "out": None,
+    "imgsz": 640,
+    "conf": 0.25,
+    "iou": 0.7,
+    "query": None,
+    "cam": None,
+    "device": None,
+}
+
+USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
+                  [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
+
+Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
+(raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
+Default source: Ultralytics' bus.jpg and zidane.jpg."""
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo heatmap key=value ...``; returns an exit code."""
+    from attn_yolo.cli import UsageError, kv_args
+
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(USAGE)
+        return 0
+    a = kv_args(argv, DEFAULTS, "heatmap")
+    if a["model"] is None:
+        raise UsageError("attn-yolo heatmap: model= is required, e.g. model=runs/detect/train/weights/best.pt")
+    if not isinstance(a["imgsz"], int) or isinstance(a["imgsz"], bool) or a["imgsz"] < 32:
+        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r}: expected an int >= 32 (pixels, long side)")
+    for key in ("conf", "iou"):
+        if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
+            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
+    try:
+        items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
+                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"])
+    except HeatmapError as e:
+        raise UsageError(f"attn-yolo heatmap: {e}") from None
+    if a["out"] is None:
+        from ultralytics.utils.files import increment_path
+
+        out = increment_path(Path("runs/heatmap/exp"), mkdir=True)
+    else:
+        out = Path(str(a["out"]))
+    for it in items:
+        print(f"{save(it, out)['png']}")
+    stats = write_stats(items, out / "stats.csv")
+    print(f"\n{'image':<16}{'map':<24}{'stride':>6}{'shape':>9}{'min':>9}{'max':>9}{'mean':>9}{'H/lnN':>7}  flag")
+    for r in stats_rows(items):
+        print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"
+              f"{r['max']:>9.3g}{r['mean']:>9.3g}{r['entropy_norm']:>7.3f}  {r['flag']}")
+    print(f"\nstats: {stats}")
+    return 0
