@@ -84,8 +84,11 @@ class MHSA(nn.Module):
     def qkv_heads(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Project normalised tokens ``(B, N, C)`` to contiguous q, k, v of shape ``(B, h, N, d)`` each."""
         b, n, _ = t.shape
-        qkv = self.qkv(t).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).contiguous()
-        return qkv.unbind(0)
+        # one projection at a time, each copied once into (B, h, N, d): peak memory 4 token maps, not 6
+        return tuple(
+            F.linear(t, w, bias).view(b, n, self.heads, self.head_dim).transpose(1, 2).contiguous()
+            for w, bias in zip(self.qkv.weight.chunk(3), self.qkv.bias.chunk(3))
+        )
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return ``(softmax(QKᵀ/√d) V, weights)``: fused SDPA (weights None) or, if ``not self.fused``, explicit."""
@@ -98,8 +101,7 @@ class MHSA(nn.Module):
     def tokens_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The block on ``(B, C, H, W)``: output ``(B, C, H, W)`` and attention weights ``(B, h, N, N)`` or None."""
         b, c, h, w = x.shape
-        x = x + self.pos(x)
-        t = x.flatten(2).transpose(1, 2)  # (B, N, C)
+        t = (x + self.pos(x)).flatten(2).transpose(1, 2)  # (B, N, C); freed at the first residual add
         o, weights = self.attend(*self.qkv_heads(self.norm1(t)))
         t = t + self.proj(o.transpose(1, 2).reshape(b, h * w, c))
         t = t + self.mlp(self.norm2(t))

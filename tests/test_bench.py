@@ -1,0 +1,196 @@
+"""Tests of the benchmark's own logic (no timing assertions): faithfulness vs timm, kernel detection, peak memory,
+the out-of-memory guard, argument parsing, and a tiny smoke run of every section."""
+
+import math
+import resource
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_yolo import CBAM, ECA, SAM, SE, MHSA
+from attn_yolo.bench import (
+    PeakMemory,
+    attention_kernel,
+    bench_attention_case,
+    interleaved_times,
+    main,
+    paired_ratio,
+    parse_args,
+    profile_kernel,
+    run_attention_case,
+    sdpa_backend_rows,
+    timm_twin,
+)
+from attn_yolo.cli import UsageError
+
+pytest.importorskip("timm")
+
+
+def _randomise(m: nn.Module) -> nn.Module:
+    torch.manual_seed(0)
+    for p in m.parameters():  # biases too: a twin that drops a bias must fail
+        nn.init.normal_(p, std=0.2)
+    return m.eval()
+
+
+@pytest.mark.parametrize("cls", [SE, ECA, CBAM])
+@pytest.mark.parametrize("shape", [(1, 64, 20, 20), (2, 256, 10, 10), (1, 48, 7, 9)])
+def test_timm_twin_is_faithful(cls, shape):
+    ours = _randomise(cls(shape[1]))
+    twin = timm_twin(ours)
+    x = torch.randn(shape)  # unit scale, as in the bench: 1e-6 is ~2 ulp of float32 at |y| < 8
+    with torch.no_grad():
+        a, b = ours(x), twin(x)
+    assert (a - b).abs().max().item() <= 1e-6
+    assert (a - x).abs().max().item() > 1e-2  # the block does something, so equality is not vacuous
+
+
+@pytest.mark.parametrize("cls", [SE, ECA, CBAM])
+def test_timm_twin_detects_a_different_weight(cls):
+    ours = _randomise(cls(64))
+    twin = timm_twin(ours)
+    with torch.no_grad():
+        next(ours.parameters()).add_(0.1)  # perturb ours after copying: the comparison must see it
+        x = torch.randn(2, 64, 8, 8)
+        assert (ours(x) - twin(x)).abs().max().item() > 1e-4
+
+
+def test_timm_twin_copies_cbam_spatial_bias_through_bn():
+    ours = _randomise(CBAM(64))
+    twin = timm_twin(ours)
+    bn = twin.spatial.conv.bn
+    assert bn.bias.item() == ours.spatial.conv.bias.item() and bn.eps == 0.0
+    assert twin.channel.fc1.bias is not None  # mlp_bias=True, as ours
+
+
+def test_timm_twin_rejects_what_timm_lacks():
+    with pytest.raises(TypeError, match="no timm equivalent"):
+        timm_twin(SAM(64))
+    with pytest.raises(TypeError, match="residual gate"):
+        timm_twin(SE(64, init_values=0.0))
+
+
+def test_attention_kernel_names():
+    cpu = "aten::_scaled_dot_product_flash_attention_for_cpu"
+    assert attention_kernel([cpu, "aten::scaled_dot_product_attention"]) == "flash (CPU)"
+    assert attention_kernel([cpu, cpu + "_backward"]) == "flash (CPU); bwd: flash (CPU)"
+    assert attention_kernel(["aten::_scaled_dot_product_attention_math", "aten::softmax", "aten::bmm"]) == "math"
+    assert attention_kernel(["aten::_scaled_dot_product_efficient_attention"]) == "memory-efficient"
+    assert attention_kernel(["aten::_scaled_dot_product_flash_attention"]) == "flash"
+    assert attention_kernel(["aten::_scaled_dot_product_cudnn_attention"]) == "cuDNN"
+    assert attention_kernel(["aten::matmul", "aten::softmax"]) == "explicit (matmul + softmax)"
+    assert attention_kernel(["aten::conv2d"]) == "none"
+
+
+def test_profile_kernel_sees_what_ran():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (torch.randn(1, 4, 64, 32) for _ in range(3))
+    assert profile_kernel(lambda: F.scaled_dot_product_attention(q, k, v)) == "flash (CPU)"
+
+    def forced_math():
+        with sdpa_kernel(SDPBackend.MATH):
+            F.scaled_dot_product_attention(q, k, v)
+
+    assert profile_kernel(forced_math) == "math"  # a fallback to the math kernel is visible
+    m = MHSA(128, heads=4).eval()
+    m.fused = False
+    assert profile_kernel(lambda: m.attend(q, k, v)) == "explicit (matmul + softmax)"
+
+
+def test_peak_memory_sees_a_transient_allocation():
+    mem = PeakMemory()
+    mem.start()
+    x = torch.ones(16 * 2**20)  # 64 MiB, touched
+    del x
+    peak = mem.peak_mib()
+    assert 60 <= peak <= 64 + 32
+    mem.start()  # restarted: the earlier peak no longer counts
+    assert mem.peak_mib() < 16
+
+
+def test_attention_case_memory_matches_the_score_matrix():
+    """Explicit attention must show its h·N² score and softmax matrices; the fused kernel must not."""
+    n, h = 1024, 4
+    scores_mib = h * n * n * 4 / 2**20  # 16 MiB per (B, h, N, N) fp32 matrix
+    fused = run_attention_case("sdpa", n, passes=("fwd",), repeats=1, threads=2)
+    assert fused["fwd"]["kernel"] == "flash (CPU)" and fused["fwd"]["repeats"] == 1
+    assert fused["fwd"]["peak_mib"] < scores_mib / 2
+    explicit = bench_attention_case(dict(kind="explicit", n=n, passes=("fwd",), repeats=1, threads=2))  # subprocess
+    assert explicit["fwd"]["kernel"] == "explicit (matmul + softmax)"
+    assert 2 * scores_mib * 0.9 <= explicit["fwd"]["peak_mib"] <= 3 * scores_mib + 16
+
+
+def test_attention_case_out_of_memory_is_reported_not_raised():
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    r = run_attention_case("explicit", 4096, repeats=1, threads=2, mem_limit_bytes=64 * 2**20)  # scores: 256 MiB
+    assert r["fwd"]["error"].startswith("out of memory (tried to allocate 0.25 GiB")
+    assert r["fwdbwd"]["error"] == "not run (fwd failed)"
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+def test_attention_case_repeats_fall_back_to_budget():
+    r = run_attention_case("sdpa", 64, passes=("fwd",), repeats=50, case_budget_s=1e-9, threads=1)
+    assert r["fwd"]["repeats"] == 3  # MIN_REPEATS when one run exceeds the budget share
+
+
+def test_interleaved_times_round_robin():
+    calls = []
+    fns = {k: (lambda k=k: calls.append(k)) for k in "abc"}
+    t = interleaved_times(fns, rounds=4, warmup=2)
+    assert {k: len(v) for k, v in t.items()} == {"a": 4, "b": 4, "c": 4}
+    assert len(calls) == 18 and calls[:3] == ["a", "b", "c"] and calls[3:6] == ["b", "c", "a"]
+    assert paired_ratio([2.0, 4.0, 9.0], [1.0, 2.0, 3.0]) == 2.0
+
+
+def test_parse_args_presets_and_errors():
+    full, quick = parse_args([]), parse_args(["quick=True"])
+    assert full["tokens"] == (400, 1600, 6400, 25600) and full["repeats"] >= 10 and full["out"] == "BENCHMARKS.md"
+    assert quick["out"] == "" and quick["repeats"] < full["repeats"] and full["threads"] >= 1
+    assert parse_args(["tokens=1600,6400", "sections=attention"])["tokens"] == (1600, 6400)
+    with pytest.raises(UsageError, match="perfect square"):
+        parse_args(["tokens=1000"])
+    with pytest.raises(UsageError, match="allowed values"):
+        parse_args(["sections=attention,speed"])
+    with pytest.raises(UsageError, match="multiple of 32"):
+        parse_args(["imgsz=100"])
+    with pytest.raises(UsageError, match="unknown key"):
+        parse_args(["token=64"])
+
+
+def test_sdpa_backend_rows_on_cpu():
+    """The GPU section's code path, run on CPU: forced flash and math run; memory-efficient has no CPU kernel."""
+    rows = sdpa_backend_rows("cpu", (64,), dtypes=("bfloat16",), repeats=1, passes=("fwd",))
+    by = {r[2]: r for r in rows}
+    assert by["MHSA fused, forced flash"][4] == "flash (CPU)"
+    assert by["MHSA fused, forced math"][4] == "math"
+    assert by["MHSA fused, forced memory-efficient"][5].startswith("unavailable")
+    assert by["Ultralytics Attention"][4] == "explicit (matmul + softmax)"
+    assert not math.isnan(float(by["MHSA fused, forced flash"][5]))
+
+
+def test_smoke_run_writes_report(tmp_path, capsys):
+    out = tmp_path / "BENCHMARKS.md"
+    argv = ["quick=True", "sections=attention,blocks,timm,train,gpu", "tokens=64", "variants=eca", "repeats=1",
+            "rounds=1", "imgsz=64", "onnx=False", "isolate=False", "threads=2", f"out={out}"]
+    assert main(argv) == 0
+    text = out.read_text()
+    for heading in ("# attn-yolo benchmarks", "## Targets", "## 1. Attention kernel", "## 2. Block overhead",
+                    "## 3. Reference implementations", "## 4. Training throughput", "## 5. GPU"):
+        assert heading in text
+    assert "| torch |" in text and "| Ultralytics |" in text and "2 intra-op threads" in text
+    assert "flash (CPU)" in text and "QUICK" in text
+    assert "| eca |" in text and "| baseline |" in text
+    if not torch.cuda.is_available():
+        assert "Skipped: no CUDA device" in text
+    assert "## 1. Attention kernel" in capsys.readouterr().out  # tables are printed too
+
+
+@pytest.mark.slow
+def test_blocks_section_with_onnx(tmp_path):
+    out = tmp_path / "B.md"
+    argv = ["quick=True", "sections=blocks", "variants=eca", "rounds=1", "imgsz=64", f"cache={tmp_path}", f"out={out}"]
+    assert main(argv) == 0
+    assert "onnxruntime" in out.read_text() and list(tmp_path.glob("yolo11n-eca-64-*.onnx"))
