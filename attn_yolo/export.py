@@ -1,0 +1,734 @@
+"""ONNX export with the attention blocks registered, verified against PyTorch.
+
+    attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+
+Export is Ultralytics' own exporter (``YOLO(model).export(format="onnx", ...)``; in 8.4.190 that is torch's
+TorchScript-based ``torch.onnx.export(..., dynamo=False)``, default opset 18, then onnxslim if ``simplify``). Before it
+runs, the model is scanned for attention blocks and the opset is checked against ``MIN_OPSET``, so an old opset fails
+with the block's name, its layer and the minimum opset instead of an operator error from deep inside torch.
+
+Verification (``verify_onnx``) then runs the file with onnxruntime (CPU provider) on real, letterboxed images and
+compares it with the PyTorch model (eval mode, same input tensor):
+
+* ``onnx.checker``: ``onnx.checker.check_model(path, full_check=True)`` passes;
+* ``raw``: the head output ``(B, 4 + nc, anchors)`` in two parts; each part's max absolute difference relative to its
+  output scale must be ≤ the tolerance (fp32: 1e-4; fp16: 1e-2). The scale of the boxes (xywh, pixels) is
+  ``max|torch boxes|``; that of the class scores (probabilities) is 1, their range;
+* ``nms``: Ultralytics' ``non_max_suppression`` on both raw outputs; detections are matched one-to-one (same class,
+  IoU ≥ 0.99), so both sides keep the same count and classes. Only a detection that the measured score difference
+  can flip may stay unmatched, and is counted: ``borderline`` (score at the threshold), ``tie`` (two classes, or two
+  overlapping boxes, scored within the difference), ``cascade`` (suppressed by or suppressing such a box).
+
+Static exports are checked at the export size, batch 1. Dynamic exports (``dynamic=True``) also at batch 3 and at two
+other sizes, one square and one rectangular (``other_sizes``). The report is printed and saved as
+``<stem>.verify.json`` next to the ``.onnx``; a failed check makes ``main`` return 1 and keeps the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attn_yolo import cli
+from attn_yolo.cbam import CBAM, SAM
+from attn_yolo.eca import ECA
+from attn_yolo.mhsa import MHSA
+from attn_yolo.se import SE
+
+ULTRALYTICS_MIN_OPSET = 9
+"""Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
+
+MIN_OPSET: dict[type, tuple[int, str]] = {
+    SE: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), Conv, Relu, Sigmoid, Mul"),
+    ECA: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), 1-D Conv, Transpose, Sigmoid, Mul"),
+    SAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (channel pools), Concat, Conv, Sigmoid, Mul"),
+    CBAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (global and channel pools), Conv, Relu, Sigmoid, Mul"),
+    MHSA: (
+        14,
+        "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
+        "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
+    ),
+}
+"""Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
+
+TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
+"""Maximum ``max|onnx − torch| / output scale`` per raw output part (``RAW_SCALE``), by exported precision."""
+
+IOU_MIN = 0.99
+"""Minimum IoU of a matched ONNX detection with its PyTorch detection."""
+
+RAW_SCALE = (
+    "max|onnx - torch| / output scale, per head-output part: boxes (rows 0-3, xywh px) / max|torch boxes|; "
+    "class scores (rows 4+, probabilities) / 1, their range"
+)
+
+DEFAULTS = {
+    "model": None,
+    "format": "onnx",
+    "imgsz": 640,
+    "dynamic": False,
+    "half": False,
+    "opset": None,
+    "simplify": True,
+    "verify": True,
+    "source": None,
+    "conf": 0.25,
+    "iou": 0.7,
+    "onnx": None,
+}
+"""``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
+
+HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+    [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx]
+
+Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
+onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
+is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a check fails (the file is kept).
+  model     .pt checkpoint or model YAML (required)         imgsz   export size: int or h,w (default 640)
+  dynamic   dynamic batch/height/width (default False)       half    fp16 weights (CPU: Ultralytics converts the graph)
+  opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
+  verify    run the checks (default True)                    source  images for the checks (default bus.jpg, zidane.jpg)
+  conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
+"""
+
+
+class OpsetError(ValueError):
+    """The requested ONNX opset is older than a block in the model needs; names the block, layer and minimum."""
+
+
+# --------------------------------------------------------------------------------------------------------------- opset
+def block_min_opsets(model: torch.nn.Module) -> list[tuple[str, str, int, str]]:
+    """Attention blocks in ``model`` with their minimum opset: ``[(block, where, min_opset, ops), ...]``.
+
+    ``where`` is the Ultralytics layer (``"layer 11"``) holding the block, or its module path.
+    """
+    found = []
+    for name, m in model.named_modules():
+        for cls, (opset, ops) in MIN_OPSET.items():
+            if isinstance(m, cls):
+                layer = name.split(".")
+                where = f"layer {layer[1]}" if len(layer) >= 2 and layer[0] == "model" and layer[1].isdigit() else name
+                found.append((cls.__name__, where or "model", opset, ops))
+    return found
+
+
+def default_opset() -> int:
+    """The opset Ultralytics' exporter uses when none is given (``best_onnx_opset``: 18 with torch 2.14)."""
+    import onnx
+    from ultralytics.utils.export.engine import best_onnx_opset
+
+    return best_onnx_opset(onnx)
+
+
+def check_opset(model: torch.nn.Module, opset: int | None) -> int:
+    """Return the effective opset for exporting ``model``; raise ``OpsetError`` if a block needs a newer one.
+
+    Raises:
+        OpsetError: e.g. ``opset=13 is too old for MHSA (layer 11): it needs opset >= 14 (...)``.
+    """
+    opset = default_opset() if opset is None else opset
+    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
+        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int >= {ULTRALYTICS_MIN_OPSET}, or omit it")
+    need = [b for b in block_min_opsets(model) if opset < b[2]]
+    if need:
+        lines = "; ".join(f"{name} ({where}) needs opset >= {m}: {ops}" for name, where, m, ops in need)
+        top = max(b[2] for b in need)
+        raise OpsetError(f"opset={opset} is too old for this model: {lines}. Use opset>={top} (or omit opset).")
+    if opset < ULTRALYTICS_MIN_OPSET:
+        raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
+    return opset
+
+
+# -------------------------------------------------------------------------------------------------------------- export
+def load_yolo(model):
+    """``ultralytics.YOLO`` for a checkpoint path, a model YAML or an existing ``YOLO`` (returned as is)."""
+    import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses a YAML or unpickles a checkpoint
+    from ultralytics import YOLO
+
+    return model if hasattr(model, "export") and hasattr(model, "predictor") else YOLO(model)
+
+
+def export_onnx(
+    model,
+    imgsz: int | tuple[int, int] = 640,
+    dynamic: bool = False,
+    half: bool = False,
+    opset: int | None = None,
+    simplify: bool = True,
+) -> Path:
+    """Export ``model`` (path or ``YOLO``) to ONNX with Ultralytics' exporter, after checking the opset.
+
+    ``half=True`` is Ultralytics' ``quantize=16``: on CPU the exporter converts the fp32 graph to fp16 weights and
+    activations with fp32 inputs and outputs (``onnxruntime.transformers.float16``, ``keep_io_types=True``), then
+    ``toposort_onnx`` restores the node order ONNX requires. torch's thread count is restored afterwards.
+
+    Returns:
+        Path: the ``.onnx`` file (next to a ``.pt`` checkpoint; in the working directory for a YAML).
+
+    Raises:
+        OpsetError: ``opset`` older than a block (or Ultralytics) needs.
+    """
+    yolo = load_yolo(model)
+    opset = check_opset(yolo.model, opset)
+    kw = {"quantize": 16} if half else {}
+    threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
+    try:
+        f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu", **kw)
+    finally:
+        torch.set_num_threads(threads)
+    if half:
+        toposort_onnx(f)
+    return Path(f).resolve()
+
+
+def toposort_onnx(path) -> bool:
+    """Put the nodes of an ONNX graph in topological order, rewriting the file only if they were not; True if so.
+
+    Ultralytics' CPU fp16 conversion (``float16.convert_float_to_float16(keep_io_types=True)``) appends the Cast of
+    the graph input after the nodes that read it. ONNX requires topological order: ``onnx.checker`` rejects the file
+    (onnxruntime sorts by itself and runs it). Sorting does not change the computation.
+    """
+    import onnx
+
+    m = onnx.load(str(path))
+    ready = {v.name for v in m.graph.input} | {t.name for t in m.graph.initializer} | {""}
+    nodes = list(m.graph.node)
+    pending, order = list(range(len(nodes))), []
+    while pending:
+        rest = []
+        for k in pending:
+            if all(i in ready for i in nodes[k].input):
+                order.append(k)
+                ready.update(nodes[k].output)
+            else:
+                rest.append(k)
+        if len(rest) == len(pending):
+            raise ValueError(f"{path}: graph has a cycle or a missing input at node {nodes[rest[0]].name!r}")
+        pending = rest
+    if order == sorted(order):
+        return False
+    sorted_nodes = [onnx.NodeProto.FromString(nodes[k].SerializeToString()) for k in order]
+    del m.graph.node[:]
+    m.graph.node.extend(sorted_nodes)
+    onnx.save(m, str(path))
+    return True
+
+
+# -------------------------------------------------------------------------------------------------------------- inputs
+def default_images() -> list[Path]:
+    """Ultralytics' bundled photos ``bus.jpg`` (810x1080) and ``zidane.jpg`` (1280x720)."""
+    import ultralytics
+
+    assets = Path(ultralytics.__file__).parent / "assets"
+    return [assets / "bus.jpg", assets / "zidane.jpg"]
+
+
+def load_images(source=None) -> list[tuple[str, np.ndarray]]:
+    """Read ``source`` (image file, directory, or list of files; None: ``default_images()``) as ``[(name, BGR)]``.
+
+    Raises:
+        FileNotFoundError: a path that does not exist or a directory without images.
+        ValueError: a file OpenCV cannot read.
+    """
+    import cv2
+    from ultralytics.data.utils import IMG_FORMATS
+
+    paths = []
+    for s in default_images() if source is None else source if isinstance(source, (list, tuple)) else [source]:
+        p = Path(s)
+        if p.is_dir():
+            paths += sorted(q for q in p.iterdir() if q.suffix[1:].lower() in IMG_FORMATS)
+        elif p.is_file():
+            paths.append(p)
+        else:
+            raise FileNotFoundError(f"source={str(s)!r}: no such file or directory")
+    if not paths:
+        raise FileNotFoundError(f"source={source!r}: no images ({', '.join(sorted(IMG_FORMATS))})")
+    out = []
+    for p in paths:
+        im = cv2.imread(str(p))
+        if im is None:
+            raise ValueError(f"source image {str(p)!r}: OpenCV cannot read it")
+        out.append((p.name, im))
+    return out
+
+
+def letterbox_batch(images: list[np.ndarray], shape: tuple[int, int]) -> np.ndarray:
+    """Letterbox BGR images to exactly ``shape`` (h, w) as Ultralytics' predictor does: ``(B, 3, h, w)`` RGB, [0, 1]."""
+    from ultralytics.data.augment import LetterBox
+
+    lb = LetterBox(new_shape=shape, auto=False)
+    x = np.stack([lb(image=im)[..., ::-1].transpose(2, 0, 1) for im in images])
+    return np.ascontiguousarray(x, dtype=np.float32) / 255.0
+
+
+def other_sizes(shape: tuple[int, int], stride: int = 32) -> list[tuple[int, int]]:
+    """Two sizes besides the export size for a dynamic check: square-ish 1.25x, and rectangular 0.75h x 1.25w.
+
+    Multiples of ``stride``; e.g. 640 → (800, 800), (480, 800); 128 → (160, 160), (96, 160).
+    """
+    r = lambda v: max(stride, round(v / stride) * stride)  # noqa: E731
+    h, w = shape
+    return [(r(1.25 * h), r(1.25 * w)), (r(0.75 * h), r(1.25 * w))]
+
+
+# ------------------------------------------------------------------------------------------------------------- runners
+def ort_session(onnx_path, threads: int | None = None):
+    """onnxruntime ``InferenceSession`` on the CPU provider (``threads``: intra-op threads, default torch's count)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or torch.get_num_threads()
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+
+
+def ort_raw(sess, x: np.ndarray) -> np.ndarray:
+    """Run an ONNX detection model on ``x`` ``(B, 3, h, w)``; its first output ``(B, 4 + nc, anchors)`` as float32."""
+    return np.asarray(sess.run(None, {sess.get_inputs()[0].name: x})[0], dtype=np.float32)
+
+
+@torch.inference_mode()
+def torch_raw(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
+    """Run the PyTorch detection model (eval) on ``x``; its raw head output ``(B, 4 + nc, anchors)`` as float32."""
+    p = next(model.parameters())
+    y = model.eval()(torch.from_numpy(x).to(p.device, p.dtype))
+    y = y[0] if isinstance(y, (list, tuple)) else y
+    return y.float().cpu().numpy()
+
+
+# ------------------------------------------------------------------------------------------------------------- checks
+@dataclass
+class Check:
+    """One verification check: its name, the case it ran on, whether it passed, its measured value and limit."""
+
+    name: str
+    case: str
+    passed: bool
+    value: float | None = None
+    limit: float | None = None
+    detail: dict = field(default_factory=dict)
+
+    def line(self) -> str:
+        """One line of the printed report."""
+        d = self.detail
+        if "message" in d:
+            v = d["message"]
+        elif self.name == "raw":
+            v = (
+                f"rel boxes {d['boxes']['rel']:.2e} scores {d['scores']['rel']:.2e} (limit {self.limit:.0e}); "
+                f"max abs {d['boxes']['max_abs']:.2e} / {d['scores']['max_abs']:.2e}, "
+                f"mean abs {d['boxes']['mean_abs']:.2e} / {d['scores']['mean_abs']:.2e}"
+            )
+        elif self.name == "nms":
+            iou = "-" if d["min_iou"] is None else f"{d['min_iou']:.4f}"
+            v = (
+                f"{d['matched']} matched of {d['n_torch']} torch / {d['n_onnx']} onnx boxes (conf {d['conf']}), "
+                f"min IoU {iou} (limit {self.limit}), "
+                f"unmatched {d['unmatched_torch'] + d['unmatched_onnx']} (excused: borderline {d['borderline']}, "
+                f"tie {d['tie']}, cascade {d['cascade']})"
+            )
+            if d["n_torch"] == 0 and d["n_onnx"] == 0:
+                v += "  [no boxes above conf: nothing compared; lower conf=]"
+        else:
+            v = ""
+        return f"  {'PASS' if self.passed else 'FAIL'}  {self.name:<13} {self.case:<22} {v}"
+
+
+def compare_raw(ref: np.ndarray, out: np.ndarray, tol: float) -> Check:
+    """Compare raw head outputs ``(B, 4 + nc, A)`` in two parts, each relative to its output scale (``RAW_SCALE``).
+
+    Boxes (rows 0-3, xywh in pixels): ``max|Δ| / max|torch boxes|``. Class scores (rows 4+, probabilities):
+    ``max|Δ|``, their scale being their range [0, 1]. (An image's largest score can be 1e-3, e.g. for an untrained
+    model; relative to that, rounding differences of 1e-7 would read as 1e-4.) Mean absolute differences are reported.
+    """
+    if ref.shape != out.shape:
+        return Check("raw", "", False, math.inf, tol, {"message": f"shape onnx {out.shape} != torch {ref.shape}"})
+    parts = {}
+    for part, sl in (("boxes", slice(0, 4)), ("scores", slice(4, None))):
+        r, o = ref[:, sl].astype(np.float64), out[:, sl].astype(np.float64)
+        diff = np.abs(o - r)
+        scale = (float(np.abs(r).max()) or 1.0) if part == "boxes" else 1.0
+        max_abs = float(diff.max()) if np.isfinite(diff).all() else math.inf
+        parts[part] = {"max_abs": max_abs, "mean_abs": float(diff.mean()), "scale": scale, "rel": max_abs / scale}
+    rel = max(p["rel"] for p in parts.values())
+    return Check("raw", "", rel <= tol, rel, tol, {**parts, "shape": list(ref.shape)})
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU matrix of xyxy boxes ``a (N, 4)`` and ``b (M, 4)``."""
+    from ultralytics.utils.metrics import box_iou
+
+    return box_iou(torch.from_numpy(a).double(), torch.from_numpy(b).double()).numpy()
+
+
+def _candidates(raw: np.ndarray, conf: float) -> np.ndarray:
+    """Pre-NMS candidates of one image's raw output ``(4 + nc, A)``: rows ``(x1, y1, x2, y2, score, class, gap)``.
+
+    ``gap`` is the best minus the second-best class score (inf for one class): how far the class is from flipping.
+    """
+    from ultralytics.utils.ops import xywh2xyxy
+
+    p = raw.T.astype(np.float64)
+    s = np.sort(p[:, 4:], 1)
+    score, cls = s[:, -1], p[:, 4:].argmax(1)
+    gap = s[:, -1] - s[:, -2] if s.shape[1] > 1 else np.full(len(s), np.inf)
+    keep = score > conf
+    return np.concatenate([xywh2xyxy(p[keep, :4]), score[keep, None], cls[keep, None], gap[keep, None]], 1)
+
+
+def _tied(d: np.ndarray, cand: np.ndarray, iou: float, margin: float) -> bool:
+    """Whether a score difference of ``margin / 2`` can change detection ``d`` through a tie: its class (best two
+    class scores within ``margin``), or which box NMS keeps (an overlapping same-class candidate within ``margin``)."""
+    own = np.all(np.abs(cand[:, :5] - d[:5]) <= 1e-6 * (1 + np.abs(d[:5])), 1)
+    if (cand[own, 6] <= margin).any():
+        return True
+    return int((_overlaps(d, cand, iou) & (np.abs(cand[:, 4] - d[4]) <= margin)).sum()) > 1  # not only d itself
+
+
+def _overlaps(d: np.ndarray, boxes: np.ndarray, iou: float) -> np.ndarray:
+    """Mask of the rows of ``boxes`` (x1, y1, x2, y2, score, class, ...) of ``d``'s class with IoU > ``iou`` − 0.01."""
+    if not len(boxes):
+        return np.zeros(0, bool)
+    return (boxes[:, 5] == d[5]) & (_iou(d[None, :4], boxes[:, :4])[0] > iou - (1 - IOU_MIN))
+
+
+def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float, margin: float) -> Check:
+    """Compare post-NMS detections of raw outputs ``ref`` (torch) and ``out`` (onnx) ``(B, 4 + nc, A)``, per image.
+
+    NMS is Ultralytics' ``non_max_suppression(conf, iou, max_det=300)``. Detections are matched one-to-one per image
+    (Hungarian method on IoU, same class only); a match needs IoU ≥ ``IOU_MIN``. ``margin`` is the score difference
+    the raw check allowed (measured, +1e-6). An unmatched detection is excused, and counted, only if a difference of
+    ``margin`` can flip it:
+
+    * ``borderline``: its score is within ``margin`` of the threshold (``conf``, or the lowest kept score once
+      ``max_det`` is reached);
+    * ``tie``: its two best class scores are within ``2 margin`` (the class may flip), or an overlapping same-class
+      candidate (IoU > ``iou`` − 0.01) scores within ``2 margin`` of it (NMS may keep either one);
+    * ``cascade``: it overlaps a detection excused above (on either side), whose flip changes what NMS suppresses.
+
+    Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those.
+    """
+    from scipy.optimize import linear_sum_assignment
+    from ultralytics.utils.nms import non_max_suppression
+
+    max_det = 300
+    margin = margin + 1e-6
+    kw = dict(conf_thres=conf, iou_thres=iou, max_det=max_det, max_time_img=60.0)
+    dt = non_max_suppression(torch.from_numpy(ref.copy()), **kw)
+    do = non_max_suppression(torch.from_numpy(out.copy()), **kw)
+    keys = ("n_torch", "n_onnx", "matched", "borderline", "tie", "cascade", "unmatched_torch", "unmatched_onnx")
+    n = dict.fromkeys(keys, 0)
+    ious = []  # IoU of each matched pair, and the best same-class IoU of each unexcused unmatched detection
+    for k, (a, b) in enumerate(zip(dt, do)):
+        a, b = a.double().numpy(), b.double().numpy()
+        n["n_torch"] += len(a)
+        n["n_onnx"] += len(b)
+        m = _iou(a[:, :4], b[:, :4]) * (a[:, 5:6] == b[:, 5][None]) if len(a) and len(b) else np.zeros((len(a), len(b)))
+        ri, ci = linear_sum_assignment(-m) if m.size else ([], [])
+        good = [(i, j) for i, j in zip(ri, ci) if m[i, j] >= IOU_MIN]
+        ious += [m[i, j] for i, j in good]
+        n["matched"] += len(good)
+        lo = max([conf] + [d[:, 4].min() for d in (a, b) if len(d) == max_det])
+        unmatched = {"torch": sorted(set(range(len(a))) - {i for i, _ in good}),
+                     "onnx": sorted(set(range(len(b))) - {j for _, j in good})}
+        dets, raws, best = {"torch": a, "onnx": b}, {"torch": ref[k], "onnx": out[k]}, {"torch": m, "onnx": m.T}
+        excused, left = [], []
+        for side, idx in unmatched.items():
+            cand = _candidates(raws[side], conf - margin) if idx else None
+            for i in idx:
+                d = dets[side][i]
+                if abs(d[4] - lo) <= margin:
+                    n["borderline"] += 1
+                    excused.append(d)
+                elif _tied(d, cand, iou, 2 * margin):
+                    n["tie"] += 1
+                    excused.append(d)
+                else:
+                    left.append((side, i))
+        changed = True
+        while changed and left:  # cascades: overlapping an excused detection, transitively
+            changed = False
+            for side, i in list(left):
+                d = dets[side][i]
+                if excused and _overlaps(d, np.array(excused), iou).any():
+                    n["cascade"] += 1
+                    excused.append(d)
+                    left.remove((side, i))
+                    changed = True
+        for side, i in left:
+            n[f"unmatched_{side}"] += 1
+            ious.append(float(best[side][i].max()) if best[side].shape[1] else 0.0)
+    min_iou = float(min(ious)) if ious else None  # None: no detection to compare
+    passed = n["unmatched_torch"] == 0 and n["unmatched_onnx"] == 0
+    detail = {"conf": conf, "iou": iou, **n, "min_iou": min_iou, "score_margin": margin}
+    return Check("nms", "", passed, min_iou, IOU_MIN, detail)
+
+
+# -------------------------------------------------------------------------------------------------------------- verify
+@dataclass
+class VerifyReport:
+    """Result of ``verify_onnx``: the file, how it was exported, the tolerances and every check."""
+
+    onnx: str
+    model: str
+    opset: int
+    dynamic: bool
+    precision: str
+    export_imgsz: list[int]
+    images: list[str]
+    tolerance: dict
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "passed": self.passed}
+
+    def save(self, path=None) -> Path:
+        """Write the report as JSON (default ``<onnx stem>.verify.json`` next to the file); return its path."""
+        path = Path(path) if path else Path(self.onnx).with_suffix(".verify.json")
+        path.write_text(json.dumps(self.to_dict(), indent=2, default=float))
+        return path
+
+    def summary(self) -> str:
+        """The printed report: header, one line per check, verdict with the tolerances."""
+        h, w = self.export_imgsz
+        kind = "dynamic" if self.dynamic else "static"
+        head = (
+            f"ONNX verification: {self.onnx} against {self.model}\n"
+            f"  opset {self.opset}, {kind}, {self.precision}, export size {h}x{w}, images: {', '.join(self.images)}"
+        )
+        t = self.tolerance
+        tail = (
+            f"{'PASSED' if self.passed else 'FAILED'}: {len(self.checks) - len(self.failures)}/{len(self.checks)} "
+            f"checks. Tolerance: raw {t['raw_rel']:.0e} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
+            f"matched IoU >= {t['iou_min']}, same class."
+        )
+        if self.failures:
+            more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
+            tail += "\nFailed: " + "; ".join(_failure_text(c) for c in self.failures[:3]) + more
+        return "\n".join([head, *(c.line() for c in self.checks), tail])
+
+
+def _failure_text(c: Check) -> str:
+    d = c.detail
+    if c.name == "raw" and "boxes" in d:
+        return (
+            f"raw {c.case}: rel diff {c.value:.3g} > {c.limit:.0e} (max abs: boxes {d['boxes']['max_abs']:.3g} px, "
+            f"scores {d['scores']['max_abs']:.3g})"
+        )
+    if c.name == "nms":
+        return (
+            f"nms {c.case}: {d['unmatched_torch']} torch / {d['unmatched_onnx']} onnx detections unmatched "
+            f"(IoU < {IOU_MIN} or different class), min IoU {d['min_iou']:.3g}"
+        )
+    return f"{c.name} {c.case}: {d.get('message', '')}"
+
+
+def onnx_info(onnx_path) -> dict:
+    """How an ONNX file was exported: opset, dynamic axes, precision (fp16 if a weight is), export size, stride."""
+    import onnx
+
+    m = onnx.load(str(onnx_path), load_external_data=False)
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dynamic = any(d.dim_param or not d.dim_value for d in dims)
+    meta = {p.key: p.value for p in m.metadata_props}
+    if "imgsz" in meta:  # Ultralytics' metadata
+        imgsz = [int(v) for v in json.loads(meta["imgsz"])]
+    else:
+        imgsz = [dims[2].dim_value or 640, dims[3].dim_value or 640]
+    fp16 = any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer)
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    stride = int(meta.get("stride", 32))
+    precision = "fp16" if fp16 else "fp32"
+    return {"opset": opset, "dynamic": dynamic, "precision": precision, "imgsz": imgsz, "stride": stride}
+
+
+def verify_onnx(
+    onnx_path,
+    model,
+    source=None,
+    conf: float = 0.25,
+    iou: float = 0.7,
+    tol: float | None = None,
+    sizes: list[tuple[int, int]] | None = None,
+) -> VerifyReport:
+    """Verify an exported detection ``.onnx`` against its PyTorch ``model`` (path, YAML or ``YOLO``).
+
+    Args:
+        onnx_path: the exported file; opset, dynamic axes, precision and export size are read from it.
+        model: the PyTorch model it was exported from.
+        source: images (file, directory or list); None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
+        conf, iou: NMS thresholds of the detection check.
+        tol: raw-output tolerance; None: ``TOLERANCE[precision]``.
+        sizes: extra (h, w) sizes for a dynamic file; None: ``other_sizes(export size)``.
+
+    Returns:
+        VerifyReport: ``.passed``, ``.checks``, ``.summary()``, ``.save()``. Checks: ``onnx.checker``; per case
+        (batch x size) ``raw`` and ``nms``. Static: batch 1 at the export size (each image). Dynamic: also batch 3
+        (images cycled) at the export size, batch 1 at each extra size, batch 3 at the last (rectangular) one.
+    """
+    import onnx
+
+    info = onnx_info(onnx_path)
+    tol = TOLERANCE[info["precision"]] if tol is None else tol
+    images = load_images(source)
+    report = VerifyReport(
+        onnx=str(onnx_path),
+        model=str(getattr(model, "ckpt_path", None) or getattr(model, "model_name", None) or model),
+        opset=info["opset"],
+        dynamic=info["dynamic"],
+        precision=info["precision"],
+        export_imgsz=info["imgsz"],
+        images=[n for n, _ in images],
+        tolerance={"raw_rel": tol, "raw_definition": RAW_SCALE, "conf": conf, "iou": iou, "iou_min": IOU_MIN},
+    )
+    try:
+        onnx.checker.check_model(str(onnx_path), full_check=True)
+        report.checks.append(Check("onnx.checker", "", True, detail={"message": "check_model(full_check=True) ok"}))
+    except Exception as e:  # onnx.checker.ValidationError, shape inference errors
+        report.checks.append(Check("onnx.checker", "", False, detail={"message": f"{type(e).__name__}: {e}"}))
+
+    shape = tuple(info["imgsz"])
+    cases = [(1, shape)]
+    if info["dynamic"]:
+        extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
+        cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
+    torch_model = load_yolo(model).model
+    try:
+        sess = ort_session(onnx_path)
+    except Exception as e:  # onnxruntime cannot load the file (unknown op, bad graph)
+        report.checks.append(Check("onnxruntime", "", False, detail={"message": f"{type(e).__name__}: {e}"}))
+        return report
+    for batch, hw in cases:
+        groups = [[im] for _, im in images] if batch == 1 else [[images[i % len(images)][1] for i in range(batch)]]
+        case = f"b{batch} {hw[0]}x{hw[1]}" + (f" ({len(groups)} images)" if batch == 1 else "")
+        ref, out = [], []
+        try:
+            for g in groups:
+                x = letterbox_batch(g, hw)
+                ref.append(torch_raw(torch_model, x))
+                out.append(ort_raw(sess, x))
+        except Exception as e:  # onnxruntime error at this shape (e.g. a Reshape frozen at the export size)
+            report.checks.append(Check("run", case, False, detail={"message": f"{type(e).__name__}: {e}"}))
+            continue
+        ref, out = np.concatenate(ref), np.concatenate(out)
+        raw = compare_raw(ref, out, tol)
+        raw.case = case
+        report.checks.append(raw)
+        if "scores" in raw.detail:
+            sc = raw.detail["scores"]  # score flips allowed up to the measured difference, at most the tolerance
+            nms = compare_detections(ref, out, conf, iou, min(sc["max_abs"], tol * sc["scale"]))
+            nms.case = case
+            report.checks.append(nms)
+    return report
+
+
+# ------------------------------------------------------------------------------------------------------------- latency
+def onnx_latency_ms(onnx_path, imgsz: int | tuple[int, int] = 640, repeats: int = 50, warmup: int = 5,
+                    batch: int = 1, threads: int | None = None) -> float:
+    """Median wall time (ms) of one onnxruntime CPU inference of ``onnx_path`` on a ``(batch, 3, h, w)`` input.
+
+    The input is uniform noise in [0, 1] (fixed seed); ``warmup`` untimed runs first. ``threads``: intra-op threads
+    (default torch's thread count, so it compares with PyTorch in the same process).
+
+    Raises:
+        ValueError: ``imgsz``/``batch`` differ from a static file's input shape, or ``repeats < 1``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r}; expected an int >= 1")
+    h, w = (imgsz, imgsz) if isinstance(imgsz, int) else tuple(imgsz)
+    sess = ort_session(onnx_path, threads)
+    inp = sess.get_inputs()[0]
+    fixed = [d if isinstance(d, int) else None for d in inp.shape]
+    want = [batch, 3, h, w]
+    if any(f is not None and f != v for f, v in zip(fixed, want)):
+        raise ValueError(f"{onnx_path}: static input shape {inp.shape}, asked for {want}; export with dynamic=True")
+    x = np.random.default_rng(0).random(want, dtype=np.float32)
+    for _ in range(warmup):
+        sess.run(None, {inp.name: x})
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sess.run(None, {inp.name: x})
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times))
+
+
+# ----------------------------------------------------------------------------------------------------------------- CLI
+def _imgsz(v) -> int | tuple[int, int]:
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
+        return tuple(v)
+    raise cli.UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo export``: export (unless ``onnx=``), verify (unless ``verify=False``), print and save the report.
+
+    Returns:
+        int: 0 if exported (and verified), 1 if a verification check failed (the file is kept).
+
+    Raises:
+        cli.UsageError: bad keys or values, a format other than onnx, an opset too old for a block.
+    """
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(HELP)
+        return 0
+    a = cli.kv_args(argv, DEFAULTS, "export")
+    if not a["model"]:
+        raise cli.UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
+    if str(a["format"]).lower() != "onnx":
+        raise cli.UsageError(
+            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
+            f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
+        )
+    for k in ("dynamic", "half", "simplify", "verify"):
+        if not isinstance(a[k], bool):
+            raise cli.UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
+    for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
+        if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
+            raise cli.UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
+    if a["half"]:
+        print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
+              f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
+    imgsz = _imgsz(a["imgsz"])
+    if a["verify"]:
+        try:
+            load_images(a["source"])  # fail before exporting
+        except (FileNotFoundError, ValueError) as e:
+            raise cli.UsageError(f"attn-yolo export: {e}") from e
+    yolo = load_yolo(a["model"])
+    if a["onnx"]:
+        f = Path(a["onnx"])
+        if not f.is_file():
+            raise cli.UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
+    else:
+        try:
+            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"])
+        except OpsetError as e:
+            raise cli.UsageError(f"attn-yolo export: {e}") from e
+    if not a["verify"]:
+        print(f"Exported {f} (not verified: verify=False)")
+        return 0
+    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"])
+    path = report.save()
+    print(report.summary())
+    print(f"Report saved to {path}")
+    if not report.passed:
+        print(f"Verification FAILED; the exported file is kept for inspection: {f}")
+    return 0 if report.passed else 1

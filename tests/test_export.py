@@ -1,0 +1,357 @@
+"""ONNX export and its verification against PyTorch (attn_yolo.export).
+
+Models are random (no downloads). In a randomly initialised detector activations shrink layer by layer (yolo11n-se:
+std 1e-10 at P5), so its outputs hardly depend on the input, and its class scores sit at the bias init (about 1e-3),
+below any threshold. ``informative`` fixes both without training: each BatchNorm is scaled to unit output std on the
+test photos (one scalar per layer, as LSUV init, Mishkin & Matas 2016, so the network stays well conditioned), then
+the last class conv of each Detect level so scores spread over (0, 1) and NMS keeps boxes. That makes the raw and NMS
+checks sensitive (``identity_block`` shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from ultralytics import YOLO
+
+import attn_yolo
+from attn_yolo import cli
+from attn_yolo import export as E
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2]}
+MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch (and so onnxruntime) thread: on shared cores OpenMP spin-waits make 2 threads up to 10x slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny_yaml(block: str) -> dict:
+    """Three stride-2 convs, the block at P3 (stride 8), two more convs (P4, P5), Detect on P3-P5; nc=2."""
+    return {
+        "nc": 2,
+        "backbone": [
+            [-1, 1, "Conv", [16, 3, 2]],
+            [-1, 1, "Conv", [32, 3, 2]],
+            [-1, 1, "Conv", [32, 3, 2]],
+            [-1, 1, block, BLOCK_ARGS[block]],  # 3
+            [-1, 1, "Conv", [64, 3, 2]],
+            [-1, 1, "Conv", [64, 3, 2]],
+        ],
+        "head": [[[3, 4, 5], 1, "Detect", ["nc"]]],
+    }
+
+
+def informative(yolo, imgsz: int = 128, boxes: int = 20, std: float = 1.0) -> None:
+    """Make a random detector's outputs depend on its input (see the module docstring).
+
+    Each BatchNorm is rescaled to unit output std on the test photos (one scalar per layer, in forward order); then the
+    last class conv of each Detect level to logit std ``std``, with a bias that lets about ``boxes`` scores exceed 0.25.
+    """
+    x = E.letterbox_batch([im for _, im in E.load_images()], (imgsz, imgsz))
+
+    def unit_std(bn, inp, out):
+        s = float(out.std())
+        bn.weight.data /= s
+        bn.bias.data /= s
+        return out / s
+
+    hooks = [m.register_forward_hook(unit_std) for m in yolo.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    E.torch_raw(yolo.model, x)
+    for h in hooks:
+        h.remove()
+    convs = [seq[-1] for seq in yolo.model.model[-1].cv3]
+    logits = {}
+
+    def keep(conv, inp, out):
+        logits[conv] = out - conv.bias.view(1, -1, 1, 1)
+
+    hooks = [c.register_forward_hook(keep) for c in convs]
+    E.torch_raw(yolo.model, E.letterbox_batch([E.load_images()[0][1]], (imgsz, imgsz)))
+    for h in hooks:
+        h.remove()
+    scaled = {c: std / float(logits[c].std()) for c in convs}
+    allv = torch.cat([(logits[c] * scaled[c]).flatten() for c in convs])
+    bias = float(np.log(0.25 / 0.75)) - float(torch.quantile(allv, 1 - boxes / allv.numel()))
+    for c in convs:
+        c.weight.data *= scaled[c]
+        c.bias.data.fill_(bias)
+
+
+def save_model(yolo, path) -> str:
+    yolo.save(str(path))
+    assert YOLO(str(path)).model.yaml == yolo.model.yaml  # the checkpoint reloads
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """block name → path of a tiny random checkpoint made ``informative`` (built once per module)."""
+    cache = {}
+
+    def make(block: str) -> str:
+        if block not in cache:
+            d = tmp_path_factory.mktemp(f"tiny-{block}")
+            (d / f"tiny-{block}.yaml").write_text(yaml.safe_dump(tiny_yaml(block)))
+            torch.manual_seed(0)
+            y = YOLO(str(d / f"tiny-{block}.yaml"))
+            informative(y)
+            cache[block] = save_model(y, d / f"tiny-{block}.pt")
+        return cache[block]
+
+    return make
+
+
+def ops(path) -> set[str]:
+    return {n.op_type for n in onnx.load(str(path)).graph.node}
+
+
+def nms_boxes(report) -> int:
+    return sum(c.detail["matched"] for c in report.checks if c.name == "nms")
+
+
+def identity_block(model: torch.nn.Module, cls: type) -> None:
+    """Make every ``cls`` block in ``model`` the identity (to show the checks see the block)."""
+    for m in model.modules():
+        if type(m) is cls:
+            m.forward = lambda x: x
+
+
+# ----------------------------------------------------------------------------------------------------------- opsets
+def test_min_opset_table_covers_every_block():
+    assert set(E.MIN_OPSET) == set(attn_yolo.MODULES.values())
+    assert E.MIN_OPSET[attn_yolo.MHSA][0] == 14
+    assert E.default_opset() >= 14  # the default export takes every block
+
+
+@pytest.mark.parametrize("block", list(BLOCK_ARGS))
+def test_block_static_at_min_opset(tiny, block):
+    """Static export at a rectangular size (not 640) at the block's minimum opset verifies; the checks see the block."""
+    cls = attn_yolo.MODULES[block]
+    opset = E.MIN_OPSET[cls][0]
+    f = E.export_onnx(tiny(block), imgsz=(96, 160), opset=opset, simplify=False)
+    r = E.verify_onnx(f, tiny(block))
+    assert r.passed, r.summary()
+    assert (r.opset, r.dynamic, r.precision, r.export_imgsz) == (opset, False, "fp32", [96, 160])
+    assert [c.case for c in r.checks if c.name == "raw"] == ["b1 96x160 (2 images)"]
+    assert nms_boxes(r) > 0, r.summary()
+    assert not ops(f) & {"AveragePool", "MaxPool"}  # global pools are reductions, not pools sized at export
+    if block != "MHSA":
+        assert "ReduceMean" in ops(f)
+
+    y = YOLO(tiny(block))
+    identity_block(y.model, cls)  # the same file against a model without the block must fail
+    bad = E.verify_onnx(f, y)
+    assert not bad.passed and any(c.name == "raw" for c in bad.failures)
+
+
+@pytest.mark.parametrize("block", list(BLOCK_ARGS))
+def test_block_dynamic_other_sizes(tiny, block):
+    """Dynamic export at 128 (onnxslim on) verifies at batch 1 and 3, 160x160 and the rectangular 96x160."""
+    f = E.export_onnx(tiny(block), imgsz=128, dynamic=True)
+    r = E.verify_onnx(f, tiny(block))
+    assert r.passed, r.summary()
+    assert r.dynamic and r.opset == E.default_opset()
+    cases = [c.case for c in r.checks if c.name == "raw"]
+    assert cases == [
+        "b1 128x128 (2 images)", "b3 128x128", "b1 160x160 (2 images)", "b1 96x160 (2 images)", "b3 96x160"]
+    for c in r.checks:
+        if c.name == "raw":
+            assert c.value <= 1e-4 and c.detail["shape"][0] in (2, 3)
+    assert nms_boxes(r) > 0, r.summary()
+    assert json.loads(r.save().read_text())["passed"] is True
+
+
+@pytest.mark.parametrize("variant", ["se", "eca", "sam", "cbam", "mhsa"])
+def test_yolo11n_variant_dynamic(tmp_path, monkeypatch, variant):
+    """A whole yolo11n with each block exports dynamic at 160 and verifies at 160, batch 3, 192 and 128x192."""
+    monkeypatch.chdir(tmp_path)  # a model built from a YAML exports into the working directory
+    torch.manual_seed(0)
+    y = YOLO(os.path.join(MODELS, f"yolo11n-{variant}.yaml"))
+    informative(y, 160)
+    f = E.export_onnx(y, imgsz=160, dynamic=True, simplify=False)
+    assert f.resolve() == tmp_path / f"yolo11n-{variant}.onnx"
+    r = E.verify_onnx(f, y, source=E.default_images()[0])
+    assert r.passed, r.summary()
+    assert [c.case for c in r.checks if c.name == "raw"] == [
+        "b1 160x160 (1 images)", "b3 160x160", "b1 192x192 (1 images)", "b1 128x192 (1 images)", "b3 128x192"]
+    assert nms_boxes(r) > 0, r.summary()
+
+
+def test_opset_too_old_names_block_and_minimum(tiny, tmp_path, capsys):
+    pt = shutil.copy(tiny("MHSA"), tmp_path / "mhsa.pt")
+    with pytest.raises(E.OpsetError, match=r"opset=13 is too old.*MHSA \(layer 3\) needs opset >= 14.*opset>=14"):
+        E.export_onnx(pt, imgsz=128, opset=13)
+    assert not list(tmp_path.glob("*.onnx"))  # refused before exporting
+    assert cli.main(["export", f"model={pt}", "imgsz=128", "opset=13"]) == 2
+    assert "MHSA (layer 3) needs opset >= 14" in capsys.readouterr().err
+    E.check_opset(YOLO(tiny("SE")).model, 9)  # pooling blocks: Ultralytics' own minimum
+    with pytest.raises(E.OpsetError, match="needs opset >= 9"):
+        E.check_opset(YOLO(tiny("SE")).model, 8)
+
+
+def test_torch_exporter_needs_opset_14_for_sdpa(tiny):
+    """Why MIN_OPSET[MHSA] is 14: Ultralytics' exporter itself fails at 13 on scaled_dot_product_attention."""
+    with pytest.raises(Exception, match=r"scaled_dot_product_attention.*opset version 13.*added in version 14"):
+        YOLO(tiny("MHSA")).export(format="onnx", imgsz=128, opset=13, simplify=False)
+
+
+# ----------------------------------------------------------------------------------------------------------- failure
+def test_cli_export_then_perturbed_file_fails(tiny, tmp_path, capsys):
+    pt = tiny("CBAM")
+    assert cli.main(["export", f"model={pt}", "imgsz=128", "simplify=False"]) == 0
+    f = pt.replace(".pt", ".onnx")
+    out = capsys.readouterr().out
+    assert "PASSED" in out and "Tolerance: raw 1e-04" in out
+    good = json.loads(open(f.replace(".onnx", ".verify.json")).read())
+    assert good["passed"] and good["tolerance"]["raw_rel"] == 1e-4 and good["tolerance"]["iou_min"] == 0.99
+
+    m = onnx.load(f)  # noise on the class conv of the P3 level
+    t = next(t for t in m.graph.initializer if t.name == "model.6.cv3.0.2.weight")
+    a = numpy_helper.to_array(t)
+    a = a + np.random.default_rng(0).normal(0, 0.1 * a.std(), a.shape).astype(a.dtype)
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+    bad = tmp_path / "perturbed.onnx"
+    onnx.save(m, str(bad))
+
+    assert cli.main(["export", f"model={pt}", f"onnx={bad}"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  raw" in out and "Failed: raw b1 128x128 (2 images): rel diff" in out and "> 1e-04" in out
+    assert "Verification FAILED; the exported file is kept" in out and bad.exists()
+    rep = json.loads((tmp_path / "perturbed.verify.json").read_text())
+    raw = next(c for c in rep["checks"] if c["name"] == "raw")
+    assert rep["passed"] is False and not raw["passed"] and raw["value"] > 1e-4
+    assert raw["detail"]["scores"]["max_abs"] > 0 and raw["detail"]["scores"]["rel"] == raw["value"]
+
+
+def test_onnx_that_fails_checker_is_reported(tiny, tmp_path):
+    f = E.export_onnx(tiny("SE"), imgsz=128, simplify=False)
+    m = onnx.load(str(f))
+    m.graph.node.insert(0, m.graph.node.pop())  # break topological order
+    bad = tmp_path / "unsorted.onnx"
+    onnx.save(m, str(bad))
+    r = E.verify_onnx(bad, tiny("SE"))
+    assert not r.passed and r.failures[0].name == "onnx.checker" and "topologically" in r.failures[0].detail["message"]
+    assert E.toposort_onnx(bad) and not E.toposort_onnx(bad)
+    assert E.verify_onnx(bad, tiny("SE")).passed
+
+
+# -------------------------------------------------------------------------------------------------------------- half
+def test_half_on_cpu(tiny):
+    """half=True on CPU: Ultralytics converts to fp16 with fp32 I/O; the file passes onnx.checker and the fp16 limit."""
+    f = E.export_onnx(tiny("MHSA"), imgsz=128, half=True, dynamic=True, simplify=False)
+    m = onnx.load(str(f))
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer)
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    r = E.verify_onnx(f, tiny("MHSA"), sizes=[(96, 160)])
+    assert r.precision == "fp16" and r.tolerance["raw_rel"] == E.TOLERANCE["fp16"] == 1e-2
+    assert r.passed, r.summary()
+    assert max(c.value for c in r.checks if c.name == "raw") > 1e-5  # really fp16, not fp32
+
+
+# ------------------------------------------------------------------------------------------------------------- units
+def test_compare_detections_synthetic():
+    """Match logic on hand-made raw outputs: 1 image, 2 classes, 4 anchors, non-overlapping boxes."""
+    boxes = np.array([[10, 10, 8, 8], [50, 10, 8, 8], [90, 60, 20, 20], [50, 50, 20, 20]], np.float32)  # xywh
+    scores = np.array([[0.9, 0.1], [0.1, 0.8], [0.05, 0.6], [0.3, 0.2]], np.float32)
+    raw = np.concatenate([boxes.T, scores.T])[None]  # (1, 6, 4)
+    same = E.compare_detections(raw, raw.copy(), 0.25, 0.7, 0.0)
+    assert same.passed and same.detail["matched"] == 4 and same.value == 1.0
+
+    moved = raw.copy()
+    moved[0, 0, 1] += 2.0  # anchor 1 shifted 2 px: IoU 48 / 80 = 0.6
+    c = E.compare_detections(raw, moved, 0.25, 0.7, 0.0)
+    assert not c.passed and (c.detail["unmatched_torch"], c.detail["unmatched_onnx"]) == (1, 1)
+    assert c.value == pytest.approx(0.6, abs=1e-6)
+
+    relabel = raw.copy()
+    relabel[0, 4:, 2] = [0.6, 0.05]  # anchor 2 changes class
+    assert not E.compare_detections(raw, relabel, 0.25, 0.7, 0.0).passed
+
+    ref, out = raw.copy(), raw.copy()
+    ref[0, 4, 3], out[0, 4, 3] = 0.26, 0.24  # anchor 3 drops below conf in the onnx output
+    assert not E.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # a real difference ...
+    b = E.compare_detections(ref, out, 0.25, 0.7, 0.02)  # ... unless the allowed score margin covers it
+    assert b.passed and b.detail["borderline"] == 1
+
+    ref, out = raw.copy(), raw.copy()  # anchors 2, 3: class 0, overlapping (IoU 0.86), scores 1e-3 apart, swapped
+    for r in (ref, out):
+        r[0, :4, 3] = [91.5, 60, 20, 20]
+    ref[0, 4:, 2], ref[0, 4:, 3] = [0.6, 0.05], [0.601, 0.05]
+    out[0, 4:, 2], out[0, 4:, 3] = [0.601, 0.05], [0.6, 0.05]
+    assert not E.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # NMS keeps different boxes
+    t = E.compare_detections(ref, out, 0.25, 0.7, 1e-3)  # a 1e-3 score difference may swap them: excused
+    assert t.passed and t.detail["tie"] == 2 and t.detail["matched"] == 2, t.detail
+
+
+def test_other_sizes_and_letterbox():
+    assert E.other_sizes((640, 640)) == [(800, 800), (480, 800)]
+    assert E.other_sizes((128, 128)) == [(160, 160), (96, 160)]
+    x = E.letterbox_batch([im for _, im in E.load_images()], (96, 160))
+    assert x.shape == (2, 3, 96, 160) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+
+
+def test_onnx_info_and_latency(tiny):
+    torch.set_num_threads(2)
+    try:
+        f = E.export_onnx(tiny("ECA"), imgsz=(96, 128), simplify=False)
+        assert torch.get_num_threads() == 2  # restored after Ultralytics' select_device reset it
+    finally:
+        torch.set_num_threads(1)
+    info = E.onnx_info(f)
+    assert info == {"opset": E.default_opset(), "dynamic": False, "precision": "fp32", "imgsz": [96, 128], "stride": 32}
+    ms = E.onnx_latency_ms(f, (96, 128), repeats=3, warmup=1)
+    assert 0 < ms < 5000
+    with pytest.raises(ValueError, match="static input shape"):
+        E.onnx_latency_ms(f, 128, repeats=1)
+
+
+def test_toposort_onnx_unit(tmp_path):
+    a = helper.make_node("Relu", ["x"], ["y"])
+    b = helper.make_node("Neg", ["y"], ["z"])
+    vi = lambda n: helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2])  # noqa: E731
+    g = helper.make_graph([b, a], "g", [vi("x")], [vi("z")])
+    p = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(p))
+    with pytest.raises(onnx.checker.ValidationError, match="topologically"):
+        onnx.checker.check_model(str(p))
+    assert E.toposort_onnx(p)
+    onnx.checker.check_model(str(p))
+    assert [n.op_type for n in onnx.load(str(p)).graph.node] == ["Relu", "Neg"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["imgsz=128"], "model= is required"),
+        (["model=x.pt", "format=engine"], "format='engine' is not verified here; allowed: onnx"),
+        (["model=x.pt", "imgsz=abc"], "imgsz='abc' is invalid"),
+        (["model=x.pt", "dynamic=maybe"], "dynamic='maybe' is invalid"),
+        (["model=x.pt", "conf=2"], "conf=2 is invalid"),
+        (["model=x.pt", "source=/nonexistent.jpg"], "no such file"),
+        (["model=x.pt", "opsett=13"], "Did you mean 'opset'"),
+    ],
+)
+def test_cli_usage_errors(args, message, capsys):
+    assert cli.main(["export", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_help(capsys):
+    assert cli.main(["export", "help"]) == 0
+    assert "attn-yolo export model=best.pt format=onnx" in capsys.readouterr().out
