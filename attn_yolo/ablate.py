@@ -291,7 +291,7 @@ def _check_variants(
     attention blocks inserted, so that ``attn_yolo.transfer`` can carry every weight to its layer.
     """
     import torch
-    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+    from ultralytics.nn.tasks import DetectionModel, guess_model_task, yaml_model_load
     from ultralytics.utils.torch_utils import get_flops, get_num_params
 
     from attn_yolo.insertion import InsertionError, insert, layer_map
@@ -358,6 +358,9 @@ def _check_variants(
                     model, model_dict = _resolve_input(v["model"], base), None
                     path = model
                 d = yaml_model_load(path)
+                if (task := guess_model_task(d)) != "detect":
+                    problems.append(f"{key}{'' if is_insert else '.model'}: is a {task} model; ablations train detect models")
+                    continue
                 size_key = (_definition(d), nc, imgsz)
                 if size_key not in _SIZES:  # built and measured before in this process: same answer
                     m = DetectionModel(str(path), nc=nc, verbose=False).eval()

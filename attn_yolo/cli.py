@@ -55,9 +55,10 @@ def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
 def modules_main(argv: list[str]) -> int:
     """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
     from attn_yolo import MODULES
+    from attn_yolo.registry import yaml_params
 
     for name, cls in MODULES.items():
-        params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
+        params = [inspect.signature(cls).parameters[p] for p in yaml_params(cls)]
         args = ", ".join(f"{p.name}={p.default!r}" for p in params)
         title = (cls.__doc__ or "").strip().splitlines()[0]
         print(f"{name:<5} [{args}]\n      {title}")
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         except UsageError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    if not argv or argv[0] in ("help", "-h", "--help"):
+        print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
     from ultralytics.cfg import entrypoint
 
     sys.argv = ["attn-yolo", *argv]

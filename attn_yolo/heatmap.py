@@ -450,12 +450,14 @@ def _letterbox_gain_pad(shape0, shape1) -> tuple[float, float, float, float]:
 def letterbox(model: nn.Module, image: np.ndarray, imgsz: int) -> torch.Tensor:
     """Model input ``(1, 3, H, W)`` of a BGR image as Ultralytics' predictor makes it for ``.pt`` models: minimal
     rectangle ``LetterBox(imgsz, auto=True, stride)`` (sides multiples of the model stride), RGB, ``/255``, on the
-    model's device and dtype."""
+    model's device and dtype. ``imgsz`` is rounded up to a multiple of the stride, with Ultralytics' warning."""
     from ultralytics.data.augment import LetterBox
+
+    from ultralytics.utils.checks import check_imgsz
 
     p = next(model.parameters())
     stride = int(max(getattr(model, "stride", torch.tensor([32.0])).max(), 32))
-    im = LetterBox(imgsz, auto=True, stride=stride)(image=image)
+    im = LetterBox(check_imgsz(imgsz, stride=stride), auto=True, stride=stride)(image=image)  # rounds up as predict
     return torch.from_numpy(np.ascontiguousarray(im[..., ::-1].transpose(2, 0, 1)))[None].to(p.device, p.dtype) / 255
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import inspect
 
 import torch
 
@@ -72,6 +73,11 @@ def unknown_module_message(i: int, section: str, name: str) -> str:
     )
 
 
+def yaml_params(cls: type) -> list[str]:
+    """Names of a block's YAML args, in order: its constructor parameters after ``c1``."""
+    return [p for p in inspect.signature(cls).parameters if p != "c1"]
+
+
 def check_yaml_modules(d: dict) -> None:
     """Check that every row of a model dict ``d`` names a resolvable module.
 
@@ -86,6 +92,11 @@ def check_yaml_modules(d: dict) -> None:
             raise ValueError(f"model YAML row {i} ({section}): expected [from, repeats, module, args], got {row!r}")
         if not _known(row[2]):
             raise UnknownModuleError(unknown_module_message(i, section, row[2]))
+        if row[2] in MODULES and len(row[3] or []) > len(hparams := yaml_params(MODULES[row[2]])):
+            raise AttnBuildError(
+                f"model YAML row {i} ({section}) {row[2]}: args={row[3]!r} has {len(row[3])} values; "
+                f"{row[2]} takes at most {len(hparams)}: [{', '.join(hparams)}] (channels are inferred)"
+            )
         if row[2] in MODULES and not isinstance(row[0], int):
             raise AttnBuildError(
                 f"model YAML row {i} ({section}) {row[2]}: from={row[0]!r}; an attention block reads one layer "

@@ -141,6 +141,7 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
         {"name": "both", "model": "yolo11n.yaml", "base": "yolo11n.yaml", "module": "SE"},
         {"name": "mhsa7", "base": "yolo11n.yaml", "module": "MHSA", "at": "sppf", "args": [7]},  # 256 % 7 at scale n
         {"name": "extra", "model": "yolo11n.yaml", "lr": 1},
+        {"name": "cls", "model": "yolo11n-cls.yaml"},
     ]
     with pytest.raises(ablate.ConfigError) as e:
         ablate.validate(raw, tmp_path, "t", str(cfg))
@@ -158,11 +159,12 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
         "variants[5] (both): give either `model`",
         "variants[6] (mhsa7): does not build: InsertionError: the inserted model does not build",
         "variants[7] (extra).lr: unknown key",
+        "variants[8] (cls).model: is a classify model; ablations train detect models",
     ]
     for want in expect:
         assert any(p.startswith(want) for p in problems), f"{want!r} not in {problems}"
     assert len(problems) == len(expect), problems
-    assert "row 11 (scale n) MHSA: heads=7 is invalid" in problems[-2]  # built at the config's scale (n)
+    assert "row 11 (scale n) MHSA: heads=7 is invalid" in problems[-3]  # built at the config's scale (n)
     assert not (tmp_path / "out").exists()  # nothing ran
 
     # through the CLI: exit code 2 and the list on stderr, before any training

@@ -285,13 +285,13 @@ def test_same_input_as_ultralytics_predictor(checkpoint, model):
     """The letterboxed tensor the model sees equals the one YOLO.predict feeds it (rect letterbox, RGB, /255)."""
     from ultralytics import YOLO
 
-    for src in default_sources()[1:]:  # zidane.jpg: 16:9, padded to a 192×128 input
+    for src, imgsz in zip(default_sources()[1:] * 2, (IMGSZ, 100)):  # zidane.jpg: 16:9; 100 is rounded up to 128
         image, seen = read_image(src), []
         ref = YOLO(str(checkpoint))
         handles = [m.register_forward_pre_hook(lambda m, a: seen.append(a[0].clone())) for m in (model, ref.model)]
         try:
-            it = predict_with_maps(model, image, imgsz=IMGSZ, layers=6)
-            ref.predict(image, imgsz=IMGSZ, device="cpu", verbose=False)
+            it = predict_with_maps(model, image, imgsz=imgsz, layers=6)
+            ref.predict(image, imgsz=imgsz, device="cpu", verbose=False)
         finally:
             for h in handles:
                 h.remove()

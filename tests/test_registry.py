@@ -209,3 +209,17 @@ def test_cli_modules_lists_blocks():
     for name in attn_yolo.MODULES:
         assert f"\n{name}" in "\n" + out
     assert "CBAM  [r=16, k=7, init_values=None]" in out and "heads=4" in out
+
+
+def test_too_many_args_names_row_and_signature():
+    d = yolo11_with([-1, 1, "CBAM", [16, 7, 0.0, 5]])
+    with pytest.raises(AttnBuildError, match=r"row 11 \(backbone\) CBAM: args=\[16, 7, 0.0, 5\] has 4 values; "
+                       r"CBAM takes at most 3: \[r, k, init_values\]"):
+        DetectionModel(d, verbose=False)
+
+
+def test_cli_help_lists_tools():
+    out = subprocess.run(
+        [sys.executable, "-m", "attn_yolo.cli", "--help"], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "Tools: modules, insert, ablate, export, heatmap, bench" in out
