@@ -59,16 +59,28 @@ DEFAULT_CONFIG_NAME = "synthetic-quick"
 DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
 # `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate.py, so it also works outside the
-# repository. Budget: 2 variants x 3 seeds from scratch, under 15 minutes on 2 CPU cores.
-data: synthetic  # attn_yolo.synthetic: 5 shape classes on cluttered backgrounds, generated on first use (no download)
+# repository. Budget: 2 variants x 3 seeds, yolo11n from scratch, about 10 minutes on 2 CPU cores.
+data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
   - {name: baseline, model: yolo11n.yaml}
   - {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone, args: [16, 7]}  # CBAM after backbone P3/P4/P5
 seeds: [0, 1, 2]
-train:  # Ultralytics train arguments; epochs/imgsz/batch as attn_yolo.synthetic.QUICK_TRAIN_ARGS
-  epochs: 10
-  imgsz: 192
-  batch: 16
+train:  # Ultralytics train arguments: attn_yolo.synthetic.QUICK_TRAIN_ARGS (2 epochs of 1000 images at 128 px)
+  epochs: 2
+  imgsz: 128
+  batch: 8
+  nbs: 8
+  optimizer: AdamW
+  lr0: 0.003
+  warmup_epochs: 0.3
+  mosaic: 0.0
+  close_mosaic: 0
+  scale: 0.0
+  translate: 0.0
+  hsv_h: 0.0
+  hsv_s: 0.0
+  hsv_v: 0.0
+  val: true  # validate every epoch, for curves.png
   plots: false
 out: runs/ablate/synthetic-quick  # relative to the working directory
 latency: {repeats: 50, warmup: 10}

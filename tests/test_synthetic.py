@@ -1,0 +1,125 @@
+"""Fast tests for the embedded synthetic-shapes dataset (attn_yolo.synthetic, data/synthetic-shapes.yaml)."""
+
+import functools
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from attn_yolo import synthetic
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = dict(n_train=6, n_val=3, imgsz=96)  # a few images keep every test well under a second or two
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Relative path -> bytes for every image and label file under root."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.suffix in {".jpg", ".txt"}}
+
+
+def test_generate_is_deterministic(tmp_path):
+    a = _files(synthetic.generate(tmp_path / "a", seed=3, **SMALL).parent)
+    b = _files(synthetic.generate(tmp_path / "b", seed=3, **SMALL).parent)
+    c = _files(synthetic.generate(tmp_path / "c", seed=4, **SMALL).parent)
+    assert a == b
+    assert a.keys() == c.keys() and a != c
+
+
+def test_bigger_split_extends_smaller(tmp_path):
+    small = _files(synthetic.generate(tmp_path / "s", n_train=2, n_val=1, imgsz=96).parent)
+    big = _files(synthetic.generate(tmp_path / "b", n_train=4, n_val=2, imgsz=96).parent)
+    assert all(big[k] == v for k, v in small.items())
+
+
+def test_layout_counts_and_labels(tmp_path):
+    data_yaml = synthetic.generate(tmp_path / "ds", **SMALL)
+    root = data_yaml.parent
+    meta = yaml.safe_load(data_yaml.read_text())
+    assert meta["names"] == dict(enumerate(synthetic.CLASS_NAMES))
+    assert Path(meta["path"]) == root
+    n_boxes = 0
+    for split, n in (("train", SMALL["n_train"]), ("val", SMALL["n_val"])):
+        images = sorted((root / "images" / split).glob("*.jpg"))
+        labels = sorted((root / "labels" / split).glob("*.txt"))
+        assert len(images) == len(labels) == n
+        assert [p.stem for p in images] == [p.stem for p in labels]
+        for p in labels:
+            lab = np.loadtxt(p, ndmin=2)
+            assert lab.shape[0] >= 1 and lab.shape[1] == 5
+            cls, xy, wh = lab[:, 0], lab[:, 1:3], lab[:, 3:5]
+            assert np.all(cls == cls.astype(int)) and np.all((cls >= 0) & (cls < len(synthetic.CLASS_NAMES)))
+            assert np.all((wh > 0) & (wh <= 1)) and np.all((xy >= 0) & (xy <= 1))
+            assert np.all(xy - wh / 2 >= -1e-6) and np.all(xy + wh / 2 <= 1 + 1e-6)  # boxes clamped to the image
+            assert np.all(wh * SMALL["imgsz"] >= 2)  # no degenerate boxes
+            n_boxes += len(lab)
+    assert n_boxes >= SMALL["n_train"] + SMALL["n_val"]
+
+
+def test_render_shapes_and_sizes():
+    img, lab = synthetic.render(np.random.default_rng(0), 128)
+    assert img.shape == (128, 128, 3) and img.dtype == np.uint8
+    assert lab.ndim == 2 and lab.shape[1] == 5
+
+
+def test_existing_dataset_is_kept_and_foreign_folder_refused(tmp_path):
+    data_yaml = synthetic.generate(tmp_path / "ds", **SMALL)
+    stamp = data_yaml.stat().st_mtime_ns
+    assert synthetic.generate(tmp_path / "ds", **SMALL) == data_yaml
+    assert data_yaml.stat().st_mtime_ns == stamp
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("not a dataset")
+    with pytest.raises(FileExistsError):
+        synthetic.generate(tmp_path / "other", **SMALL)
+    with pytest.raises(ValueError):
+        synthetic.generate(tmp_path / "bad", n_train=0)
+
+
+def test_default_data_yaml_idempotent_and_concurrent(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_YOLO_DATA", str(tmp_path / "cache"))
+    for k, v in SMALL.items():
+        monkeypatch.setattr(synthetic, k.upper(), v)
+    out, errors = [], []
+
+    def call():
+        try:
+            out.append(synthetic.default_data_yaml())
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(out)) == 1
+    path = out[0]
+    assert path == synthetic.default_data_yaml()
+    assert path.parent.parent == tmp_path / "cache"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [path.parent.name]  # temp folders cleaned up
+    assert len(list((path.parent / "images" / "train").glob("*.jpg"))) == SMALL["n_train"]
+
+
+def test_repo_yaml_resolves_through_ultralytics(tmp_path, monkeypatch):
+    """data/synthetic-shapes.yaml generates its data via the `download:` script and passes check_det_dataset."""
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    from ultralytics.data.utils import check_det_dataset
+
+    cfg = yaml.safe_load((REPO / "data" / "synthetic-shapes.yaml").read_text())
+    assert cfg["names"] == dict(enumerate(synthetic.CLASS_NAMES))
+    root = tmp_path / "shapes"
+    cfg["path"] = str(root)  # keep the test out of the real datasets_dir
+    local = tmp_path / "synthetic-shapes.yaml"
+    local.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    monkeypatch.setattr(synthetic, "generate", functools.partial(synthetic.generate, **SMALL))
+
+    data = check_det_dataset(str(local))  # first use: runs the download script
+    assert (root / "data.yaml").exists()
+    assert data["nc"] == len(synthetic.CLASS_NAMES)
+    assert Path(data["train"]) == root / "images" / "train"
+    assert Path(data["val"]) == root / "images" / "val"
+    assert len(list(Path(data["val"]).glob("*.jpg"))) == SMALL["n_val"]
+
+    generated = check_det_dataset(str(root / "data.yaml"))  # the generated YAML resolves on its own too
+    assert generated["val"] == data["val"] and generated["names"] == data["names"]
