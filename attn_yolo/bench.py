@@ -588,9 +588,9 @@ def attention_targets(s: Section, results: dict, tokens) -> None:
         op_mem = ratio(be.get("peak_mib"), bo.get("peak_mib"), 0.05)
         note = f"bare op: {fmt(op_mem)}× ({fmt(bo.get('peak_mib'))} vs {fmt(be.get('peak_mib'))} MiB)"
         if _status(mem, 50) == "missed":
-            note += (f". The fused block's own activations ({fmt(f.get('peak_mib'))} MiB: qkv, its permuted copy, "
-                     "MLP hidden, LayerNorm outputs, ~10·N·C floats) set its floor, not attention. Closing it: "
-                     "in-place residual adds, no contiguous() copy of qkv, the MLP chunked over tokens")
+            note += (f". The fused block's own activations ({fmt(f.get('peak_mib'))} MiB: q, k, v and their (B, h, N, d) copies, "
+                     "MLP hidden and GELU output, LayerNorm outputs, residual sums: ~10 N×C maps) set its floor, not "
+                     "attention. Closing it: in-place residual adds under no_grad, the MLP chunked over tokens")
         s.targets.append(("MHSA fused vs explicit block, N=6400 fwd: memory ≥ 50× lower", f"{fmt(mem)}×",
                           _status(mem, 50), note))
         t = ratio(e.get("ms"), f.get("ms"))
