@@ -2,7 +2,7 @@
 """Write the attn-yolo synthetic-shapes detection dataset to a folder (thin CLI over attn_yolo.synthetic.generate).
 
 Example:
-    python scripts/make_synthetic.py /tmp/shapes --n-train 1000 --n-val 200 --imgsz 160 --seed 0
+    python scripts/make_synthetic.py /tmp/shapes --n-train 1000 --n-val 200 --imgsz 128 --seed 0
     python scripts/make_synthetic.py --default   # fill the default cache used by `attn-yolo ablate`
 """
 
@@ -31,6 +31,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-val", type=int, default=synthetic.N_VAL, help="validation images")
     p.add_argument("--imgsz", type=int, default=synthetic.IMGSZ, help="image side, pixels")
     p.add_argument("--seed", type=int, default=0, help="base random seed")
+    p.add_argument("--clutter", type=float, default=synthetic.CLUTTER, help="clutter strength, 0 (plain) .. 1 (heavy)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
     a = p.parse_args(argv)
     if a.default == (a.root is not None):
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
         print(synthetic.default_data_yaml())
     else:
         print(synthetic.generate(a.root, n_train=a.n_train, n_val=a.n_val, imgsz=a.imgsz, seed=a.seed,
-                                 overwrite=a.overwrite))
+                                 clutter=a.clutter, overwrite=a.overwrite))
     return 0
 
 

@@ -123,3 +123,19 @@ def test_repo_yaml_resolves_through_ultralytics(tmp_path, monkeypatch):
 
     generated = check_det_dataset(str(root / "data.yaml"))  # the generated YAML resolves on its own too
     assert generated["val"] == data["val"] and generated["names"] == data["names"]
+
+
+def test_quick_train_args_are_ultralytics_train_args():
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    assert set(synthetic.QUICK_TRAIN_ARGS) <= set(DEFAULT_CFG_DICT)
+    assert synthetic.QUICK_TRAIN_ARGS["imgsz"] == synthetic.IMGSZ
+
+
+def test_make_synthetic_script(tmp_path, capsys):
+    import runpy
+
+    main = runpy.run_path(str(REPO / "scripts" / "make_synthetic.py"))["main"]
+    assert main([str(tmp_path / "ds"), "--n-train", "2", "--n-val", "1", "--imgsz", "64"]) == 0
+    out = Path(capsys.readouterr().out.strip())
+    assert out == tmp_path / "ds" / "data.yaml" and out.exists()
