@@ -30,10 +30,9 @@ class AttnBuildError(ValueError):
 
 @dataclass(frozen=True)
 class Row:
-    """The YAML row being built: its index ``i``, its ``from`` field ``f``, input width ``c1`` and model scale."""
+    """The YAML row being built: its index ``i``, input width ``c1`` and model scale."""
 
     i: int
-    f: int | list
     c1: int
     scale: str | None
 
@@ -42,7 +41,8 @@ def yaml_row() -> Row | None:
     """Return the YAML row that Ultralytics' ``parse_model`` is building right now, or None outside ``parse_model``.
 
     Walks up the call stack to the frame of the original ``ultralytics.nn.tasks.parse_model`` (identified by its code
-    object, saved when ``attn_yolo`` registers) and reads its loop variables ``i``, ``f``, ``ch`` and ``scale``.
+    object, saved when ``attn_yolo`` registers) and reads its loop variables ``i``, ``f``, ``ch`` and ``scale``
+    (``attn_yolo.registry`` has already checked that ``f`` is a single layer index).
     """
     from attn_yolo.registry import PARSE_MODEL_CODE
 
@@ -52,7 +52,7 @@ def yaml_row() -> Row | None:
     if frame is None:
         return None
     loc = frame.f_locals
-    return Row(i=loc["i"], f=loc["f"], c1=loc["ch"][loc["f"]], scale=loc.get("scale"))
+    return Row(i=loc["i"], c1=loc["ch"][loc["f"]], scale=loc.get("scale"))
 
 
 def resolve_c1(c1, name: str) -> tuple[int, str]:
