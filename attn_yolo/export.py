@@ -37,6 +37,8 @@ import torch
 
 from attn_yolo import cli
 from attn_yolo.cbam import CBAM, SAM
+from attn_yolo.heatmap import default_sources as default_images  # noqa: F401  one image reader for both tools
+from attn_yolo.heatmap import read_image, read_sources
 from attn_yolo.eca import ECA
 from attn_yolo.mhsa import MHSA
 from attn_yolo.se import SE
@@ -221,42 +223,14 @@ def toposort_onnx(path) -> bool:
 
 
 # -------------------------------------------------------------------------------------------------------------- inputs
-def default_images() -> list[Path]:
-    """Ultralytics' bundled photos ``bus.jpg`` (810x1080) and ``zidane.jpg`` (1280x720)."""
-    import ultralytics
-
-    assets = Path(ultralytics.__file__).parent / "assets"
-    return [assets / "bus.jpg", assets / "zidane.jpg"]
-
-
 def load_images(source=None) -> list[tuple[str, np.ndarray]]:
-    """Read ``source`` (image file, directory, or list of files; None: ``default_images()``) as ``[(name, BGR)]``.
+    """Read ``source`` (image file, folder, glob, or a list of them; None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``)
+    as ``[(name, BGR)]``, with the same reader as ``attn-yolo heatmap``.
 
     Raises:
-        FileNotFoundError: a path that does not exist or a directory without images.
-        ValueError: a file OpenCV cannot read.
+        HeatmapError (a ValueError): a path that does not exist, a folder without images, a file OpenCV cannot read.
     """
-    import cv2
-    from ultralytics.data.utils import IMG_FORMATS
-
-    paths = []
-    for s in default_images() if source is None else source if isinstance(source, (list, tuple)) else [source]:
-        p = Path(s)
-        if p.is_dir():
-            paths += sorted(q for q in p.iterdir() if q.suffix[1:].lower() in IMG_FORMATS)
-        elif p.is_file():
-            paths.append(p)
-        else:
-            raise FileNotFoundError(f"source={str(s)!r}: no such file or directory")
-    if not paths:
-        raise FileNotFoundError(f"source={source!r}: no images ({', '.join(sorted(IMG_FORMATS))})")
-    out = []
-    for p in paths:
-        im = cv2.imread(str(p))
-        if im is None:
-            raise ValueError(f"source image {str(p)!r}: OpenCV cannot read it")
-        out.append((p.name, im))
-    return out
+    return [(p.name, read_image(p)) for p in read_sources(source)]
 
 
 def letterbox_batch(images: list[np.ndarray], shape: tuple[int, int]) -> np.ndarray:
@@ -710,7 +684,7 @@ def main(argv: list[str]) -> int:
     if a["verify"]:
         try:
             load_images(a["source"])  # fail before exporting
-        except (FileNotFoundError, ValueError) as e:
+        except ValueError as e:
             raise cli.UsageError(f"attn-yolo export: {e}") from e
     yolo = load_yolo(a["model"])
     if a["onnx"]:
