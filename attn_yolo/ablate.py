@@ -52,7 +52,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.cli import UsageError
+from attn_yolo.args import UsageError
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"

@@ -52,10 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.cli import UsageError, kv_args
+from attn_yolo.args import UsageError, kv_args
 
 C, HEADS = 128, 4  # attention benchmark: 4 heads × head width 32
 ULTRA_ATTN_RATIO = 1.0  # Ultralytics Attention(128, 4, attn_ratio=1.0): key_dim = head_dim = 32 for q, k and v
@@ -384,7 +383,7 @@ def attention_inputs(kind: str, n: int, seed: int = 0):
 
         m = Attention(C, num_heads=HEADS, attn_ratio=ULTRA_ATTN_RATIO)
     else:
-        from attn_yolo.mhsa import MHSA
+        from attn_yolo.nn import MHSA
 
         m = MHSA(C, heads=HEADS)
         m.fused = kind in ("sdpa", "mhsa")

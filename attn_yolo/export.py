@@ -35,13 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_yolo import cli
-from attn_yolo.cbam import CBAM, SAM
-from attn_yolo.heatmap import default_sources as default_images  # noqa: F401  one image reader for both tools
-from attn_yolo.heatmap import read_image, read_sources
-from attn_yolo.eca import ECA
-from attn_yolo.mhsa import MHSA
-from attn_yolo.se import SE
+from attn_yolo.args import UsageError, kv_args
+from attn_yolo.checkpoint import load_yolo
+from attn_yolo.images import read_image, read_sources
+from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
 
 ULTRALYTICS_MIN_OPSET = 9
 """Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
@@ -148,14 +145,6 @@ def check_opset(model: torch.nn.Module, opset: int | None) -> int:
 
 
 # -------------------------------------------------------------------------------------------------------------- export
-def load_yolo(model):
-    """``ultralytics.YOLO`` for a checkpoint path, a model YAML or an existing ``YOLO`` (returned as is)."""
-    import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses a YAML or unpickles a checkpoint
-    from ultralytics import YOLO
-
-    return model if hasattr(model, "export") and hasattr(model, "predictor") else YOLO(model)
-
-
 def export_onnx(
     model,
     imgsz: int | tuple[int, int] = 640,
@@ -228,7 +217,7 @@ def load_images(source=None) -> list[tuple[str, np.ndarray]]:
     as ``[(name, BGR)]``, with the same reader as ``attn-yolo heatmap``.
 
     Raises:
-        HeatmapError (a ValueError): a path that does not exist, a folder without images, a file OpenCV cannot read.
+        ValueError: a path that does not exist, a folder without images, a file OpenCV cannot read.
     """
     return [(p.name, read_image(p)) for p in read_sources(source)]
 
@@ -648,7 +637,7 @@ def _imgsz(v) -> int | tuple[int, int]:
         return v
     if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
         return tuple(v)
-    raise cli.UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
+    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
 
 
 def main(argv: list[str]) -> int:
@@ -658,25 +647,25 @@ def main(argv: list[str]) -> int:
         int: 0 if exported (and verified), 1 if a verification check failed (the file is kept).
 
     Raises:
-        cli.UsageError: bad keys or values, a format other than onnx, an opset too old for a block.
+        UsageError: bad keys or values, a format other than onnx, an opset too old for a block.
     """
     if argv and argv[0] in ("help", "-h", "--help"):
         print(HELP)
         return 0
-    a = cli.kv_args(argv, DEFAULTS, "export")
+    a = kv_args(argv, DEFAULTS, "export")
     if not a["model"]:
-        raise cli.UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
+        raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
     if str(a["format"]).lower() != "onnx":
-        raise cli.UsageError(
+        raise UsageError(
             f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
             f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
         )
     for k in ("dynamic", "half", "simplify", "verify"):
         if not isinstance(a[k], bool):
-            raise cli.UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
+            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
     for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
         if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
-            raise cli.UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
+            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
     if a["half"]:
         print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
               f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
@@ -685,17 +674,17 @@ def main(argv: list[str]) -> int:
         try:
             load_images(a["source"])  # fail before exporting
         except ValueError as e:
-            raise cli.UsageError(f"attn-yolo export: {e}") from e
-    yolo = load_yolo(a["model"])
+            raise UsageError(f"attn-yolo export: {e}") from e
+    yolo = load_yolo(a["model"], "model", UsageError)
     if a["onnx"]:
         f = Path(a["onnx"])
         if not f.is_file():
-            raise cli.UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
+            raise UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
     else:
         try:
             f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"])
         except OpsetError as e:
-            raise cli.UsageError(f"attn-yolo export: {e}") from e
+            raise UsageError(f"attn-yolo export: {e}") from e
     if not a["verify"]:
         print(f"Exported {f} (not verified: verify=False)")
         return 0

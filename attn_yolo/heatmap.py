@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import glob
 import importlib.util
 import math
 from dataclasses import dataclass, field
@@ -63,11 +62,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.cbam import CBAM, SAM
-from attn_yolo.eca import ECA
-from attn_yolo.mhsa import MHSA
+from attn_yolo.checkpoint import load_model
+from attn_yolo.images import read_image, read_sources
+from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
 from attn_yolo.registry import MODULES
-from attn_yolo.se import SE
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
@@ -80,14 +78,6 @@ class HeatmapError(ValueError):
 
 class NoAttentionError(HeatmapError):
     """The model has no attention block to capture."""
-
-
-def default_sources() -> list[Path]:
-    """Ultralytics' sample photos ``bus.jpg`` and ``zidane.jpg``."""
-    import ultralytics
-
-    assets = Path(ultralytics.__file__).parent / "assets"
-    return [assets / "bus.jpg", assets / "zidane.jpg"]
 
 
 # ------------------------------------------------------------------------------------------------------------ maps --
@@ -183,22 +173,11 @@ def as_model(model) -> nn.Module:
     Raises:
         HeatmapError: a missing file, or an object that is not an Ultralytics model.
     """
-    if isinstance(model, (str, Path)):
-        path = Path(model)
-        if not path.exists():
-            raise HeatmapError(f"model={model!r}: file not found (give a .pt checkpoint, e.g. .../weights/best.pt)")
-        from ultralytics import YOLO
+    if isinstance(model, (str, Path)) and Path(model).suffix in (".yaml", ".yml") and Path(model).is_file():
         from ultralytics.utils import LOGGER
 
-        if path.suffix in (".yaml", ".yml"):
-            LOGGER.warning(f"heatmap: {path.name} is a model YAML: random weights, the maps show an untrained model")
-        model = YOLO(str(path))
-    inner = getattr(model, "model", None)
-    if isinstance(model, nn.Module) and isinstance(inner, nn.Sequential | nn.ModuleList):
-        return model
-    if isinstance(inner, nn.Module) and isinstance(getattr(inner, "model", None), nn.Sequential | nn.ModuleList):
-        return inner  # a YOLO object
-    raise HeatmapError(f"model: expected a checkpoint path, a YOLO object or its nn.Module, got {type(model).__name__}")
+        LOGGER.warning(f"heatmap: {Path(model).name} is a model YAML: random weights, the maps show an untrained model")
+    return load_model(model, "model", HeatmapError)
 
 
 def attention_layers(model) -> dict[int, nn.Module]:
@@ -397,48 +376,6 @@ class ImageHeatmaps:
         return ops.scale_masks(t, self.image.shape[:2])[0, 0].numpy()
 
 
-def read_sources(source=None) -> list[Path]:
-    """Image files of ``source``: a file, a folder (its images, sorted), a glob, or a list of these; None: defaults.
-
-    Raises:
-        HeatmapError: nothing matches, or a path does not exist.
-    """
-    from ultralytics.data.utils import IMG_FORMATS
-
-    if source is None:
-        return default_sources()
-    files = []
-    for s in source if isinstance(source, list | tuple) else [source]:
-        p = Path(str(s)).expanduser()
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix[1:].lower() in IMG_FORMATS)
-            if not found:
-                raise HeatmapError(f"source={s}: folder has no images ({', '.join(sorted(IMG_FORMATS))})")
-            files += found
-        elif p.is_file():
-            files.append(p)
-        elif glob.has_magic(str(s)):
-            found = sorted(Path(f) for f in glob.glob(str(p), recursive=True) if Path(f).is_file())
-            if not found:
-                raise HeatmapError(f"source={s}: the pattern matches no file")
-            files += found
-        else:
-            raise HeatmapError(f"source={s}: no such file or folder")
-    return files
-
-
-def read_image(path: Path) -> np.ndarray:
-    """BGR image of ``path`` via OpenCV.
-
-    Raises:
-        HeatmapError: unreadable (missing, not an image, unsupported format), naming the file.
-    """
-    im = cv2.imread(str(path))
-    if im is None:
-        raise HeatmapError(f"cannot read image {str(path)!r}: not an image file OpenCV can decode")
-    return im
-
-
 def _letterbox_gain_pad(shape0, shape1) -> tuple[float, float, float, float]:
     """``(gain_x, gain_y, pad_x, pad_y)`` of a centred Ultralytics letterbox from ``shape0`` to ``shape1`` (H, W)."""
     gain = min(shape1[0] / shape0[0], shape1[1] / shape0[1])
@@ -573,8 +510,8 @@ def heatmaps(
         from ultralytics.utils.torch_utils import select_device
 
         net.to(select_device(str(device), verbose=False))
-    files = read_sources(source)
-    images = [read_image(f) for f in files]  # fail on a bad file before any work
+    files = read_sources(source, HeatmapError)
+    images = [read_image(f, HeatmapError) for f in files]  # fail on a bad file before any work
     items = []
     for f, im in zip(files, images):
         if has_blocks:
@@ -792,7 +729,7 @@ Default source: Ultralytics' bus.jpg and zidane.jpg."""
 
 def main(argv: list[str]) -> int:
     """``attn-yolo heatmap key=value ...``; returns an exit code."""
-    from attn_yolo.cli import UsageError, kv_args
+    from attn_yolo.args import UsageError, kv_args
 
     if argv and argv[0] in ("help", "-h", "--help"):
         print(USAGE)

@@ -23,19 +23,18 @@ import inspect
 
 import torch
 
-from attn_yolo.build import C1, AttnBuildError
-from attn_yolo.cbam import CBAM, SAM, ChannelGate, SpatialGate
-from attn_yolo.eca import ECA
-from attn_yolo.layer_scale import LayerScale
-from attn_yolo.mhsa import MHSA
-from attn_yolo.se import SE
+from attn_yolo import build
+from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, LayerScale
+from attn_yolo.nn.cbam import ChannelGate, SpatialGate
+from attn_yolo.nn.common import C1, AttnBuildError
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 """YAML name → attention block class."""
 
-SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale]
+ALIASES: dict[str, str] = {}
+"""Other names public YAMLs use for a block → its name in ``MODULES`` (e.g. ``"SEAttention": "SE"``)."""
 
-PARSE_MODEL_CODE = None  # code object of Ultralytics' own parse_model, found by attn_yolo.build.yaml_row
+SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale]
 
 
 class UnknownModuleError(KeyError):
@@ -125,13 +124,12 @@ def ensure_registered(*_args) -> None:
 
 def register() -> None:
     """Make ``MODULES`` resolvable in Ultralytics model YAMLs in this process. Idempotent; ``import attn_yolo`` runs it."""
-    global PARSE_MODEL_CODE
     from ultralytics.nn import tasks
     from ultralytics.utils.callbacks import base
 
     vars(tasks).update(MODULES)
     if not hasattr(tasks.parse_model, "__attn_yolo_original__"):
-        PARSE_MODEL_CODE = tasks.parse_model.__code__
+        build.PARSE_MODEL_CODE = tasks.parse_model.__code__
         tasks.parse_model = _wrap(tasks.parse_model)
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
     hooks = base.default_callbacks["on_pretrain_routine_start"]

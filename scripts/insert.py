@@ -5,7 +5,7 @@ Thin wrapper around ``attn_yolo.insertion.main``; ``python scripts/insert.py hel
 
 import sys
 
-from attn_yolo.cli import UsageError
+from attn_yolo.args import UsageError
 from attn_yolo.insertion import main
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from attn_yolo import ablate
-from attn_yolo.cli import UsageError
+from attn_yolo.args import UsageError
 from attn_yolo.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,8 +117,9 @@ def test_summarize_pairs_by_seed_against_hand_computation():
 
 
 def test_check_finite_loss():
-    import torch
     from types import SimpleNamespace
+
+    import torch
 
     ablate.check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(1.0)}, epoch=0))
     with pytest.raises(ablate.NonFiniteLossError, match=r"epoch 3: .*box_loss=nan"):

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo import CBAM, ECA, SAM, SE, MHSA
+from attn_yolo import CBAM, ECA, MHSA, SAM, SE
+from attn_yolo.args import UsageError
 from attn_yolo.bench import (
     PeakMemory,
     attention_kernel,
@@ -23,7 +24,6 @@ from attn_yolo.bench import (
     sdpa_backend_rows,
     timm_twin,
 )
-from attn_yolo.cli import UsageError
 
 pytest.importorskip("timm")
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import attn_yolo
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
-from attn_yolo.eca import eca_kernel_size
+from attn_yolo.nn.eca import eca_kernel_size
 
 
 @pytest.mark.parametrize("name", list(attn_yolo.MODULES))

@@ -23,6 +23,7 @@ from ultralytics import YOLO
 import attn_yolo
 from attn_yolo import cli
 from attn_yolo import export as E
+from attn_yolo.images import default_sources
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -186,7 +187,7 @@ def test_yolo11n_variant_dynamic(tmp_path, monkeypatch, variant):
     informative(y, 160)
     f = E.export_onnx(y, imgsz=160, dynamic=True, simplify=False)
     assert f.resolve() == tmp_path / f"yolo11n-{variant}.onnx"
-    r = E.verify_onnx(f, y, source=E.default_images()[0])
+    r = E.verify_onnx(f, y, source=default_sources()[0])
     assert r.passed, r.summary()
     assert [c.case for c in r.checks if c.name == "raw"] == [
         "b1 160x160 (1 images)", "b3 160x160", "b1 192x192 (1 images)", "b1 128x192 (1 images)", "b3 128x192"]

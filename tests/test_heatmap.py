@@ -20,21 +20,20 @@ import torch
 from torch import nn
 
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE
-from attn_yolo.cli import UsageError
+from attn_yolo.args import UsageError
 from attn_yolo.heatmap import (
     AttentionCapture,
     HeatmapError,
     NoAttentionError,
-    default_sources,
     figure_size,
     heatmaps,
     main,
     map_stats,
     predict_with_maps,
-    read_image,
     save,
     write_stats,
 )
+from attn_yolo.images import default_sources, read_image
 
 IMGSZ = 192
 

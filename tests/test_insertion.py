@@ -20,7 +20,7 @@ from ultralytics.utils.torch_utils import intersect_dicts
 
 import attn_yolo
 from attn_yolo import MODULES
-from attn_yolo.cli import UsageError
+from attn_yolo.args import UsageError
 from attn_yolo.insertion import InsertionError, insert, layer_map, main, transfer, write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]

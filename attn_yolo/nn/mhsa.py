@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.build import C1, check, resolve_c1
-from attn_yolo.layer_scale import LayerScale, gated
+from attn_yolo.nn.common import C1, check, resolve_c1
+from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
 class MHSA(nn.Module):

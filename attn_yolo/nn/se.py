@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.build import C1, check_r, resolve_c1
-from attn_yolo.layer_scale import LayerScale, gated
+from attn_yolo.nn.common import C1, check_r, resolve_c1
+from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
 def reduced_width(c1: int, r: int, min_width: int = 8) -> int:

@@ -1,4 +1,4 @@
-"""Insert attention blocks into any detect model YAML, rewire its ``from`` indices, and carry pretrained weights across.
+"""Rewire a detect model YAML around inserted attention blocks: sites, ``from`` index remapping, the YAML text.
 
 Insertion::
 
@@ -40,35 +40,6 @@ LayerScale (Touvron et al., "Going deeper with Image Transformers", ICCV 2021) u
 gate, as in ReZero (Bachlechner et al., 2020) and zero-γ residual init (Goyal et al., 2017). At ``γ = 0`` the block is
 exactly the identity, so the augmented model with transferred weights predicts exactly what the base predicts; the
 first gradient step moves ``γ`` (``∂L/∂γ = (block(x) − x) · ∂L/∂y``), after which the block's own weights train.
-
-Weight transfer::
-
-    >>> report = attn_yolo.transfer("base.pt", "yolo11n-cbam.yaml")   # or a YOLO object / DetectionModel
-    >>> print(report)   # transferred 499/499 tensors from base; 21 new tensors initialised (...)
-
-``transfer`` aligns the base's layers with the new model's (same rows in the same order; the extra rows must be
-attention blocks, and each ``from`` must reach the mapped layer or a block chained after it), renames every state-dict
-key ``model.{i}.`` to ``model.{new i}.`` and loads it with a shape check: 100% of the base's tensors, or an error.
-A YAML / dict target is built with the base's class count (a base fine-tuned on 5 classes gives a 5-class model).
-Ultralytics' own loading (``DetectionModel.load`` -> ``intersect_dicts``, what the trainer does with
-``pretrained=base.pt``) matches by *name and shape*; after an insertion the names past the first block point at other
-layers, so it loads fewer tensors and some into the wrong layers (``tests/test_insertion.py`` shows both).
-
-Training from a base checkpoint with correct transfer -- use one of:
-
-1. ``attn-yolo insert base=yolo11n.yaml module=CBAM pretrained=base.pt`` writes ``yolo11n-cbam.yaml`` and the checkpoint
-   ``yolo11n-cbam.pt``; then ``attn-yolo train model=yolo11n-cbam.pt data=...``. Ultralytics rebuilds the model from
-   the checkpoint's own YAML and loads the checkpoint's weights by name: every name matches, everything transfers
-   (the class head adapts to a dataset with another ``nc`` as for any checkpoint).
-2. ``model = YOLO("yolo11n-cbam.yaml"); attn_yolo.transfer("base.pt", model); model.train(data=...)``: ``transfer``
-   marks the YOLO object as holding checkpoint weights (``model.ckpt``), so ``train`` starts from them exactly as from
-   a loaded ``.pt``. The YAML needs the base's ``nc`` and, for identity at init, ``insert(..., identity=True)``.
-
-Do not pass ``pretrained=base.pt`` to ``train`` (Ultralytics' name matching, wrong after an insertion) nor
-``pretrained=False`` (Ultralytics then starts from random weights).
-
-Errors (``InsertionError``, a ``ValueError``; ``AttnBuildError`` for a block hyperparameter out of range) name the bad
-input and what is allowed; on error no file is written, and an existing output is only replaced with ``overwrite``.
 """
 
 from __future__ import annotations
@@ -78,16 +49,15 @@ import difflib
 import inspect
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import yaml
 
-from attn_yolo.build import AttnBuildError
+from attn_yolo.checkpoint import atomic_write, check_out
+from attn_yolo.nn.common import AttnBuildError
 from attn_yolo.registry import MODULES
 
 SITES = ("backbone", "sppf", "neck")
@@ -456,7 +426,7 @@ def insert(
             not build, ``out`` exists without ``overwrite``.
     """
     if out is not None:
-        _check_out(out, overwrite)
+        check_out(out, overwrite, error=InsertionError)
     d, plan = _plan(base, module, at, args, identity)
     if check:
         _check_build(d, plan)
@@ -469,11 +439,6 @@ def insert(
 def default_out(base: str, blocks: list[Block]) -> str:
     """Default output name: the base's stem (scale letter kept) plus the block names: ``yolo11n-cbam.yaml``."""
     return f"{Path(base).stem}-{'-'.join(dict.fromkeys(b.name.lower() for b in blocks))}.yaml"
-
-
-def _check_out(out, overwrite: bool, key: str = "out") -> None:
-    if Path(out).exists() and not overwrite:
-        raise InsertionError(f"{key}={str(out)!r} exists; pass overwrite=True to replace it")
 
 
 # ------------------------------------------------------------------------------------------------------------ YAML
@@ -601,27 +566,15 @@ def yaml_text(d: dict, plan: Plan | None = None, out: str | Path = "model.yaml")
     return text
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def write_yaml(d: dict, plan: Plan | None, out: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``yaml_text(d, plan, out)`` to ``out`` (atomically; warns if the file name selects another scale)."""
     from ultralytics.nn.tasks import guess_model_scale
     from ultralytics.utils import LOGGER
 
     out = Path(out)
-    _check_out(out, overwrite)
+    check_out(out, overwrite, error=InsertionError)
     text = yaml_text(d, plan, out)
-    _atomic_write(out, lambda p: Path(p).write_text(text))
+    atomic_write(out, lambda p: Path(p).write_text(text))
     want, got = d.get("scale") or "", guess_model_scale(out)
     if want and got != want:
         first = next(iter(d.get("scales") or {"n": 0}))
@@ -679,250 +632,7 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
     return m
 
 
-@dataclass
-class TransferReport:
-    """Result of ``transfer``: counts, the layer map, the new layers and whether they start as the identity."""
-
-    transferred: int
-    total: int
-    new: int
-    layer_map: dict[int, int]
-    inserted: list[int]
-    identity: bool
-    model: torch.nn.Module = field(repr=False)
-    skipped: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        where = ", ".join(f"{i}: {self.model.model[i].type.rsplit('.', 1)[-1]}" for i in self.inserted)
-        state = "identity at init" if self.identity else "NOT identity at init"
-        s = f"transferred {self.transferred}/{self.total} tensors from base; {self.new} new tensors initialised"
-        return s + (f" (inserted layers {where}; {state})" if self.inserted else "")
-
-
-def _load_model(x, what: str):
-    """A DetectionModel from a checkpoint path, a checkpoint dict, a YOLO object or a model."""
-    from ultralytics.engine.model import Model
-    from ultralytics.nn.tasks import load_checkpoint
-
-    if isinstance(x, (str, Path)):
-        if not Path(x).is_file():
-            raise InsertionError(f"{what} checkpoint {str(x)!r}: no such file")
-        if not str(x).endswith(".pt"):
-            raise InsertionError(f"{what} checkpoint {str(x)!r}: expected an Ultralytics checkpoint (*.pt)")
-        return load_checkpoint(x)[0]
-    if isinstance(x, dict) and ("model" in x or "ema" in x):
-        return (x.get("ema") or x["model"]).float()
-    if isinstance(x, Model):
-        return x.model
-    if isinstance(x, torch.nn.Module) and isinstance(getattr(x, "yaml", None), dict):
-        return x
-    raise InsertionError(f"{what}: expected a checkpoint path, checkpoint dict, YOLO object or DetectionModel, got "
-                         f"{type(x).__name__}")
-
-
-def _is_identity(m: torch.nn.Module) -> bool:
-    g = getattr(getattr(m, "scale", None), "gamma", None)
-    return isinstance(g, torch.Tensor) and bool((g == 0).all())
-
-
-def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True) -> TransferReport:
-    """Load every tensor of the base model into the inserted model, each at its layer's new index.
-
-    Args:
-        base: the base checkpoint: a ``*.pt`` path, a checkpoint dict, a YOLO object or a DetectionModel. Its
-            ``model.yaml`` must be the YAML the new model was made from by ``insert`` (same scale).
-        model: the inserted model: a YOLO object or DetectionModel (loaded in place), or a YAML path / model dict
-            (built here with the base's class count and names, and the base's scale if the YAML name has none).
-        identity: for a YAML / dict ``model``, write ``init_values=0.0`` into the inserted rows before building, so
-            the blocks start as the identity. For a built model this cannot change anything; the report says whether
-            its blocks are identity at init.
-        strict: raise if a base tensor cannot be loaded (missing name or other shape); else skip and report it.
-        verbose: log the report.
-
-    Returns:
-        TransferReport: ``str(report)`` reads "transferred 499/499 tensors from base; 12 new tensors initialised ...";
-        ``report.model`` is the DetectionModel the weights went into.
-
-    Raises:
-        InsertionError: unreadable base, fused base or model, a model that is not the base with blocks inserted, or
-            (``strict``) a tensor of another shape, e.g. another scale or class count.
-    """
-    from ultralytics.engine.model import Model
-    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
-    from ultralytics.utils import LOGGER
-
-    src = _load_model(base, "base")
-    if getattr(src, "is_fused", lambda: False)():
-        raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
-    yolo = model if isinstance(model, Model) else None
-    if isinstance(model, (str, Path, dict)):
-        d = copy.deepcopy(model) if isinstance(model, dict) else yaml_model_load(model)
-        m = layer_map(src.yaml, d)
-        d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
-        if not d.get("scale") and src.yaml.get("scale"):
-            d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
-        if identity:
-            for j in sorted(set(range(len(_rows(d)))) - set(m.values())):
-                row = _rows(d)[j]
-                row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
-        dst = DetectionModel(d, verbose=False)
-    else:
-        dst = _load_model(model, "model")
-        m = layer_map(src.yaml, dst.yaml)
-    if getattr(dst, "is_fused", lambda: False)():
-        raise InsertionError("model: the model is fused for inference; transfer into an unfused model")
-
-    if src.yaml.get("nc") != dst.yaml.get("nc") and strict:
-        raise InsertionError(
-            f"class count differs: base nc={src.yaml.get('nc')}, model nc={dst.yaml.get('nc')}; build the model with "
-            f"the base's nc (pass the YAML path or dict to transfer, which does) and let training adapt the head"
-        )
-    sd, dst_sd = src.state_dict(), dst.state_dict()
-    load, skipped = {}, []
-    for k, v in sd.items():
-        mk = re.match(r"model\.(\d+)\.(.*)", k)
-        nk = f"model.{m[int(mk.group(1))]}.{mk.group(2)}" if mk else k
-        if nk in dst_sd and dst_sd[nk].shape == v.shape:
-            load[nk] = v
-        else:
-            got = tuple(dst_sd[nk].shape) if nk in dst_sd else "missing"
-            skipped.append(f"{k} {tuple(v.shape)} -> {nk} {got}")
-    if skipped and strict:
-        raise InsertionError(
-            f"{len(skipped)} of {len(sd)} base tensors do not fit the model (another scale, class count or base?): "
-            + "; ".join(skipped[:3])
-        )
-    dst.load_state_dict(load, strict=False)
-    src_names, dst_names = getattr(src, "names", None), getattr(dst, "names", None)
-    if src_names and (not dst_names or len(src_names) == len(dst_names)):
-        dst.names = dict(src_names)
-    inserted = sorted(set(range(len(dst.model))) - set(m.values()))
-    report = TransferReport(
-        transferred=len(load),
-        total=len(sd),
-        new=len(dst_sd) - len(load),
-        layer_map=m,
-        inserted=inserted,
-        identity=all(_is_identity(dst.model[j]) for j in inserted),
-        model=dst,
-        skipped=skipped,
-    )
-    if yolo is not None and not yolo.ckpt:
-        yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}  # train() then starts from these weights
-    if verbose:
-        LOGGER.info(f"attn-yolo: {report}")
-        if identity and not report.identity:
-            LOGGER.warning(
-                "attn-yolo: the inserted blocks are not identity at init; insert with identity=True (or pass the YAML "
-                "to transfer) to start from the base's predictions"
-            )
-    return report
-
-
 def _param_index(name: str) -> int:
     """Number of YAML args before ``init_values`` for block ``name``."""
     params = [p.name for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
     return params.index("init_values")
-
-
-def save_checkpoint(model: torch.nn.Module, path: str | Path, *, overwrite: bool = False, note: str = "") -> Path:
-    """Write ``model`` as an Ultralytics checkpoint (the fields ``YOLO.save`` writes; FP16 as Ultralytics saves).
-
-    ``YOLO(path)`` loads it; ``YOLO(path).train(data=...)`` rebuilds the model from its YAML and loads these weights
-    by name (all of them match).
-    """
-    from datetime import datetime
-
-    from ultralytics import __version__
-
-    path = Path(path)
-    _check_out(path, overwrite, "out_weights")
-    ckpt = {
-        "date": datetime.now().astimezone().isoformat(),
-        "version": __version__,
-        "license": "AGPL-3.0 License (https://ultralytics.com/license)",
-        "docs": "https://docs.ultralytics.com",
-        "model": copy.deepcopy(model).half(),
-        "ema": None,
-        "attn_yolo": note,
-    }
-    _atomic_write(path, lambda p: torch.save(ckpt, p))
-    return path
-
-
-# ------------------------------------------------------------------------------------------------------------- CLI
-
-DEFAULTS = {
-    "base": None,
-    "module": "CBAM",
-    "at": "backbone",
-    "args": None,
-    "identity": None,
-    "out": None,
-    "overwrite": False,
-    "pretrained": None,
-    "out_weights": None,
-}
-
-HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
-
-  base=        path or Ultralytics name of a detect YAML (yolo11n.yaml, yolov8s.yaml, yolo26m.yaml)   [required]
-  module=      CBAM | SE | ECA | SAM | MHSA, or several: module=SE,MHSA                               [CBAM]
-  at=          backbone | sppf | neck | layer indices (at=4,6,10); one per module: at=backbone,sppf   [backbone]
-  args=        block hyperparameters, e.g. args=[16,7]; per module: args=[[16],[4]]                   [defaults]
-  identity=    write init_values=0.0 so blocks start as the identity    [True with pretrained=, else False]
-  out=         output YAML                                              [<base stem>-<modules>.yaml]
-  overwrite=   replace existing outputs                                 [False]
-  pretrained=  base checkpoint (*.pt) to carry into the new model (its nc is written into out=)
-  out_weights= checkpoint written with pretrained=                      [out with .pt]
-
-Example: attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone pretrained=base.pt
-         attn-yolo train model=yolo11n-cbam.pt data=coco128.yaml"""
-
-
-def main(argv: list[str]) -> int:
-    """``attn-yolo insert key=value ...``: see ``HELP``."""
-    from attn_yolo.cli import UsageError, kv_args
-
-    if argv and argv[0] in ("help", "-h", "--help"):
-        print(HELP)
-        return 0
-    a = kv_args(argv, DEFAULTS, "insert")
-    if not a["base"]:
-        raise UsageError("attn-yolo insert: base= is required, e.g. base=yolo11n.yaml (see `attn-yolo insert help`)")
-    pretrained = a["pretrained"]
-    identity = bool(pretrained) if a["identity"] is None else bool(a["identity"])
-    if a["out_weights"] and not pretrained:
-        raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
-    try:
-        d, plan = _plan(str(a["base"]), a["module"], a["at"], a["args"], identity)
-        out = Path(a["out"] or default_out(plan.base, plan.blocks))
-        weights = Path(a["out_weights"] or out.with_suffix(".pt")) if pretrained else None
-        for p, key in ((out, "out"), (weights, "out_weights")):
-            if p is not None:
-                _check_out(p, a["overwrite"], key)
-        _check_build(d, plan)
-        d["yaml_file"] = str(out)
-        report = transfer(str(pretrained), d, identity=identity, verbose=False) if pretrained else None
-        if report is not None:
-            d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
-        write_yaml(d, plan, out, overwrite=a["overwrite"])
-        if report is not None:
-            report.model.yaml["yaml_file"] = str(out)
-            save_checkpoint(report.model, weights, overwrite=a["overwrite"], note=str(report))
-    except InsertionError as e:
-        raise UsageError(f"attn-yolo insert: {e}") from None
-    except AttnBuildError as e:  # from transfer's build
-        raise UsageError(f"attn-yolo insert: the inserted model does not build: {e}") from None
-
-    for b in plan.blocks:
-        lvl = plan.level(b.after)
-        print(f"{b.name} [{_describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
-              f" -> layer {b.index}")
-    det = _rows(d)[-1]
-    print(f"{det[2]} reads layers {det[0]} (base {plan.base_detect})")
-    print(f"wrote {out}")
-    if report is not None:
-        print(report)
-        print(f"wrote {weights}  (train: attn-yolo train model={weights} data=...)")
-    return 0

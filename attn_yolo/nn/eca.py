@@ -7,8 +7,8 @@ import math
 import torch
 from torch import nn
 
-from attn_yolo.build import C1, check, resolve_c1
-from attn_yolo.layer_scale import LayerScale, gated
+from attn_yolo.nn.common import C1, check, resolve_c1
+from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
 def eca_kernel_size(c: int, gamma: float = 2, b: float = 1) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.build import C1, check, check_r, resolve_c1
-from attn_yolo.layer_scale import LayerScale, gated
-from attn_yolo.se import reduced_width
+from attn_yolo.nn.common import C1, check, check_r, resolve_c1
+from attn_yolo.nn.layer_scale import LayerScale, gated
+from attn_yolo.nn.se import reduced_width
 
 
 class ChannelGate(nn.Module):

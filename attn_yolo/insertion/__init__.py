@@ -1,0 +1,102 @@
+"""The ``attn-yolo insert`` command: insert attention into a detect YAML (``rewire``), optionally carrying weights (``weights``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_yolo.args import UsageError, kv_args
+from attn_yolo.checkpoint import check_out, save_checkpoint
+from attn_yolo.insertion.rewire import (
+    InsertionError,
+    _check_build,
+    _describe_args,
+    _plan,
+    _rows,
+    default_out,
+    insert,
+    layer_map,
+    load_base,
+    write_yaml,
+)
+from attn_yolo.insertion.weights import TransferReport, transfer
+from attn_yolo.nn.common import AttnBuildError
+
+__all__ = ["InsertionError", "TransferReport", "insert", "layer_map", "load_base", "main", "save_checkpoint", "transfer",
+           "write_yaml"]
+
+
+# ------------------------------------------------------------------------------------------------------------- CLI
+
+DEFAULTS = {
+    "base": None,
+    "module": "CBAM",
+    "at": "backbone",
+    "args": None,
+    "identity": None,
+    "out": None,
+    "overwrite": False,
+    "pretrained": None,
+    "out_weights": None,
+}
+
+HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
+
+  base=        path or Ultralytics name of a detect YAML (yolo11n.yaml, yolov8s.yaml, yolo26m.yaml)   [required]
+  module=      CBAM | SE | ECA | SAM | MHSA, or several: module=SE,MHSA                               [CBAM]
+  at=          backbone | sppf | neck | layer indices (at=4,6,10); one per module: at=backbone,sppf   [backbone]
+  args=        block hyperparameters, e.g. args=[16,7]; per module: args=[[16],[4]]                   [defaults]
+  identity=    write init_values=0.0 so blocks start as the identity    [True with pretrained=, else False]
+  out=         output YAML                                              [<base stem>-<modules>.yaml]
+  overwrite=   replace existing outputs                                 [False]
+  pretrained=  base checkpoint (*.pt) to carry into the new model (its nc is written into out=)
+  out_weights= checkpoint written with pretrained=                      [out with .pt]
+
+Example: attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone pretrained=base.pt
+         attn-yolo train model=yolo11n-cbam.pt data=coco128.yaml"""
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo insert key=value ...``: see ``HELP``."""
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(HELP)
+        return 0
+    a = kv_args(argv, DEFAULTS, "insert")
+    if not a["base"]:
+        raise UsageError("attn-yolo insert: base= is required, e.g. base=yolo11n.yaml (see `attn-yolo insert help`)")
+    pretrained = a["pretrained"]
+    identity = bool(pretrained) if a["identity"] is None else bool(a["identity"])
+    if a["out_weights"] and not pretrained:
+        raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
+    try:
+        d, plan = _plan(str(a["base"]), a["module"], a["at"], a["args"], identity)
+        out = Path(a["out"] or default_out(plan.base, plan.blocks))
+        weights = Path(a["out_weights"] or out.with_suffix(".pt")) if pretrained else None
+        for p, key in ((out, "out"), (weights, "out_weights")):
+            if p is not None:
+                check_out(p, a["overwrite"], key, InsertionError)
+        _check_build(d, plan)
+        d["yaml_file"] = str(out)
+        report = transfer(str(pretrained), d, identity=identity, verbose=False) if pretrained else None
+        if report is not None:
+            d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
+        write_yaml(d, plan, out, overwrite=a["overwrite"])
+        if report is not None:
+            report.model.yaml["yaml_file"] = str(out)
+            save_checkpoint(report.model, weights, overwrite=a["overwrite"], note=str(report), error=InsertionError)
+    except InsertionError as e:
+        raise UsageError(f"attn-yolo insert: {e}") from None
+    except AttnBuildError as e:  # from transfer's build
+        raise UsageError(f"attn-yolo insert: the inserted model does not build: {e}") from None
+
+    for b in plan.blocks:
+        lvl = plan.level(b.after)
+        print(f"{b.name} [{_describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
+              f" -> layer {b.index}")
+    det = _rows(d)[-1]
+    print(f"{det[2]} reads layers {det[0]} (base {plan.base_detect})")
+    print(f"wrote {out}")
+    if report is not None:
+        print(report)
+        print(f"wrote {weights}  (train: attn-yolo train model={weights} data=...)")
+    return 0
+

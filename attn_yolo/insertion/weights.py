@@ -1,0 +1,165 @@
+"""Carry a base model's weights into the model made by inserting blocks into its YAML, layer by layer.
+
+Weight transfer::
+
+    >>> report = attn_yolo.transfer("base.pt", "yolo11n-cbam.yaml")   # or a YOLO object / DetectionModel
+    >>> print(report)   # transferred 499/499 tensors from base; 21 new tensors initialised (...)
+
+``transfer`` aligns the base's layers with the new model's (same rows in the same order; the extra rows must be
+attention blocks, and each ``from`` must reach the mapped layer or a block chained after it), renames every state-dict
+key ``model.{i}.`` to ``model.{new i}.`` and loads it with a shape check: 100% of the base's tensors, or an error.
+A YAML / dict target is built with the base's class count (a base fine-tuned on 5 classes gives a 5-class model).
+Ultralytics' own loading (``DetectionModel.load`` -> ``intersect_dicts``, what the trainer does with
+``pretrained=base.pt``) matches by *name and shape*; after an insertion the names past the first block point at other
+layers, so it loads fewer tensors and some into the wrong layers (``tests/test_insertion.py`` shows both).
+
+Training from a base checkpoint with correct transfer -- use one of:
+
+1. ``attn-yolo insert base=yolo11n.yaml module=CBAM pretrained=base.pt`` writes ``yolo11n-cbam.yaml`` and the checkpoint
+   ``yolo11n-cbam.pt``; then ``attn-yolo train model=yolo11n-cbam.pt data=...``. Ultralytics rebuilds the model from
+   the checkpoint's own YAML and loads the checkpoint's weights by name: every name matches, everything transfers
+   (the class head adapts to a dataset with another ``nc`` as for any checkpoint).
+2. ``model = YOLO("yolo11n-cbam.yaml"); attn_yolo.transfer("base.pt", model); model.train(data=...)``: ``transfer``
+   marks the YOLO object as holding checkpoint weights (``model.ckpt``), so ``train`` starts from them exactly as from
+   a loaded ``.pt``. The YAML needs the base's ``nc`` and, for identity at init, ``insert(..., identity=True)``.
+
+Do not pass ``pretrained=base.pt`` to ``train`` (Ultralytics' name matching, wrong after an insertion) nor
+``pretrained=False`` (Ultralytics then starts from random weights).
+
+Errors (``InsertionError``, a ``ValueError``; ``AttnBuildError`` for a block hyperparameter out of range) name the bad
+input and what is allowed; on error no file is written, and an existing output is only replaced with ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from attn_yolo.checkpoint import load_model
+from attn_yolo.insertion.rewire import InsertionError, _param_index, _rows, block_args, layer_map
+
+
+@dataclass
+class TransferReport:
+    """Result of ``transfer``: counts, the layer map, the new layers and whether they start as the identity."""
+
+    transferred: int
+    total: int
+    new: int
+    layer_map: dict[int, int]
+    inserted: list[int]
+    identity: bool
+    model: torch.nn.Module = field(repr=False)
+    skipped: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        where = ", ".join(f"{i}: {self.model.model[i].type.rsplit('.', 1)[-1]}" for i in self.inserted)
+        state = "identity at init" if self.identity else "NOT identity at init"
+        s = f"transferred {self.transferred}/{self.total} tensors from base; {self.new} new tensors initialised"
+        return s + (f" (inserted layers {where}; {state})" if self.inserted else "")
+
+
+def _is_identity(m: torch.nn.Module) -> bool:
+    g = getattr(getattr(m, "scale", None), "gamma", None)
+    return isinstance(g, torch.Tensor) and bool((g == 0).all())
+
+
+def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True) -> TransferReport:
+    """Load every tensor of the base model into the inserted model, each at its layer's new index.
+
+    Args:
+        base: the base checkpoint: a ``*.pt`` path, a checkpoint dict, a YOLO object or a DetectionModel. Its
+            ``model.yaml`` must be the YAML the new model was made from by ``insert`` (same scale).
+        model: the inserted model: a YOLO object or DetectionModel (loaded in place), or a YAML path / model dict
+            (built here with the base's class count and names, and the base's scale if the YAML name has none).
+        identity: for a YAML / dict ``model``, write ``init_values=0.0`` into the inserted rows before building, so
+            the blocks start as the identity. For a built model this cannot change anything; the report says whether
+            its blocks are identity at init.
+        strict: raise if a base tensor cannot be loaded (missing name or other shape); else skip and report it.
+        verbose: log the report.
+
+    Returns:
+        TransferReport: ``str(report)`` reads "transferred 499/499 tensors from base; 12 new tensors initialised ...";
+        ``report.model`` is the DetectionModel the weights went into.
+
+    Raises:
+        InsertionError: unreadable base, fused base or model, a model that is not the base with blocks inserted, or
+            (``strict``) a tensor of another shape, e.g. another scale or class count.
+    """
+    from ultralytics.engine.model import Model
+    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+    from ultralytics.utils import LOGGER
+
+    src = load_model(base, "base", InsertionError, suffixes=(".pt",))
+    if getattr(src, "is_fused", lambda: False)():
+        raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
+    yolo = model if isinstance(model, Model) else None
+    if isinstance(model, (str, Path, dict)):
+        d = copy.deepcopy(model) if isinstance(model, dict) else yaml_model_load(model)
+        m = layer_map(src.yaml, d)
+        d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
+        if not d.get("scale") and src.yaml.get("scale"):
+            d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
+        if identity:
+            for j in sorted(set(range(len(_rows(d)))) - set(m.values())):
+                row = _rows(d)[j]
+                row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
+        dst = DetectionModel(d, verbose=False)
+    else:
+        dst = load_model(model, "model", InsertionError, suffixes=(".pt",))
+        m = layer_map(src.yaml, dst.yaml)
+    if getattr(dst, "is_fused", lambda: False)():
+        raise InsertionError("model: the model is fused for inference; transfer into an unfused model")
+
+    if src.yaml.get("nc") != dst.yaml.get("nc") and strict:
+        raise InsertionError(
+            f"class count differs: base nc={src.yaml.get('nc')}, model nc={dst.yaml.get('nc')}; build the model with "
+            f"the base's nc (pass the YAML path or dict to transfer, which does) and let training adapt the head"
+        )
+    sd, dst_sd = src.state_dict(), dst.state_dict()
+    load, skipped = {}, []
+    for k, v in sd.items():
+        mk = re.match(r"model\.(\d+)\.(.*)", k)
+        nk = f"model.{m[int(mk.group(1))]}.{mk.group(2)}" if mk else k
+        if nk in dst_sd and dst_sd[nk].shape == v.shape:
+            load[nk] = v
+        else:
+            got = tuple(dst_sd[nk].shape) if nk in dst_sd else "missing"
+            skipped.append(f"{k} {tuple(v.shape)} -> {nk} {got}")
+    if skipped and strict:
+        raise InsertionError(
+            f"{len(skipped)} of {len(sd)} base tensors do not fit the model (another scale, class count or base?): "
+            + "; ".join(skipped[:3])
+        )
+    dst.load_state_dict(load, strict=False)
+    src_names, dst_names = getattr(src, "names", None), getattr(dst, "names", None)
+    if src_names and (not dst_names or len(src_names) == len(dst_names)):
+        dst.names = dict(src_names)
+    inserted = sorted(set(range(len(dst.model))) - set(m.values()))
+    report = TransferReport(
+        transferred=len(load),
+        total=len(sd),
+        new=len(dst_sd) - len(load),
+        layer_map=m,
+        inserted=inserted,
+        identity=all(_is_identity(dst.model[j]) for j in inserted),
+        model=dst,
+        skipped=skipped,
+    )
+    if yolo is not None and not yolo.ckpt:
+        yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}  # train() then starts from these weights
+    if verbose:
+        LOGGER.info(f"attn-yolo: {report}")
+        if identity and not report.identity:
+            LOGGER.warning(
+                "attn-yolo: the inserted blocks are not identity at init; insert with identity=True (or pass the YAML "
+                "to transfer) to start from the base's predictions"
+            )
+    return report
+
+
+
