@@ -59,8 +59,11 @@ def load_yolo(model, what: str = "model", error: type[Exception] = ValueError, s
         raise error(f"{what}={str(model)!r}: no such file (give a checkpoint such as runs/detect/train/weights/best.pt)")
     if path.suffix.lower() not in suffixes:
         raise error(f"{what}={str(model)!r}: expected {' or '.join(f'*{s}' for s in suffixes)}")
-    import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses a YAML or unpickles a checkpoint
     from ultralytics import YOLO
+
+    from attn_yolo.registry import register
+
+    register()  # the blocks must be resolvable before Ultralytics parses a YAML or unpickles a checkpoint
 
     return YOLO(str(path))
 
