@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from attn_yolo import ablate
+from attn_yolo.ablate.runner import prepare_data
+from attn_yolo.ablate.train import check_finite_loss
 from attn_yolo.args import UsageError
 from attn_yolo.cli import main as cli_main
 
@@ -121,9 +123,9 @@ def test_check_finite_loss():
 
     import torch
 
-    ablate.check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(1.0)}, epoch=0))
+    check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(1.0)}, epoch=0))
     with pytest.raises(ablate.NonFiniteLossError, match=r"epoch 3: .*box_loss=nan"):
-        ablate.check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(float("nan"))}, epoch=2))
+        check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(float("nan"))}, epoch=2))
 
 
 # ---------------------------------------------------------------------------------------------------- validation
@@ -334,15 +336,15 @@ def test_read_only_dataset_is_copied(tmp_path, tiny_data):
     (src / "data.yaml").write_text(yaml.safe_dump({**meta, "path": str(src)}))
     labels = src / "labels"
     ab = SimpleNamespace(data=str(src / "data.yaml"), copy_data="auto", out=tmp_path / "out")
-    assert ablate.prepare_data(ab) == ab.data  # writable: used in place
+    assert prepare_data(ab) == ab.data  # writable: used in place
     labels.chmod(0o555)
     try:
-        copied = Path(ablate.prepare_data(ab))
+        copied = Path(prepare_data(ab))
         assert copied == tmp_path / "out" / "data" / "ro" / "data.yaml"
         d = yaml.safe_load(copied.read_text())
         assert d["path"] == str(copied.parent) and d["train"] == "images/train" and d["names"] == meta["names"]
         assert len(list((copied.parent / "labels" / "train").glob("*.txt"))) == 8
-        assert ablate.prepare_data(SimpleNamespace(**{**vars(ab), "copy_data": False})) == ab.data
+        assert prepare_data(SimpleNamespace(**{**vars(ab), "copy_data": False})) == ab.data
     finally:
         labels.chmod(0o755)
 

@@ -1,0 +1,489 @@
+"""Ablation config: the embedded default, loading, command-line overrides, and validation before any training."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import hashlib
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from attn_yolo.args import UsageError
+from attn_yolo.checkpoint import load_model
+
+# The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
+DEFAULT_CONFIG_NAME = "synthetic-quick"
+DEFAULT_CONFIG_YAML = """\
+# Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
+# `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config.py, so it also works
+# outside the repository. Budget: 2 variants x 3 seeds, yolo11n from scratch, about 10 minutes on 2 CPU cores.
+data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
+variants:
+  - {name: baseline, model: yolo11n.yaml}
+  - {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone, args: [16, 7]}  # CBAM after backbone P3/P4/P5
+seeds: [0, 1, 2]
+train:  # Ultralytics train arguments: attn_yolo.synthetic.QUICK_TRAIN_ARGS (2 epochs of 1000 images at 128 px)
+  epochs: 2
+  imgsz: 128
+  batch: 8
+  nbs: 8
+  optimizer: AdamW
+  lr0: 0.003
+  warmup_epochs: 0.3
+  mosaic: 0.0
+  close_mosaic: 0
+  scale: 0.0
+  translate: 0.0
+  hsv_h: 0.0
+  hsv_s: 0.0
+  hsv_v: 0.0
+  val: true  # validate every epoch, for curves.png
+  plots: false
+out: runs/ablate/synthetic-quick  # relative to the working directory
+latency: {repeats: 50, warmup: 10}
+"""
+
+CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data")
+MODEL_VARIANT_KEYS = ("name", "model", "baseline")
+INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
+LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
+RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
+    "data": "data",
+    "seed": "seeds",
+    "model": "variants",
+    "project": "out",
+    "name": "out",
+    "exist_ok": "out",
+    "resume": "re-run the same command",
+    "mode": None,
+    "task": None,
+}
+SYNTHETIC = "synthetic"  # `data:` keyword for the embedded dataset
+
+
+class ConfigError(UsageError):
+    """The ablation config has problems; ``problems`` lists every one as ``"<config key>: <message>"``."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s) in the ablation config:\n{lines}")
+
+
+@dataclasses.dataclass
+class Variant:
+    """One model variant: where the trainer builds it from, and its size at the config's imgsz."""
+
+    name: str
+    model: str  # model YAML path (or Ultralytics name) to train from; insert specs: file name written per run
+    model_dict: dict | None  # the model dict of an insert spec (written to the run folder), None for model YAMLs
+    params: int  # parameters of the model built with the dataset's nc
+    gflops: float  # Ultralytics get_flops at the config's imgsz
+    definition: str  # canonical JSON of the model definition (for the runs' fingerprints)
+
+
+@dataclasses.dataclass
+class Ablation:
+    """A validated ablation config with resolved paths."""
+
+    source: str  # config file, or "<default synthetic-quick>"
+    name: str
+    data: str  # dataset YAML (absolute)
+    data_id: str  # fingerprint of the dataset YAML
+    nc: int
+    variants: list[Variant]
+    baseline: str
+    seeds: list[int]
+    train: dict
+    imgsz: int
+    out: Path
+    latency: dict
+    devices: list  # [] → sequential, in this process, on train.device
+    copy_data: bool | str
+    config: dict  # resolved config as written to out/config.yaml
+
+
+# --------------------------------------------------------------------------------------------------- config loading
+
+
+def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
+    """Read an ablation config.
+
+    Args:
+        path: config YAML, or None for the embedded default (``DEFAULT_CONFIG_YAML``).
+
+    Returns:
+        (raw config dict, folder that relative input paths resolve against, config name, source for messages).
+
+    Raises:
+        UsageError: the file is missing or is not a YAML mapping.
+    """
+    if path is None:
+        text, base, name = DEFAULT_CONFIG_YAML, Path.cwd(), DEFAULT_CONFIG_NAME
+        source = f"<default {DEFAULT_CONFIG_NAME}>"
+    else:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise UsageError(f"attn-yolo ablate: config file not found: {path}")
+        text, base, name, source = p.read_text(), p.resolve().parent, p.stem, str(path)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UsageError(f"{source}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise UsageError(f"{source}: expected a mapping with keys {', '.join(CONFIG_KEYS)}, got {type(raw).__name__}")
+    return raw, base, name, source
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply command-line ``key=value`` overrides: top-level config keys, or Ultralytics train args (into ``train``).
+
+    Raises:
+        UsageError: a token without ``=``, ``variants=...``, or a key that is neither (naming the closest key).
+    """
+    from ultralytics.cfg import DEFAULT_CFG_DICT, smart_value
+
+    raw = copy.deepcopy(raw)
+    for tok in overrides:
+        key, eq, value = tok.partition("=")
+        if not eq or not key:
+            raise UsageError(f"attn-yolo ablate: expected key=value after the config, got {tok!r}")
+        if key == "variants":
+            raise UsageError("attn-yolo ablate: variants cannot be overridden on the command line; edit the config")
+        v = smart_value(value)
+        v = list(v) if isinstance(v, tuple) else v  # seeds=0,1
+        if key == "devices" and isinstance(v, str):  # devices=0,1 or devices=[cpu,cpu]
+            v = [smart_value(x.strip()) for x in v.strip("[]").split(",") if x.strip()]
+        if key in CONFIG_KEYS:
+            raw[key] = v
+        elif key in DEFAULT_CFG_DICT:
+            train = raw.get("train")
+            raw["train"] = {**(train if isinstance(train, dict) else {}), key: v}
+        else:
+            close = difflib.get_close_matches(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT], n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise UsageError(
+                f"attn-yolo ablate: unknown key {key!r}.{hint} Keys: {', '.join(CONFIG_KEYS)}, or any Ultralytics "
+                "train argument (goes into `train`)"
+            )
+    return raw
+
+
+# ------------------------------------------------------------------------------------------------------ validation
+
+
+def _unknown(keys, allowed, where: str) -> list[str]:
+    out = []
+    for k in keys:
+        if k not in allowed:
+            close = difflib.get_close_matches(str(k), list(allowed), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            out.append(f"{where}{k}: unknown key{hint}; allowed: {', '.join(allowed)}")
+    return out
+
+
+def _resolve_input(value: str, base: Path) -> str:
+    """A path relative to the config folder if it exists there (for a model YAML: also its scale-less file, as
+    Ultralytics resolves ``yolo11n-se.yaml`` to ``yolo11-se.yaml``), else the value as given."""
+    p = (base / Path(value).expanduser()).resolve()
+    unified = Path(re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(p)))
+    return str(p) if p.exists() or (p.suffix in (".yaml", ".yml") and unified.exists()) else value
+
+
+def first_line(e: BaseException, limit: int = 400) -> str:
+    """An error as one line for a config problem or a failed run's record: ``"<type>: <message>"``, ``limit`` chars."""
+    msg = " ".join(str(e).split())
+    return f"{type(e).__name__}: {msg}"[:limit]
+
+
+def _definition(d: dict) -> str:
+    return json.dumps({k: v for k, v in d.items() if k != "yaml_file"}, sort_keys=True, default=str)
+
+
+def insert_file_name(base: str, name: str) -> str:
+    """File name of an insert spec's model YAML: keeps the base's name, so Ultralytics reads the same scale from it
+    (``yolo11n.yaml`` + ``cbam`` → ``yolo11n-cbam.yaml``)."""
+    return f"{Path(base).stem}-{name}.yaml"
+
+
+_SIZES: dict[tuple, tuple[int, float]] = {}  # (model definition, nc, imgsz) → (params, GFLOPs) of models built here
+
+
+def _check_variants(
+    raw_variants, base: Path, nc: int | None, imgsz: int, pretrained: dict | None = None
+) -> tuple[list[Variant], str | None, list]:
+    """Validate and build every variant; returns (variants, baseline name, problems).
+
+    With ``pretrained`` (the model dict of ``train.pretrained``), each variant must be that model, or that model with
+    attention blocks inserted, so that ``attn_yolo.transfer`` can carry every weight to its layer.
+    """
+    import torch
+    from ultralytics.nn.tasks import DetectionModel, guess_model_task, yaml_model_load
+    from ultralytics.utils.torch_utils import get_flops, get_num_params
+
+    from attn_yolo.insertion import InsertionError, insert, layer_map
+    from attn_yolo.registry import MODULES
+
+    problems, variants, names, baseline = [], [], {}, None
+    if not isinstance(raw_variants, list) or not raw_variants:
+        return [], None, ["variants: expected a non-empty list of {name, model} or {name, base, module, at, args}"]
+    flagged = [i for i, v in enumerate(raw_variants) if isinstance(v, dict) and v.get("baseline") is True]
+    if len(flagged) > 1:
+        problems.append(f"variants: more than one has `baseline: true` (variants{flagged})")
+    with tempfile.TemporaryDirectory(prefix="attn-yolo-ablate-") as tmp:
+        for i, v in enumerate(raw_variants):
+            key = f"variants[{i}]"
+            if not isinstance(v, dict):
+                problems.append(f"{key}: expected a mapping {{name, model}} or {{name, base, module, at, args}}")
+                continue
+            n_before = len(problems)
+            name = v.get("name")
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
+                problems.append(f"{key}.name: {name!r}; expected a name of letters, digits, '_', '.', '+', '-'")
+            elif name in names:
+                problems.append(f"{key}.name: duplicate variant name {name!r} (also variants[{names[name]}])")
+            else:
+                names[name] = i
+            key = f"{key} ({name})" if isinstance(name, str) else key
+            if "baseline" in v and not isinstance(v["baseline"], bool):
+                problems.append(f"{key}.baseline: expected true or false, got {v['baseline']!r}")
+            if ("model" in v) == ("base" in v):
+                problems.append(f"{key}: give either `model` (a model YAML) or `base` + `module` (an insert spec)")
+                continue
+            is_insert = "base" in v
+            problems += _unknown(v, INSERT_VARIANT_KEYS if is_insert else MODEL_VARIANT_KEYS, f"{key}.")
+            if is_insert:
+                if "module" not in v:
+                    problems.append(f"{key}.module: missing; one of {', '.join(MODULES)}")
+                elif v["module"] not in MODULES:
+                    close = difflib.get_close_matches(str(v["module"]), list(MODULES), n=1, cutoff=0.5)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    problems.append(
+                        f"{key}.module: unknown module {v['module']!r}{hint}; one of {', '.join(MODULES)}"
+                    )
+                if "args" in v and not isinstance(v["args"], list):
+                    problems.append(f"{key}.args: expected a list of hyperparameters, got {v['args']!r}")
+                if not isinstance(v["base"], str):
+                    problems.append(f"{key}.base: expected a model YAML path, got {v['base']!r}")
+            elif not isinstance(v["model"], str) or not v["model"].lower().endswith((".yaml", ".yml")):
+                problems.append(f"{key}.model: expected a model YAML (.yaml), got {v['model']!r}; for weights use "
+                                "train.pretrained")
+            if len(problems) > n_before or not isinstance(name, str):
+                continue
+            if v.get("baseline") is True or (not flagged and i == 0):
+                baseline = name
+            # Build at the config's scale and imgsz, as the trainer will.
+            try:
+                if is_insert:
+                    spec = {k: v[k] for k in ("module", "at", "args") if k in v}
+                    base_model = _resolve_input(v["base"], base)
+                    d = insert(base=base_model, **spec)
+                    path = Path(tmp) / insert_file_name(base_model, name)
+                    path.write_text(yaml.safe_dump(d, sort_keys=False))
+                    model, model_dict = path.name, d
+                else:
+                    model, model_dict = _resolve_input(v["model"], base), None
+                    path = model
+                d = yaml_model_load(path)
+                if (task := guess_model_task(d)) != "detect":
+                    problems.append(f"{key}{'' if is_insert else '.model'}: is a {task} model; ablations train detect models")
+                    continue
+                size_key = (_definition(d), nc, imgsz)
+                if size_key not in _SIZES:  # built and measured before in this process: same answer
+                    m = DetectionModel(str(path), nc=nc, verbose=False).eval()
+                    with torch.no_grad():
+                        m(torch.zeros(1, 3, imgsz, imgsz))  # runs at the config's imgsz too
+                        _SIZES[size_key] = get_num_params(m), get_flops(m, imgsz)
+                params, gflops = _SIZES[size_key]
+            except Exception as e:
+                where = "" if is_insert else ".model"
+                problems.append(f"{key}{where}: does not build: {first_line(e)}")
+                continue
+            if pretrained is not None:
+                try:
+                    layer_map(pretrained, d)
+                except InsertionError as e:
+                    problems.append(f"{key}: is not the train.pretrained model (with attention blocks inserted), so "
+                                    f"its weights cannot be carried over: {first_line(e)}")
+                    continue
+            variants.append(Variant(name, model, model_dict, params, gflops, _definition(d)))
+    return variants, baseline, problems
+
+
+def _check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]:
+    """Resolve and check the dataset; returns (data yaml, its fingerprint, nc, problems)."""
+    from ultralytics.data.utils import check_det_dataset
+
+    if raw is None:
+        return None, "", None, ["data: missing; an Ultralytics dataset YAML or `synthetic`"]
+    if not isinstance(raw, str):
+        return None, "", None, [f"data: expected a dataset YAML path or `synthetic`, got {raw!r}"]
+    if raw == SYNTHETIC:
+        from attn_yolo.synthetic import default_data_yaml
+
+        print("attn-yolo ablate: preparing the synthetic-shapes dataset (generated once, then cached) ...", flush=True)
+        path = str(default_data_yaml())
+    else:
+        path = _resolve_input(raw, base)
+    try:
+        info = check_det_dataset(path, autodownload=False)
+    except Exception as e:
+        return None, "", None, [f"data: {raw!r} does not resolve to a usable dataset: {first_line(e)}"]
+    p = Path(path)
+    data_id = hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.is_file() else path
+    return str(p.resolve()) if p.is_file() else path, f"{raw}:{data_id}", int(info["nc"]), []
+
+
+def _check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
+    from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg
+    from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES, attempt_download_asset
+
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, dict):
+        return {}, [f"train: expected a mapping of Ultralytics train arguments, got {raw!r}"]
+    train, problems = {}, []
+    for k, v in raw.items():
+        if k in RUNNER_TRAIN_KEYS:
+            use = RUNNER_TRAIN_KEYS[k]
+            problems.append(f"train.{k}: set by the ablation runner{f' (use {use})' if use else ''}")
+            continue
+        if k not in DEFAULT_CFG_DICT:
+            close = difflib.get_close_matches(str(k), list(DEFAULT_CFG_DICT), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            problems.append(f"train.{k}: unknown Ultralytics train argument{hint}")
+            continue
+        one = {k: v}
+        try:
+            check_cfg(one)
+        except (TypeError, ValueError, SyntaxError) as e:
+            problems.append(f"train.{k}: {first_line(e)}")
+            continue
+        train[k] = one[k]
+    if "device" in train and has_devices:
+        problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
+    imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
+    if not isinstance(imgsz, int) or isinstance(imgsz, bool) or imgsz < 32:
+        problems.append(f"train.imgsz: {imgsz!r}; expected an int >= 32 (square training size, pixels)")
+    pre = train.get("pretrained")
+    if isinstance(pre, str):
+        path = _resolve_input(pre, base)
+        if not Path(path).exists() and Path(pre).name in GITHUB_ASSETS_NAMES and Path(pre).name == pre:
+            try:
+                path = str(attempt_download_asset(pre))
+            except Exception:
+                pass
+        if Path(path).exists():
+            train["pretrained"] = str(Path(path).resolve())
+        else:
+            problems.append(f"train.pretrained: weights file not found: {pre!r} (relative to the config's folder)")
+    return train, problems
+
+
+def _check_devices(raw) -> tuple[list, list[str]]:
+    if raw is None:
+        return [], []
+    devices = raw if isinstance(raw, list) else [raw]
+    problems = []
+    import torch
+
+    n_cuda = torch.cuda.device_count()
+    for i, d in enumerate(devices):
+        if isinstance(d, bool) or not isinstance(d, (int, str)):
+            problems.append(f"devices[{i}]: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
+            continue
+        s = str(d).lower().removeprefix("cuda:")
+        if s.isdigit() and int(s) >= n_cuda:
+            problems.append(f"devices[{i}]: CUDA device {s} not available ({n_cuda} CUDA device(s) found)")
+        elif not s.isdigit() and s not in ("cpu", "mps"):
+            problems.append(f"devices[{i}]: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
+    return [str(d) for d in devices], problems
+
+
+def _check_int_list(raw, key: str, default: list[int]) -> tuple[list[int], list[str]]:
+    if raw is None:
+        return default, []
+    vals = raw if isinstance(raw, list) else [raw]
+    bad = [v for v in vals if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if not vals or bad:
+        return [], [f"{key}: {raw!r}; expected a non-empty list of non-negative ints"]
+    if len(set(vals)) != len(vals):
+        return [], [f"{key}: {raw!r}; has duplicates"]
+    return list(vals), []
+
+
+def validate(raw: dict, base: Path, name: str = "ablation", source: str = "config") -> Ablation:
+    """Check a whole config before any training, and build every variant at the config's scale and imgsz.
+
+    Args:
+        raw: config as loaded (``load_config``) and overridden (``apply_overrides``).
+        base: folder that relative input paths resolve against (the config file's folder).
+        name: config name (default output folder ``runs/ablate/<name>``).
+        source: where the config came from, for the error message.
+
+    Returns:
+        The validated ``Ablation``.
+
+    Raises:
+        ConfigError: listing every problem found, each prefixed by the config key it came from.
+    """
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    problems = _unknown(raw, CONFIG_KEYS, "")
+    devices, p = _check_devices(raw.get("devices"))
+    problems += p
+    train, p = _check_train(raw.get("train"), base, bool(devices))
+    problems += p
+    imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
+    imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
+    seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
+    problems += p
+    latency = dict(LATENCY_DEFAULTS)
+    lat = raw.get("latency")
+    if lat is not None and not isinstance(lat, dict):
+        problems.append(f"latency: expected a mapping with keys {', '.join(LATENCY_DEFAULTS)}, got {lat!r}")
+    elif lat:
+        problems += _unknown(lat, LATENCY_DEFAULTS, "latency.")
+        for k, lo in (("repeats", 1), ("warmup", 0)):
+            v = lat.get(k, latency[k])
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                problems.append(f"latency.{k}: {v!r}; expected an int >= {lo}")
+            else:
+                latency[k] = v
+    out = raw.get("out", f"runs/ablate/{name}")
+    if not isinstance(out, str) or not out:
+        problems.append(f"out: expected a folder path, got {out!r}")
+        out = f"runs/ablate/{name}"
+    copy_data = raw.get("copy_data", "auto")
+    if copy_data not in (True, False, "auto"):
+        problems.append(f"copy_data: {copy_data!r}; expected auto, true or false")
+    data, data_id, nc, p = _check_data(raw.get("data"), base)
+    problems += p
+    pretrained = None
+    if isinstance(train.get("pretrained"), str):
+        try:
+            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",)).yaml
+        except Exception as e:
+            problems.append(f"train.pretrained: not an Ultralytics checkpoint: {first_line(e)}")
+    variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz, pretrained)
+    problems += p
+    if problems:
+        raise ConfigError(source, problems)
+    config = {
+        "data": data,
+        "variants": raw["variants"],
+        "seeds": seeds,
+        "train": train,
+        "out": str(Path(out).resolve()),
+        "latency": latency,
+        "devices": devices,
+        "copy_data": copy_data,
+        "source": source,
+    }
+    return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
+                    latency, devices, copy_data, config)
