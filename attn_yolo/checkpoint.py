@@ -23,11 +23,18 @@ def check_out(path: str | Path, overwrite: bool, key: str = "out", error: type[E
 
 
 def atomic_write(path: str | Path, write) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then move it onto ``path`` (never a half-written file)."""
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then move it onto ``path`` (never a half-written file).
+
+    The file gets the permissions a plain ``open(path, "w")`` would give it (``0o666`` less the user's umask), not the
+    owner-only ``0o600`` of ``mkstemp``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
+import stat
 from pathlib import Path
 
 import cv2
@@ -496,3 +498,13 @@ def test_console_script_routes_insert(tmp_path, monkeypatch, capsys):
     assert cli.main(["insert", "base=yolo11n.yaml", "at=nowhere"]) == 2
     assert "unknown site 'nowhere'" in capsys.readouterr().err
     assert attn_yolo.insert is insert and attn_yolo.transfer is transfer
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    """insert writes its YAML (and checkpoints) with the user's umask, not mkstemp's owner-only 0600."""
+    old = os.umask(0o022)
+    try:
+        out = write_yaml(insert("yolo11n.yaml", "SE", at="sppf"), None, tmp_path / "yolo11n-se.yaml")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644

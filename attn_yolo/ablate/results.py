@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 from attn_yolo.ablate.records import FIELDS, FLOAT_FIELDS, INT_FIELDS
+from attn_yolo.checkpoint import atomic_write
 
 
 def read_results(path: Path) -> list[dict]:
@@ -24,10 +24,12 @@ def read_results(path: Path) -> list[dict]:
 
 def write_results(path: Path, rows: list[dict]) -> None:
     """Write results.csv atomically (a temporary file renamed over the old one)."""
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else "" if v is None else v) for k, v in row.items()})
-    os.replace(tmp, path)
+
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+            w.writeheader()
+            for row in rows:
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else "" if v is None else v) for k, v in row.items()})
+
+    atomic_write(path, write)
