@@ -11,19 +11,11 @@ from torch import nn
 
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE
 from attn_yolo.args import UsageError
-from attn_yolo.bench import (
-    PeakMemory,
-    attention_kernel,
-    bench_attention_case,
-    interleaved_times,
-    main,
-    paired_ratio,
-    parse_args,
-    profile_kernel,
-    run_attention_case,
-    sdpa_backend_rows,
-    timm_twin,
-)
+from attn_yolo.bench import blocks, main, parse_args
+from attn_yolo.bench.attention import bench_attention_case, run_attention_case
+from attn_yolo.bench.common import PeakMemory, attention_kernel, interleaved_times, paired_ratio, profile_kernel
+from attn_yolo.bench.gpu import sdpa_backend_rows
+from attn_yolo.bench.timm_compare import timm_twin
 
 pytest.importorskip("timm")
 
@@ -158,6 +150,27 @@ def test_parse_args_presets_and_errors():
         parse_args(["imgsz=100"])
     with pytest.raises(UsageError, match="unknown key"):
         parse_args(["token=64"])
+
+
+def test_export_cache_key_covers_block_sources(tmp_path, monkeypatch):
+    """The ONNX export cache key hashes build.py, registry.py and the files of attn_yolo/nn: editing a block
+    invalidates cached exports."""
+    files = blocks.block_sources()
+    assert all(f.is_file() for f in files)
+    assert {"build.py", "registry.py", "se.py", "cbam.py", "mhsa.py", "layer_scale.py"} <= {f.name for f in files}
+    key = blocks._cache_key("yolo11n-eca.yaml", 64)
+    assert key == blocks._cache_key("yolo11n-eca.yaml", 64) != blocks._cache_key("yolo11n-eca.yaml", 96)
+    assert key != blocks._cache_key("yolo11n-se.yaml", 64)
+    edited = tmp_path / "se.py"
+    edited.write_text("# an edited block\n")
+    monkeypatch.setattr(blocks, "block_sources", lambda: [*files, edited])
+    assert blocks._cache_key("yolo11n-eca.yaml", 64) != key
+
+
+def test_every_variant_has_its_model_yaml():
+    assert list(blocks.detector_yamls(blocks.VARIANTS)) == ["baseline", *blocks.VARIANTS]
+    with pytest.raises(UsageError, match="variant 'nope'"):
+        blocks.detector_yamls(["nope"])
 
 
 def test_sdpa_backend_rows_on_cpu():

@@ -23,6 +23,7 @@ from ultralytics import YOLO
 import attn_yolo
 from attn_yolo import cli
 from attn_yolo import export as E
+from attn_yolo.export import verify as V
 from attn_yolo.images import default_sources
 
 onnx = pytest.importorskip("onnx")
@@ -64,7 +65,7 @@ def informative(yolo, imgsz: int = 128, boxes: int = 20, std: float = 1.0) -> No
     Each BatchNorm is rescaled to unit output std on the test photos (one scalar per layer, in forward order); then the
     last class conv of each Detect level to logit std ``std``, with a bias that lets about ``boxes`` scores exceed 0.25.
     """
-    x = E.letterbox_batch([im for _, im in E.load_images()], (imgsz, imgsz))
+    x = V.letterbox_batch([im for _, im in V.load_images()], (imgsz, imgsz))
 
     def unit_std(bn, inp, out):
         s = float(out.std())
@@ -73,7 +74,7 @@ def informative(yolo, imgsz: int = 128, boxes: int = 20, std: float = 1.0) -> No
         return out / s
 
     hooks = [m.register_forward_hook(unit_std) for m in yolo.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    E.torch_raw(yolo.model, x)
+    V.torch_raw(yolo.model, x)
     for h in hooks:
         h.remove()
     convs = [seq[-1] for seq in yolo.model.model[-1].cv3]
@@ -83,7 +84,7 @@ def informative(yolo, imgsz: int = 128, boxes: int = 20, std: float = 1.0) -> No
         logits[conv] = out - conv.bias.view(1, -1, 1, 1)
 
     hooks = [c.register_forward_hook(keep) for c in convs]
-    E.torch_raw(yolo.model, E.letterbox_batch([E.load_images()[0][1]], (imgsz, imgsz)))
+    V.torch_raw(yolo.model, V.letterbox_batch([V.load_images()[0][1]], (imgsz, imgsz)))
     for h in hooks:
         h.remove()
     scaled = {c: std / float(logits[c].std()) for c in convs}
@@ -271,23 +272,23 @@ def test_compare_detections_synthetic():
     boxes = np.array([[10, 10, 8, 8], [50, 10, 8, 8], [90, 60, 20, 20], [50, 50, 20, 20]], np.float32)  # xywh
     scores = np.array([[0.9, 0.1], [0.1, 0.8], [0.05, 0.6], [0.3, 0.2]], np.float32)
     raw = np.concatenate([boxes.T, scores.T])[None]  # (1, 6, 4)
-    same = E.compare_detections(raw, raw.copy(), 0.25, 0.7, 0.0)
+    same = V.compare_detections(raw, raw.copy(), 0.25, 0.7, 0.0)
     assert same.passed and same.detail["matched"] == 4 and same.value == 1.0
 
     moved = raw.copy()
     moved[0, 0, 1] += 2.0  # anchor 1 shifted 2 px: IoU 48 / 80 = 0.6
-    c = E.compare_detections(raw, moved, 0.25, 0.7, 0.0)
+    c = V.compare_detections(raw, moved, 0.25, 0.7, 0.0)
     assert not c.passed and (c.detail["unmatched_torch"], c.detail["unmatched_onnx"]) == (1, 1)
     assert c.value == pytest.approx(0.6, abs=1e-6)
 
     relabel = raw.copy()
     relabel[0, 4:, 2] = [0.6, 0.05]  # anchor 2 changes class
-    assert not E.compare_detections(raw, relabel, 0.25, 0.7, 0.0).passed
+    assert not V.compare_detections(raw, relabel, 0.25, 0.7, 0.0).passed
 
     ref, out = raw.copy(), raw.copy()
     ref[0, 4, 3], out[0, 4, 3] = 0.26, 0.24  # anchor 3 drops below conf in the onnx output
-    assert not E.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # a real difference ...
-    b = E.compare_detections(ref, out, 0.25, 0.7, 0.02)  # ... unless the allowed score margin covers it
+    assert not V.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # a real difference ...
+    b = V.compare_detections(ref, out, 0.25, 0.7, 0.02)  # ... unless the allowed score margin covers it
     assert b.passed and b.detail["borderline"] == 1
 
     ref, out = raw.copy(), raw.copy()  # anchors 2, 3: class 0, overlapping (IoU 0.86), scores 1e-3 apart, swapped
@@ -295,15 +296,15 @@ def test_compare_detections_synthetic():
         r[0, :4, 3] = [91.5, 60, 20, 20]
     ref[0, 4:, 2], ref[0, 4:, 3] = [0.6, 0.05], [0.601, 0.05]
     out[0, 4:, 2], out[0, 4:, 3] = [0.601, 0.05], [0.6, 0.05]
-    assert not E.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # NMS keeps different boxes
-    t = E.compare_detections(ref, out, 0.25, 0.7, 1e-3)  # a 1e-3 score difference may swap them: excused
+    assert not V.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # NMS keeps different boxes
+    t = V.compare_detections(ref, out, 0.25, 0.7, 1e-3)  # a 1e-3 score difference may swap them: excused
     assert t.passed and t.detail["tie"] == 2 and t.detail["matched"] == 2, t.detail
 
 
 def test_other_sizes_and_letterbox():
-    assert E.other_sizes((640, 640)) == [(800, 800), (480, 800)]
-    assert E.other_sizes((128, 128)) == [(160, 160), (96, 160)]
-    x = E.letterbox_batch([im for _, im in E.load_images()], (96, 160))
+    assert V.other_sizes((640, 640)) == [(800, 800), (480, 800)]
+    assert V.other_sizes((128, 128)) == [(160, 160), (96, 160)]
+    x = V.letterbox_batch([im for _, im in V.load_images()], (96, 160))
     assert x.shape == (2, 3, 96, 160) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
 
 

@@ -349,7 +349,7 @@ def test_map_resized_onto_image_crops_letterbox_padding(items):
     # query points go the other way (image → input pixels): Ultralytics' scale_boxes brings them back
     from ultralytics.utils.ops import scale_boxes
 
-    from attn_yolo.heatmap import _letterbox_gain_pad
+    from attn_yolo.heatmap.capture import _letterbox_gain_pad
 
     gx, gy, px, py = _letterbox_gain_pad((h0, w0), (hi, wi))
     pts = torch.tensor([[100.0, 50.0, 1000.0, 700.0]])
@@ -372,6 +372,16 @@ def test_png_npy_and_stats_written(items, tmp_path):
         rows_ = list(csv.DictReader(f))
     assert len(rows_) == sum(len(it.maps) for it in items)
     assert {"min", "max", "mean", "entropy_nats", "entropy_norm", "flag"} <= set(rows_[0])
+
+
+def test_gate_table_names_real_gates():
+    """Every ``GATE_MAPS`` entry names submodules the block has, and map kinds ``GATE_MAP_FNS`` can compute."""
+    from attn_yolo.heatmap.capture import GATE_MAP_FNS, GATE_MAPS, block_gates
+
+    for cls, gates in GATE_MAPS.items():
+        found = block_gates(cls(64))
+        assert list(found) == list(gates) and set(gates) <= set(GATE_MAP_FNS)
+    assert block_gates(MHSA(64)) == {}
 
 
 def test_map_stats_expose_collapsed_maps():

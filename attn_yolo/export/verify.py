@@ -1,14 +1,7 @@
-"""ONNX export with the attention blocks registered, verified against PyTorch.
+"""Verification of an exported ``.onnx`` against its PyTorch model on real images, and onnxruntime latency.
 
-    attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
-
-Export is Ultralytics' own exporter (``YOLO(model).export(format="onnx", ...)``; in 8.4.190 that is torch's
-TorchScript-based ``torch.onnx.export(..., dynamo=False)``, default opset 18, then onnxslim if ``simplify``). Before it
-runs, the model is scanned for attention blocks and the opset is checked against ``MIN_OPSET``, so an old opset fails
-with the block's name, its layer and the minimum opset instead of an operator error from deep inside torch.
-
-Verification (``verify_onnx``) then runs the file with onnxruntime (CPU provider) on real, letterboxed images and
-compares it with the PyTorch model (eval mode, same input tensor):
+``verify_onnx`` runs the file with onnxruntime (CPU provider) on real, letterboxed images and compares it with the
+PyTorch model (eval mode, same input tensor):
 
 * ``onnx.checker``: ``onnx.checker.check_model(path, full_check=True)`` passes;
 * ``raw``: the head output ``(B, 4 + nc, anchors)`` in two parts; each part's max absolute difference relative to its
@@ -35,26 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import load_yolo
 from attn_yolo.images import read_image, read_sources
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
-
-ULTRALYTICS_MIN_OPSET = 9
-"""Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
-
-MIN_OPSET: dict[type, tuple[int, str]] = {
-    SE: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), Conv, Relu, Sigmoid, Mul"),
-    ECA: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), 1-D Conv, Transpose, Sigmoid, Mul"),
-    SAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (channel pools), Concat, Conv, Sigmoid, Mul"),
-    CBAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (global and channel pools), Conv, Relu, Sigmoid, Mul"),
-    MHSA: (
-        14,
-        "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
-        "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
-    ),
-}
-"""Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
 """Maximum ``max|onnx − torch| / output scale`` per raw output part (``RAW_SCALE``), by exported precision."""
@@ -67,151 +42,7 @@ RAW_SCALE = (
     "class scores (rows 4+, probabilities) / 1, their range"
 )
 
-DEFAULTS = {
-    "model": None,
-    "format": "onnx",
-    "imgsz": 640,
-    "dynamic": False,
-    "half": False,
-    "opset": None,
-    "simplify": True,
-    "verify": True,
-    "source": None,
-    "conf": 0.25,
-    "iou": 0.7,
-    "onnx": None,
-}
-"""``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
 
-HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
-    [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx]
-
-Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
-onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
-is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a check fails (the file is kept).
-  model     .pt checkpoint or model YAML (required)         imgsz   export size: int or h,w (default 640)
-  dynamic   dynamic batch/height/width (default False)       half    fp16 weights (CPU: Ultralytics converts the graph)
-  opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
-  verify    run the checks (default True)                    source  images for the checks (default bus.jpg, zidane.jpg)
-  conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
-"""
-
-
-class OpsetError(ValueError):
-    """The requested ONNX opset is older than a block in the model needs; names the block, layer and minimum."""
-
-
-# --------------------------------------------------------------------------------------------------------------- opset
-def block_min_opsets(model: torch.nn.Module) -> list[tuple[str, str, int, str]]:
-    """Attention blocks in ``model`` with their minimum opset: ``[(block, where, min_opset, ops), ...]``.
-
-    ``where`` is the Ultralytics layer (``"layer 11"``) holding the block, or its module path.
-    """
-    found = []
-    for name, m in model.named_modules():
-        for cls, (opset, ops) in MIN_OPSET.items():
-            if isinstance(m, cls):
-                layer = name.split(".")
-                where = f"layer {layer[1]}" if len(layer) >= 2 and layer[0] == "model" and layer[1].isdigit() else name
-                found.append((cls.__name__, where or "model", opset, ops))
-    return found
-
-
-def default_opset() -> int:
-    """The opset Ultralytics' exporter uses when none is given (``best_onnx_opset``: 18 with torch 2.14)."""
-    import onnx
-    from ultralytics.utils.export.engine import best_onnx_opset
-
-    return best_onnx_opset(onnx)
-
-
-def check_opset(model: torch.nn.Module, opset: int | None) -> int:
-    """Return the effective opset for exporting ``model``; raise ``OpsetError`` if a block needs a newer one.
-
-    Raises:
-        OpsetError: e.g. ``opset=13 is too old for MHSA (layer 11): it needs opset >= 14 (...)``.
-    """
-    opset = default_opset() if opset is None else opset
-    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
-        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int >= {ULTRALYTICS_MIN_OPSET}, or omit it")
-    need = [b for b in block_min_opsets(model) if opset < b[2]]
-    if need:
-        lines = "; ".join(f"{name} ({where}) needs opset >= {m}: {ops}" for name, where, m, ops in need)
-        top = max(b[2] for b in need)
-        raise OpsetError(f"opset={opset} is too old for this model: {lines}. Use opset>={top} (or omit opset).")
-    if opset < ULTRALYTICS_MIN_OPSET:
-        raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
-    return opset
-
-
-# -------------------------------------------------------------------------------------------------------------- export
-def export_onnx(
-    model,
-    imgsz: int | tuple[int, int] = 640,
-    dynamic: bool = False,
-    half: bool = False,
-    opset: int | None = None,
-    simplify: bool = True,
-) -> Path:
-    """Export ``model`` (path or ``YOLO``) to ONNX with Ultralytics' exporter, after checking the opset.
-
-    ``half=True`` is Ultralytics' ``quantize=16``: on CPU the exporter converts the fp32 graph to fp16 weights and
-    activations with fp32 inputs and outputs (``onnxruntime.transformers.float16``, ``keep_io_types=True``), then
-    ``toposort_onnx`` restores the node order ONNX requires. torch's thread count is restored afterwards.
-
-    Returns:
-        Path: the ``.onnx`` file (next to a ``.pt`` checkpoint; in the working directory for a YAML).
-
-    Raises:
-        OpsetError: ``opset`` older than a block (or Ultralytics) needs.
-    """
-    yolo = load_yolo(model)
-    opset = check_opset(yolo.model, opset)
-    kw = {"quantize": 16} if half else {}
-    threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
-    try:
-        f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu", **kw)
-    finally:
-        torch.set_num_threads(threads)
-    if half:
-        toposort_onnx(f)
-    return Path(f).resolve()
-
-
-def toposort_onnx(path) -> bool:
-    """Put the nodes of an ONNX graph in topological order, rewriting the file only if they were not; True if so.
-
-    Ultralytics' CPU fp16 conversion (``float16.convert_float_to_float16(keep_io_types=True)``) appends the Cast of
-    the graph input after the nodes that read it. ONNX requires topological order: ``onnx.checker`` rejects the file
-    (onnxruntime sorts by itself and runs it). Sorting does not change the computation.
-    """
-    import onnx
-
-    m = onnx.load(str(path))
-    ready = {v.name for v in m.graph.input} | {t.name for t in m.graph.initializer} | {""}
-    nodes = list(m.graph.node)
-    pending, order = list(range(len(nodes))), []
-    while pending:
-        rest = []
-        for k in pending:
-            if all(i in ready for i in nodes[k].input):
-                order.append(k)
-                ready.update(nodes[k].output)
-            else:
-                rest.append(k)
-        if len(rest) == len(pending):
-            raise ValueError(f"{path}: graph has a cycle or a missing input at node {nodes[rest[0]].name!r}")
-        pending = rest
-    if order == sorted(order):
-        return False
-    sorted_nodes = [onnx.NodeProto.FromString(nodes[k].SerializeToString()) for k in order]
-    del m.graph.node[:]
-    m.graph.node.extend(sorted_nodes)
-    onnx.save(m, str(path))
-    return True
-
-
-# -------------------------------------------------------------------------------------------------------------- inputs
 def load_images(source=None) -> list[tuple[str, np.ndarray]]:
     """Read ``source`` (image file, folder, glob, or a list of them; None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``)
     as ``[(name, BGR)]``, with the same reader as ``attn-yolo heatmap``.
@@ -629,69 +460,3 @@ def onnx_latency_ms(onnx_path, imgsz: int | tuple[int, int] = 640, repeats: int 
         sess.run(None, {inp.name: x})
         times.append((time.perf_counter() - t) * 1e3)
     return float(np.median(times))
-
-
-# ----------------------------------------------------------------------------------------------------------------- CLI
-def _imgsz(v) -> int | tuple[int, int]:
-    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-        return v
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
-        return tuple(v)
-    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
-
-
-def main(argv: list[str]) -> int:
-    """``attn-yolo export``: export (unless ``onnx=``), verify (unless ``verify=False``), print and save the report.
-
-    Returns:
-        int: 0 if exported (and verified), 1 if a verification check failed (the file is kept).
-
-    Raises:
-        UsageError: bad keys or values, a format other than onnx, an opset too old for a block.
-    """
-    if argv and argv[0] in ("help", "-h", "--help"):
-        print(HELP)
-        return 0
-    a = kv_args(argv, DEFAULTS, "export")
-    if not a["model"]:
-        raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
-    if str(a["format"]).lower() != "onnx":
-        raise UsageError(
-            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
-            f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
-        )
-    for k in ("dynamic", "half", "simplify", "verify"):
-        if not isinstance(a[k], bool):
-            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
-    for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
-        if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
-            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
-    if a["half"]:
-        print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
-              f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
-    imgsz = _imgsz(a["imgsz"])
-    if a["verify"]:
-        try:
-            load_images(a["source"])  # fail before exporting
-        except ValueError as e:
-            raise UsageError(f"attn-yolo export: {e}") from e
-    yolo = load_yolo(a["model"], "model", UsageError)
-    if a["onnx"]:
-        f = Path(a["onnx"])
-        if not f.is_file():
-            raise UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
-    else:
-        try:
-            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"])
-        except OpsetError as e:
-            raise UsageError(f"attn-yolo export: {e}") from e
-    if not a["verify"]:
-        print(f"Exported {f} (not verified: verify=False)")
-        return 0
-    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"])
-    path = report.save()
-    print(report.summary())
-    print(f"Report saved to {path}")
-    if not report.passed:
-        print(f"Verification FAILED; the exported file is kept for inspection: {f}")
-    return 0 if report.passed else 1

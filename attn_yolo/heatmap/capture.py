@@ -1,12 +1,4 @@
-"""Attention heatmaps: the maps each attention block applied in one forward pass, drawn over the image.
-
-    attn-yolo heatmap model=runs/detect/train/weights/best.pt source=images/ layers=all imgsz=640 out=runs/heatmap/exp
-
-For every attention block of a model (``SE``, ``ECA``, ``SAM``, ``CBAM``, ``MHSA``; or only the ``layers=`` chosen)
-forward hooks record what the block applied while the model predicts on each image. Per image one PNG is written: the
-image with its detections, then one panel per map (layer index, block, stride, the map resized onto the image with a
-colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
-so a collapsed block (a uniform or one-hot map) shows in numbers as well as in pictures.
+"""Capture: hooks record the maps each attention block applied in one forward pass; map arithmetic and statistics.
 
 The maps, all ``>= 0``, on the block's feature grid ``(h, w)`` (``stride = input side / feature side``):
 
@@ -40,17 +32,14 @@ stays within 1 % of its mean (``max − min <= 0.01 · |mean|``), ``one-hot`` wh
 Optional ``cam=eigencam`` or ``cam=gradcam`` (needs ``grad-cam``: ``pip install 'attn-yolo[cam]'``) adds a
 class-activation map over the layers that feed ``Detect``, also for models without attention blocks.
 
-Python:
-    >>> from attn_yolo.heatmap import heatmaps, save
-    >>> for item in heatmaps("best.pt", "bus.jpg", imgsz=640):
-    ...     print([(m.name, m.map.shape, m.stats["entropy_norm"]) for m in item.maps])
-    ...     save(item, "runs/heatmap/exp")
+Which block yields which maps is two tables: ``GATE_MAPS`` (block class → its gates and the map kind each gives;
+``GATE_MAP_FNS`` turns a recorded gate into its map) and ``ATTENTION_WEIGHTS`` (blocks whose ``explicit_attention``
+gives ``received`` and ``query<k>`` maps).
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import importlib.util
 import math
 from dataclasses import dataclass, field
@@ -166,6 +155,33 @@ def channel_gate_map(x: torch.Tensor, s: torch.Tensor, eps: float = 1e-12) -> to
     return (a * s).sum(1) / (a.sum(1) + eps)
 
 
+GATE_MAPS: dict[type, dict[str, str]] = {
+    SE: {"channel": "gate"},
+    ECA: {"channel": "gate"},
+    SAM: {"spatial": "spatial.gate"},
+    CBAM: {"channel": "channel.gate", "spatial": "spatial.gate"},
+}
+"""Block class → ``{map kind: path of the gate submodule}``, in display order. A hook records each gate's output;
+``GATE_MAP_FNS[kind]`` turns it into the map. Adding a gated block is one entry here."""
+
+GATE_MAP_FNS = {
+    "channel": channel_gate_map,  # gate (B, C) in any layout, over the block input x → (B, H, W)
+    "spatial": lambda x, g: g[:, 0],  # gate (B, 1, H, W) → (B, H, W)
+}
+"""Map kind → ``fn(x, gate)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the recorded gate
+output."""
+
+ATTENTION_WEIGHTS = (MHSA,)
+"""Blocks whose ``explicit_attention(x)`` returns ``(y, weights (B, heads, N, N))``: maps ``received`` and
+``query<k>``."""
+
+
+def block_gates(block: nn.Module) -> dict[str, nn.Module]:
+    """``{map kind: gate submodule}`` of a block (``GATE_MAPS``); empty for a block without gates."""
+    paths = next((g for cls, g in GATE_MAPS.items() if isinstance(block, cls)), {})
+    return {kind: block.get_submodule(path) for kind, path in paths.items()}
+
+
 # ------------------------------------------------------------------------------------------------------ the model --
 def as_model(model) -> nn.Module:
     """The Ultralytics ``nn.Module`` (``DetectionModel``) of a checkpoint/YAML path, a ``YOLO`` object or the module.
@@ -256,7 +272,7 @@ class AttentionCapture:
             self.handles.append(self.model.register_forward_pre_hook(self._on_input))
             for i, b in self.blocks.items():
                 self.handles.append(b.register_forward_hook(self._on_block(i)))
-                for key, gate in _gates(b).items():
+                for key, gate in block_gates(b).items():
                     self.handles.append(gate.register_forward_hook(self._on_gate(i, key)))
         except BaseException:
             self.remove()
@@ -287,7 +303,7 @@ class AttentionCapture:
             rec = self.records.setdefault(i, {})
             x = args[0].detach()
             rec["x"] = x
-            if isinstance(module, MHSA):
+            if isinstance(module, ATTENTION_WEIGHTS):
                 y, w = module.explicit_attention(x)  # no_grad; the fused forward already produced `out`
                 rec["w"] = w.mean(1)  # (B, N, N) mean over heads
                 rec["check"] = (y - out.detach()).abs().amax()
@@ -318,14 +334,9 @@ class AttentionCapture:
                 m = m.float().cpu().numpy().astype(np.float32)
                 out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, **kw))
 
-            if isinstance(block, SE | ECA):
-                add("channel", channel_gate_map(x, rec["gate"])[b])
-            elif isinstance(block, CBAM):
-                add("channel", channel_gate_map(x, rec["channel"])[b])
-                add("spatial", rec["spatial"][b, 0])
-            elif isinstance(block, SAM):
-                add("spatial", rec["spatial"][b, 0])
-            elif isinstance(block, MHSA):
+            for kind in block_gates(block):
+                add(kind, GATE_MAP_FNS[kind](x, rec[kind])[b])
+            if isinstance(block, ATTENTION_WEIGHTS):
                 h, w = x.shape[-2:]
                 weights, check = rec["w"][b], float(rec["check"])
                 add("received", weights.mean(0).reshape(h, w), check=check)
@@ -334,17 +345,6 @@ class AttentionCapture:
                     c = min(max(int(xi // stride), 0), w - 1)
                     add(f"query{k}", weights[r * w + c].reshape(h, w), query=orig, check=check)
         return out
-
-
-def _gates(block: nn.Module) -> dict[str, nn.Module]:
-    """The sigmoid gates of a block, by record key."""
-    if isinstance(block, SE | ECA):
-        return {"gate": block.gate}
-    if isinstance(block, CBAM):
-        return {"channel": block.channel.gate, "spatial": block.spatial.gate}
-    if isinstance(block, SAM):
-        return {"spatial": block.spatial.gate}
-    return {}
 
 
 # ------------------------------------------------------------------------------------------------------ per image --
@@ -389,7 +389,6 @@ def letterbox(model: nn.Module, image: np.ndarray, imgsz: int) -> torch.Tensor:
     rectangle ``LetterBox(imgsz, auto=True, stride)`` (sides multiples of the model stride), RGB, ``/255``, on the
     model's device and dtype. ``imgsz`` is rounded up to a multiple of the stride, with Ultralytics' warning."""
     from ultralytics.data.augment import LetterBox
-
     from ultralytics.utils.checks import check_imgsz
 
     p = next(model.parameters())
@@ -576,189 +575,3 @@ def class_activation_map(model, image: np.ndarray, method: str = "eigencam", *, 
     h, w = x.shape[2:]
     return AttentionMap(-1, "EigenCAM" if method == "eigencam" else "GradCAM", "cam",
                         cv2.resize(grey.astype(np.float32), (w // 8, h // 8), interpolation=cv2.INTER_AREA), 8)
-
-
-# ---------------------------------------------------------------------------------------------------------- output --
-PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
-CBAR_PX = 72  # colour bar and its tick labels, pixels
-HEADER_PX = 48  # two title lines above each panel, pixels
-COLS = 3  # panels per row
-
-
-def figure_size(image_shape, n_maps: int, panel_px: int = PANEL_PX, cols: int = COLS) -> tuple[int, int]:
-    """``(height, width)`` in pixels of the PNG for an image of ``image_shape`` ``(H0, W0, ...)`` and ``n_maps`` maps.
-
-    ``n_maps + 1`` panels (the detections first) in rows of ``cols``; a panel is ``panel_px`` wide and
-    ``HEADER_PX + round((panel_px - CBAR_PX) · H0 / W0)`` high.
-    """
-    n = n_maps + 1
-    c = min(n, cols)
-    return math.ceil(n / c) * (HEADER_PX + _image_px(image_shape, panel_px)[0]), c * panel_px
-
-
-def _image_px(image_shape, panel_px: int) -> tuple[int, int]:
-    """``(height, width)`` in pixels of the image inside a panel."""
-    w = panel_px - CBAR_PX
-    return round(w * image_shape[0] / image_shape[1]), w
-
-
-def _colour_range(s: dict) -> tuple[float, float]:
-    """Colour scale of a map: its own min..max; a ``uniform`` map gets ``mean ± 5 %`` so it shows flat."""
-    if s["flag"] == "uniform" or s["max"] <= s["min"]:
-        d = max(0.05 * abs(s["mean"]), 1e-6)
-        return s["mean"] - d, s["mean"] + d
-    return s["min"], s["max"]
-
-
-def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px: int = PANEL_PX):
-    """Matplotlib ``Figure`` of ``figure_size`` pixels: the image with its detections, then one panel per map.
-
-    A map panel shows the map resized onto the image (``ImageHeatmaps.on_image``) over the photo, a colour bar in the
-    map's units, and a title with layer, block, kind, stride, grid size and ``map_stats``. The colour scale spans the
-    map's own min..max, so read the values off the bar; a flagged map (``uniform``: drawn flat; ``one-hot``) is
-    titled in red.
-    """
-    from matplotlib.figure import Figure
-
-    dpi = 100
-    fig_h, fig_w = figure_size(item.image.shape, len(item.maps), panel_px)
-    ih, iw = _image_px(item.image.shape, panel_px)
-    fig = Figure(figsize=(fig_w / dpi, fig_h / dpi), dpi=dpi)
-    c = min(len(item.maps) + 1, COLS)
-    shown = (iw - 8, ih)  # (width, height) drawn per panel: resize once here rather than in matplotlib
-    rgb = cv2.resize(item.image, shown, interpolation=cv2.INTER_AREA)[..., ::-1]
-
-    def box(r, col, x0, w):  # pixel box (left x0, width w) below the header of cell (r, col) → figure fractions
-        top = r * (HEADER_PX + ih) + HEADER_PX
-        return ((col * panel_px + x0) / fig_w, 1 - (top + ih) / fig_h, w / fig_w, ih / fig_h)
-
-    for k in range(len(item.maps) + 1):
-        r, col = divmod(k, c)
-        ax = fig.add_axes(box(r, col, 4, iw - 8))
-        ax.set_axis_off()
-        if k == 0:
-            ax.imshow(cv2.resize(item.result.plot(), shown, interpolation=cv2.INTER_AREA)[..., ::-1])
-            ax.set_title(f"{item.path.name} ({item.image.shape[1]}×{item.image.shape[0]})\n{len(item.result.boxes)} "
-                         f"detections · model input {item.input_shape[1]}×{item.input_shape[0]}", fontsize=9)
-            continue
-        m = item.maps[k - 1]
-        s = m.stats
-        vmin, vmax = _colour_range(s)
-        ax.imshow(rgb)
-        overlay = cv2.resize(item.on_image(m), shown, interpolation=cv2.INTER_AREA)
-        im = ax.imshow(overlay, cmap=cmap, alpha=alpha, vmin=vmin, vmax=vmax)
-        if m.query is not None:  # original-image pixels → panel pixels
-            qx, qy = m.query[0] * shown[0] / item.image.shape[1], m.query[1] * shown[1] / item.image.shape[0]
-            ax.plot(qx, qy, marker="x", color="white", markersize=12, markeredgewidth=3)
-        what = m.kind if m.query is None else f"query ({m.query[0]:.0f}, {m.query[1]:.0f})"
-        where = f"layer {m.layer} " if m.layer >= 0 else ""
-        flag = f" [{s['flag'].upper()}]" if s["flag"] else ""
-        flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
-        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {m.map.shape[1]}×{m.map.shape[0]}\n"
-                     f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
-                     f"{flag}", fontsize=8, color="red" if s["flag"] else "black")
-        cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
-        cb.ax.tick_params(labelsize=7)
-        cb.formatter.set_useOffset(False)
-        cb.update_ticks()
-    return fig
-
-
-def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
-    """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out``.
-
-    Returns:
-        dict: ``"png"`` → the PNG, and map name → its ``.npy``.
-    """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"png": out / f"{item.path.stem}_heatmaps.png"}
-    plot(item).savefig(paths["png"])
-    for m in item.maps:
-        paths[m.name] = out / f"{item.path.stem}_{m.name}.npy"
-        np.save(paths[m.name], m.map)
-    return paths
-
-
-STATS_FIELDS = ("image", "map", "layer", "block", "kind", "stride", "h", "w", "min", "max", "mean", "std",
-                "entropy_nats", "entropy_norm", "peak_share", "flag", "check", "gamma")
-
-
-def stats_rows(items: list[ImageHeatmaps]) -> list[dict]:
-    """One row per map (fields ``STATS_FIELDS``)."""
-    return [
-        {"image": it.path.name, "map": m.name, "layer": m.layer, "block": m.block, "kind": m.kind,
-         "stride": m.stride, "h": m.map.shape[0], "w": m.map.shape[1], **m.stats,
-         "check": m.check, "gamma": m.gamma}
-        for it in items for m in it.maps
-    ]
-
-
-def write_stats(items: list[ImageHeatmaps], path: str | Path) -> Path:
-    """Write ``stats_rows`` as CSV (floats to 6 significant digits; ``check``/``gamma`` empty when not applicable)."""
-    path = Path(path)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, STATS_FIELDS)
-        w.writeheader()
-        for r in stats_rows(items):
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else "" if v is None else v for k, v in r.items()})
-    return path
-
-
-# -------------------------------------------------------------------------------------------------------------- CLI --
-DEFAULTS = {
-    "model": None,
-    "source": None,
-    "layers": "all",
-    "out": None,
-    "imgsz": 640,
-    "conf": 0.25,
-    "iou": 0.7,
-    "query": None,
-    "cam": None,
-    "device": None,
-}
-
-USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
-                  [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
-
-Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
-(raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
-Default source: Ultralytics' bus.jpg and zidane.jpg."""
-
-
-def main(argv: list[str]) -> int:
-    """``attn-yolo heatmap key=value ...``; returns an exit code."""
-    from attn_yolo.args import UsageError, kv_args
-
-    if argv and argv[0] in ("help", "-h", "--help"):
-        print(USAGE)
-        return 0
-    a = kv_args(argv, DEFAULTS, "heatmap")
-    if a["model"] is None:
-        raise UsageError("attn-yolo heatmap: model= is required, e.g. model=runs/detect/train/weights/best.pt")
-    if not isinstance(a["imgsz"], int) or isinstance(a["imgsz"], bool) or a["imgsz"] < 32:
-        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r}: expected an int >= 32 (pixels, long side)")
-    for key in ("conf", "iou"):
-        if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
-            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
-    try:
-        items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
-                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"])
-    except HeatmapError as e:
-        raise UsageError(f"attn-yolo heatmap: {e}") from None
-    if a["out"] is None:
-        from ultralytics.utils.files import increment_path
-
-        out = increment_path(Path("runs/heatmap/exp"), mkdir=True)
-    else:
-        out = Path(str(a["out"]))
-    for it in items:
-        print(f"{save(it, out)['png']}")
-    stats = write_stats(items, out / "stats.csv")
-    print(f"\n{'image':<16}{'map':<24}{'stride':>6}{'shape':>9}{'min':>9}{'max':>9}{'mean':>9}{'H/lnN':>7}  flag")
-    for r in stats_rows(items):
-        print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"
-              f"{r['max']:>9.3g}{r['mean']:>9.3g}{r['entropy_norm']:>7.3f}  {r['flag']}")
-    print(f"\nstats: {stats}")
-    return 0

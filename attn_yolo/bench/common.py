@@ -1,0 +1,247 @@
+"""Shared benchmark tools: timing, paired ratios, kernel detection, peak-memory probes, Markdown tables, ``Section``."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import re
+import resource
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+MIB = 2**20
+
+
+# -------------------------------------------------------------------------------------------------- tables and timing
+@dataclass
+class Section:
+    """One benchmark section: its Markdown body, target checks and run time."""
+
+    title: str
+    body: list[str] = field(default_factory=list)
+    targets: list[tuple[str, str, str, str]] = field(default_factory=list)  # (target, measured, status, note)
+    seconds: float = 0.0
+
+    def markdown(self) -> str:
+        return "\n".join([f"## {self.title}", "", *self.body, "", f"_Section time: {self.seconds:.0f} s._", ""])
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    """A Markdown table; ``None`` cells print as an em dash, ``|`` inside a cell is escaped."""
+    cell = lambda v: "—" if v is None else str(v).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return "\n".join([*lines, *("| " + " | ".join(cell(v) for v in r) + " |" for r in rows)])
+
+
+def fmt(v: float | None, digits: int = 3) -> str | None:
+    """``v`` with ``digits`` significant digits (no exponent for ordinary magnitudes); None stays None."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    return f"{v:.{max(0, digits - 1 - mag)}f}"
+
+
+def ratio(a: float | None, b: float | None, floor: float = 0.0) -> float | None:
+    """``a / b``, or None when either is missing or ``b <= floor``."""
+    return None if a is None or b is None or b <= floor else a / b
+
+
+def timed(fn) -> float:
+    """Seconds taken by one call of ``fn`` (after a CUDA sync when CUDA is in use)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t
+
+
+def interleaved_times(fns: dict, rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Time every callable once per round, round-robin (start rotated each round), after ``warmup`` untimed rounds.
+
+    Interleaving spreads slow phases of a shared or throttling machine over all candidates, so their ratios are
+    stable where separate runs are not.
+
+    Returns:
+        dict: name → list of ``rounds`` durations in seconds.
+    """
+    names, out = list(fns), {k: [] for k in fns}
+    for r in range(warmup + rounds):
+        for i in range(len(names)):
+            name = names[(i + r) % len(names)]
+            t = timed(fns[name])
+            if r >= warmup:
+                out[name].append(t)
+    return out
+
+
+def paired_ratio(times: list[float], base: list[float]) -> float:
+    """Median over rounds of ``times[i] / base[i]`` (both from the same round of ``interleaved_times``)."""
+    return statistics.median(t / b for t, b in zip(times, base))
+
+
+def median_ms(times: list[float]) -> float:
+    """Median of durations in seconds, in ms."""
+    return statistics.median(times) * 1e3
+
+
+# --------------------------------------------------------------------------------------------------- kernel detection
+SDPA_KERNELS = {  # profiler op name (forward; "<name>_backward" for backward) → label
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_scaled_dot_product_efficient_attention": "memory-efficient",
+    "aten::_scaled_dot_product_cudnn_attention": "cuDNN",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "fused (overrideable)",
+    "aten::_scaled_dot_product_attention_math": "math",
+    "aten::_scaled_dot_product_attention_math_for_mps": "math (MPS)",
+}
+
+
+def attention_kernel(op_names) -> str:
+    """Name the attention kernel(s) found among profiler op names.
+
+    SDPA's dispatch picks one implementation per call and records it as its own op (table ``SDPA_KERNELS``), so a
+    silent fallback to the math kernel shows up as ``math``. Without any SDPA op, ``softmax`` plus a matrix product
+    means an explicit ``softmax(QKᵀ)V``.
+
+    Returns:
+        str: e.g. ``"flash (CPU)"``, ``"flash (CPU); bwd: flash (CPU)"``, ``"explicit (matmul + softmax)"``, ``"none"``.
+    """
+    names = set(op_names)
+    fwd = [label for op, label in SDPA_KERNELS.items() if op in names]
+    bwd = [label for op, label in SDPA_KERNELS.items() if op + "_backward" in names]
+    if fwd or bwd:
+        return " + ".join(fwd) + (f"; bwd: {' + '.join(bwd)}" if bwd else "")
+    if names & {"aten::softmax", "aten::_softmax"} and names & {"aten::matmul", "aten::bmm", "aten::baddbmm"}:
+        return "explicit (matmul + softmax)"
+    return "none"
+
+
+def profile_kernel(fn) -> str:
+    """Run ``fn`` once under ``torch.profiler`` (stderr silenced) and return ``attention_kernel`` of the ops it ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()  # CPU cases never start a CUDA context
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with _quiet_stderr(), profile(activities=acts) as prof:
+        fn()
+    return attention_kernel(e.name for e in prof.events())
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 (Kineto prints ``profiler_start/stop`` lines there on every profile)."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved), os.close(null)
+
+
+# ------------------------------------------------------------------------------------------------------- peak memory
+def _proc_status_kib(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class PeakMemory:
+    """Extra peak resident memory (MiB) of this process during a code region, over its resident memory at ``start``.
+
+    On Linux the kernel's high-water mark ``VmHWM`` is reset to the current RSS at ``start`` (``/proc/self/clear_refs``,
+    value 5) and read at ``peak_mib``; the same counter as ``getrusage(RUSAGE_SELF).ru_maxrss``, but restartable per
+    region, so neither the import of torch nor the parent process's size (inherited by ``ru_maxrss`` across
+    fork/exec) hides a small peak. Elsewhere it falls back to the ``ru_maxrss`` delta (``method`` says which).
+    """
+
+    def __init__(self):
+        self.method = "VmHWM" if self._reset() else "ru_maxrss"
+        self.base_kib = 0
+
+    @staticmethod
+    def _reset() -> bool:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            return _proc_status_kib("VmHWM") is not None
+        except OSError:
+            return False
+
+    @staticmethod
+    def _maxrss_kib() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return r / 1024 if sys.platform == "darwin" else r  # bytes on macOS, KiB on Linux
+
+    def start(self) -> None:
+        gc.collect()
+        if self.method == "VmHWM":
+            self._reset()
+            self.base_kib = _proc_status_kib("VmRSS")
+        else:
+            self.base_kib = self._maxrss_kib()
+
+    def peak_mib(self) -> float:
+        now = _proc_status_kib("VmHWM") if self.method == "VmHWM" else self._maxrss_kib()
+        return max(0.0, (now - self.base_kib) / 1024)
+
+
+@contextlib.contextmanager
+def address_space_limit(nbytes: int | None):
+    """Limit this process's address space to its current size + ``nbytes`` (``RLIMIT_AS``); restore on exit.
+
+    An allocation beyond it fails inside PyTorch (``RuntimeError: ... can't allocate memory``) instead of pushing a
+    machine without swap into the OOM killer.
+    """
+    vm_kib = _proc_status_kib("VmSize")
+    if not nbytes or vm_kib is None:
+        yield
+        return
+    old = resource.getrlimit(resource.RLIMIT_AS)
+    new = vm_kib * 1024 + int(nbytes)
+    if old[1] != resource.RLIM_INFINITY:
+        new = min(new, old[1])
+    resource.setrlimit(resource.RLIMIT_AS, (new, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, old)
+
+
+def default_mem_limit_gb() -> float:
+    """Half the memory available now (``MemAvailable``), at most 16 GiB; 8 GiB if unknown."""
+    try:
+        import psutil
+
+        return min(16.0, psutil.virtual_memory().available / 2**30 / 2)
+    except ImportError:
+        kib = None
+        with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+            kib = next((int(line.split()[1]) for line in f if line.startswith("MemAvailable:")), None)
+        return min(16.0, kib / 2**20 / 2) if kib else 8.0
+
+
+def short_error(e: BaseException, limit_bytes: int | None) -> str:
+    """One line for a failed case: ``out of memory (tried to allocate X GiB; limit Y GiB ...)`` or ``Type: message``."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    m = re.search(r"allocate (\d+) bytes", msg)
+    if isinstance(e, MemoryError) or m or "can't allocate memory" in msg or "out of memory" in msg.lower():
+        tried = f"tried to allocate {int(m.group(1)) / 2**30:.2f} GiB" if m else "allocation failed"
+        lim = f"; limit {limit_bytes / 2**30:.1f} GiB over baseline" if limit_bytes else ""
+        return f"out of memory ({tried}{lim})"
+    return f"{type(e).__name__}: {msg[:200]}"

@@ -1,0 +1,148 @@
+"""ONNX export with the attention blocks registered, verified against PyTorch; the ``attn-yolo export`` command.
+
+    attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+
+``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
+(``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
+outputs, post-NMS detections) and writes ``<stem>.verify.json`` next to the ``.onnx``. A failed check makes ``main``
+return 1 and keeps the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_yolo.args import UsageError, kv_args
+from attn_yolo.checkpoint import load_yolo
+from attn_yolo.export.onnx_export import (
+    MIN_OPSET,
+    OpsetError,
+    block_min_opsets,
+    check_opset,
+    default_opset,
+    export_onnx,
+    toposort_onnx,
+)
+from attn_yolo.export.verify import (
+    TOLERANCE,
+    Check,
+    VerifyReport,
+    load_images,
+    onnx_info,
+    onnx_latency_ms,
+    ort_session,
+    verify_onnx,
+)
+
+__all__ = [
+    "MIN_OPSET",
+    "TOLERANCE",
+    "Check",
+    "OpsetError",
+    "VerifyReport",
+    "block_min_opsets",
+    "check_opset",
+    "default_opset",
+    "export_onnx",
+    "main",
+    "onnx_info",
+    "onnx_latency_ms",
+    "ort_session",
+    "toposort_onnx",
+    "verify_onnx",
+]
+
+
+DEFAULTS = {
+    "model": None,
+    "format": "onnx",
+    "imgsz": 640,
+    "dynamic": False,
+    "half": False,
+    "opset": None,
+    "simplify": True,
+    "verify": True,
+    "source": None,
+    "conf": 0.25,
+    "iou": 0.7,
+    "onnx": None,
+}
+"""``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
+
+HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+    [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx]
+
+Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
+onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
+is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a check fails (the file is kept).
+  model     .pt checkpoint or model YAML (required)         imgsz   export size: int or h,w (default 640)
+  dynamic   dynamic batch/height/width (default False)       half    fp16 weights (CPU: Ultralytics converts the graph)
+  opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
+  verify    run the checks (default True)                    source  images for the checks (default bus.jpg, zidane.jpg)
+  conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
+"""
+
+
+def _imgsz(v) -> int | tuple[int, int]:
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
+        return tuple(v)
+    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo export``: export (unless ``onnx=``), verify (unless ``verify=False``), print and save the report.
+
+    Returns:
+        int: 0 if exported (and verified), 1 if a verification check failed (the file is kept).
+
+    Raises:
+        UsageError: bad keys or values, a format other than onnx, an opset too old for a block.
+    """
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(HELP)
+        return 0
+    a = kv_args(argv, DEFAULTS, "export")
+    if not a["model"]:
+        raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
+    if str(a["format"]).lower() != "onnx":
+        raise UsageError(
+            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
+            f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
+        )
+    for k in ("dynamic", "half", "simplify", "verify"):
+        if not isinstance(a[k], bool):
+            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
+    for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
+        if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
+            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
+    if a["half"]:
+        print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
+              f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
+    imgsz = _imgsz(a["imgsz"])
+    if a["verify"]:
+        try:
+            load_images(a["source"])  # fail before exporting
+        except ValueError as e:
+            raise UsageError(f"attn-yolo export: {e}") from e
+    yolo = load_yolo(a["model"], "model", UsageError)
+    if a["onnx"]:
+        f = Path(a["onnx"])
+        if not f.is_file():
+            raise UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
+    else:
+        try:
+            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"])
+        except OpsetError as e:
+            raise UsageError(f"attn-yolo export: {e}") from e
+    if not a["verify"]:
+        print(f"Exported {f} (not verified: verify=False)")
+        return 0
+    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"])
+    path = report.save()
+    print(report.summary())
+    print(f"Report saved to {path}")
+    if not report.passed:
+        print(f"Verification FAILED; the exported file is kept for inspection: {f}")
+    return 0 if report.passed else 1

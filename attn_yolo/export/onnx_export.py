@@ -1,0 +1,146 @@
+"""ONNX export of a model with attention blocks through Ultralytics' exporter, after checking the opset per block.
+
+Export is Ultralytics' own exporter (``YOLO(model).export(format="onnx", ...)``; in 8.4.190 that is torch's
+TorchScript-based ``torch.onnx.export(..., dynamo=False)``, default opset 18, then onnxslim if ``simplify``). Before it
+runs, the model is scanned for attention blocks and the opset is checked against ``MIN_OPSET``, so an old opset fails
+with the block's name, its layer and the minimum opset instead of an operator error from deep inside torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attn_yolo.checkpoint import load_yolo
+from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
+
+ULTRALYTICS_MIN_OPSET = 9
+"""Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
+
+MIN_OPSET: dict[type, tuple[int, str]] = {
+    SE: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), Conv, Relu, Sigmoid, Mul"),
+    ECA: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), 1-D Conv, Transpose, Sigmoid, Mul"),
+    SAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (channel pools), Concat, Conv, Sigmoid, Mul"),
+    CBAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (global and channel pools), Conv, Relu, Sigmoid, Mul"),
+    MHSA: (
+        14,
+        "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
+        "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
+    ),
+}
+"""Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
+
+
+class OpsetError(ValueError):
+    """The requested ONNX opset is older than a block in the model needs; names the block, layer and minimum."""
+
+
+# --------------------------------------------------------------------------------------------------------------- opset
+def block_min_opsets(model: torch.nn.Module) -> list[tuple[str, str, int, str]]:
+    """Attention blocks in ``model`` with their minimum opset: ``[(block, where, min_opset, ops), ...]``.
+
+    ``where`` is the Ultralytics layer (``"layer 11"``) holding the block, or its module path.
+    """
+    found = []
+    for name, m in model.named_modules():
+        for cls, (opset, ops) in MIN_OPSET.items():
+            if isinstance(m, cls):
+                layer = name.split(".")
+                where = f"layer {layer[1]}" if len(layer) >= 2 and layer[0] == "model" and layer[1].isdigit() else name
+                found.append((cls.__name__, where or "model", opset, ops))
+    return found
+
+
+def default_opset() -> int:
+    """The opset Ultralytics' exporter uses when none is given (``best_onnx_opset``: 18 with torch 2.14)."""
+    import onnx
+    from ultralytics.utils.export.engine import best_onnx_opset
+
+    return best_onnx_opset(onnx)
+
+
+def check_opset(model: torch.nn.Module, opset: int | None) -> int:
+    """Return the effective opset for exporting ``model``; raise ``OpsetError`` if a block needs a newer one.
+
+    Raises:
+        OpsetError: e.g. ``opset=13 is too old for MHSA (layer 11): it needs opset >= 14 (...)``.
+    """
+    opset = default_opset() if opset is None else opset
+    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
+        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int >= {ULTRALYTICS_MIN_OPSET}, or omit it")
+    need = [b for b in block_min_opsets(model) if opset < b[2]]
+    if need:
+        lines = "; ".join(f"{name} ({where}) needs opset >= {m}: {ops}" for name, where, m, ops in need)
+        top = max(b[2] for b in need)
+        raise OpsetError(f"opset={opset} is too old for this model: {lines}. Use opset>={top} (or omit opset).")
+    if opset < ULTRALYTICS_MIN_OPSET:
+        raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
+    return opset
+
+
+# -------------------------------------------------------------------------------------------------------------- export
+def export_onnx(
+    model,
+    imgsz: int | tuple[int, int] = 640,
+    dynamic: bool = False,
+    half: bool = False,
+    opset: int | None = None,
+    simplify: bool = True,
+) -> Path:
+    """Export ``model`` (path or ``YOLO``) to ONNX with Ultralytics' exporter, after checking the opset.
+
+    ``half=True`` is Ultralytics' ``quantize=16``: on CPU the exporter converts the fp32 graph to fp16 weights and
+    activations with fp32 inputs and outputs (``onnxruntime.transformers.float16``, ``keep_io_types=True``), then
+    ``toposort_onnx`` restores the node order ONNX requires. torch's thread count is restored afterwards.
+
+    Returns:
+        Path: the ``.onnx`` file (next to a ``.pt`` checkpoint; in the working directory for a YAML).
+
+    Raises:
+        OpsetError: ``opset`` older than a block (or Ultralytics) needs.
+    """
+    yolo = load_yolo(model)
+    opset = check_opset(yolo.model, opset)
+    kw = {"quantize": 16} if half else {}
+    threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
+    try:
+        f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu", **kw)
+    finally:
+        torch.set_num_threads(threads)
+    if half:
+        toposort_onnx(f)
+    return Path(f).resolve()
+
+
+def toposort_onnx(path) -> bool:
+    """Put the nodes of an ONNX graph in topological order, rewriting the file only if they were not; True if so.
+
+    Ultralytics' CPU fp16 conversion (``float16.convert_float_to_float16(keep_io_types=True)``) appends the Cast of
+    the graph input after the nodes that read it. ONNX requires topological order: ``onnx.checker`` rejects the file
+    (onnxruntime sorts by itself and runs it). Sorting does not change the computation.
+    """
+    import onnx
+
+    m = onnx.load(str(path))
+    ready = {v.name for v in m.graph.input} | {t.name for t in m.graph.initializer} | {""}
+    nodes = list(m.graph.node)
+    pending, order = list(range(len(nodes))), []
+    while pending:
+        rest = []
+        for k in pending:
+            if all(i in ready for i in nodes[k].input):
+                order.append(k)
+                ready.update(nodes[k].output)
+            else:
+                rest.append(k)
+        if len(rest) == len(pending):
+            raise ValueError(f"{path}: graph has a cycle or a missing input at node {nodes[rest[0]].name!r}")
+        pending = rest
+    if order == sorted(order):
+        return False
+    sorted_nodes = [onnx.NodeProto.FromString(nodes[k].SerializeToString()) for k in order]
+    del m.graph.node[:]
+    m.graph.node.extend(sorted_nodes)
+    onnx.save(m, str(path))
+    return True

@@ -1,0 +1,110 @@
+"""Attention heatmaps: the maps each attention block applied in one forward pass, drawn over the image.
+
+    attn-yolo heatmap model=runs/detect/train/weights/best.pt source=images/ layers=all imgsz=640 out=runs/heatmap/exp
+
+For every attention block of a model (``SE``, ``ECA``, ``SAM``, ``CBAM``, ``MHSA``; or only the ``layers=`` chosen)
+forward hooks record what the block applied while the model predicts on each image. Per image one PNG is written: the
+image with its detections, then one panel per map (layer index, block, stride, the map resized onto the image with a
+colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
+so a collapsed block (a uniform or one-hot map) shows in numbers as well as in pictures.
+
+``capture`` records the maps and defines them (``spatial``, ``channel``, ``received``, ``query<k>``, ``cam``) and their
+statistics; ``figure`` draws and writes them; this module is the ``attn-yolo heatmap`` command.
+
+Python:
+    >>> from attn_yolo.heatmap import heatmaps, save
+    >>> for item in heatmaps("best.pt", "bus.jpg", imgsz=640):
+    ...     print([(m.name, m.map.shape, m.stats["entropy_norm"]) for m in item.maps])
+    ...     save(item, "runs/heatmap/exp")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_yolo.args import UsageError, kv_args
+from attn_yolo.heatmap.capture import (
+    AttentionCapture,
+    AttentionMap,
+    HeatmapError,
+    ImageHeatmaps,
+    NoAttentionError,
+    class_activation_map,
+    heatmaps,
+    map_stats,
+    predict_with_maps,
+)
+from attn_yolo.heatmap.figure import figure_size, plot, save, stats_rows, write_stats
+
+__all__ = [
+    "AttentionCapture",
+    "AttentionMap",
+    "HeatmapError",
+    "ImageHeatmaps",
+    "NoAttentionError",
+    "class_activation_map",
+    "figure_size",
+    "heatmaps",
+    "main",
+    "map_stats",
+    "plot",
+    "predict_with_maps",
+    "save",
+    "stats_rows",
+    "write_stats",
+]
+
+DEFAULTS = {
+    "model": None,
+    "source": None,
+    "layers": "all",
+    "out": None,
+    "imgsz": 640,
+    "conf": 0.25,
+    "iou": 0.7,
+    "query": None,
+    "cam": None,
+    "device": None,
+}
+
+USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
+                  [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
+
+Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
+(raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
+Default source: Ultralytics' bus.jpg and zidane.jpg."""
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo heatmap key=value ...``; returns an exit code."""
+    if argv and argv[0] in ("help", "-h", "--help"):
+        print(USAGE)
+        return 0
+    a = kv_args(argv, DEFAULTS, "heatmap")
+    if a["model"] is None:
+        raise UsageError("attn-yolo heatmap: model= is required, e.g. model=runs/detect/train/weights/best.pt")
+    if not isinstance(a["imgsz"], int) or isinstance(a["imgsz"], bool) or a["imgsz"] < 32:
+        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r}: expected an int >= 32 (pixels, long side)")
+    for key in ("conf", "iou"):
+        if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
+            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
+    try:
+        items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
+                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"])
+    except HeatmapError as e:
+        raise UsageError(f"attn-yolo heatmap: {e}") from None
+    if a["out"] is None:
+        from ultralytics.utils.files import increment_path
+
+        out = increment_path(Path("runs/heatmap/exp"), mkdir=True)
+    else:
+        out = Path(str(a["out"]))
+    for it in items:
+        print(f"{save(it, out)['png']}")
+    stats = write_stats(items, out / "stats.csv")
+    print(f"\n{'image':<16}{'map':<24}{'stride':>6}{'shape':>9}{'min':>9}{'max':>9}{'mean':>9}{'H/lnN':>7}  flag")
+    for r in stats_rows(items):
+        print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"
+              f"{r['max']:>9.3g}{r['mean']:>9.3g}{r['entropy_norm']:>7.3f}  {r['flag']}")
+    print(f"\nstats: {stats}")
+    return 0

@@ -1,0 +1,138 @@
+"""Figures of captured maps: one PNG per image (detections, then a panel with colour bar per map), ``.npy`` files and
+``stats.csv``."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from attn_yolo.heatmap.capture import ImageHeatmaps
+
+PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
+CBAR_PX = 72  # colour bar and its tick labels, pixels
+HEADER_PX = 48  # two title lines above each panel, pixels
+COLS = 3  # panels per row
+
+
+def figure_size(image_shape, n_maps: int, panel_px: int = PANEL_PX, cols: int = COLS) -> tuple[int, int]:
+    """``(height, width)`` in pixels of the PNG for an image of ``image_shape`` ``(H0, W0, ...)`` and ``n_maps`` maps.
+
+    ``n_maps + 1`` panels (the detections first) in rows of ``cols``; a panel is ``panel_px`` wide and
+    ``HEADER_PX + round((panel_px - CBAR_PX) · H0 / W0)`` high.
+    """
+    n = n_maps + 1
+    c = min(n, cols)
+    return math.ceil(n / c) * (HEADER_PX + _image_px(image_shape, panel_px)[0]), c * panel_px
+
+
+def _image_px(image_shape, panel_px: int) -> tuple[int, int]:
+    """``(height, width)`` in pixels of the image inside a panel."""
+    w = panel_px - CBAR_PX
+    return round(w * image_shape[0] / image_shape[1]), w
+
+
+def _colour_range(s: dict) -> tuple[float, float]:
+    """Colour scale of a map: its own min..max; a ``uniform`` map gets ``mean ± 5 %`` so it shows flat."""
+    if s["flag"] == "uniform" or s["max"] <= s["min"]:
+        d = max(0.05 * abs(s["mean"]), 1e-6)
+        return s["mean"] - d, s["mean"] + d
+    return s["min"], s["max"]
+
+
+def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px: int = PANEL_PX):
+    """Matplotlib ``Figure`` of ``figure_size`` pixels: the image with its detections, then one panel per map.
+
+    A map panel shows the map resized onto the image (``ImageHeatmaps.on_image``) over the photo, a colour bar in the
+    map's units, and a title with layer, block, kind, stride, grid size and ``map_stats``. The colour scale spans the
+    map's own min..max, so read the values off the bar; a flagged map (``uniform``: drawn flat; ``one-hot``) is
+    titled in red.
+    """
+    from matplotlib.figure import Figure
+
+    dpi = 100
+    fig_h, fig_w = figure_size(item.image.shape, len(item.maps), panel_px)
+    ih, iw = _image_px(item.image.shape, panel_px)
+    fig = Figure(figsize=(fig_w / dpi, fig_h / dpi), dpi=dpi)
+    c = min(len(item.maps) + 1, COLS)
+    shown = (iw - 8, ih)  # (width, height) drawn per panel: resize once here rather than in matplotlib
+    rgb = cv2.resize(item.image, shown, interpolation=cv2.INTER_AREA)[..., ::-1]
+
+    def box(r, col, x0, w):  # pixel box (left x0, width w) below the header of cell (r, col) → figure fractions
+        top = r * (HEADER_PX + ih) + HEADER_PX
+        return ((col * panel_px + x0) / fig_w, 1 - (top + ih) / fig_h, w / fig_w, ih / fig_h)
+
+    for k in range(len(item.maps) + 1):
+        r, col = divmod(k, c)
+        ax = fig.add_axes(box(r, col, 4, iw - 8))
+        ax.set_axis_off()
+        if k == 0:
+            ax.imshow(cv2.resize(item.result.plot(), shown, interpolation=cv2.INTER_AREA)[..., ::-1])
+            ax.set_title(f"{item.path.name} ({item.image.shape[1]}×{item.image.shape[0]})\n{len(item.result.boxes)} "
+                         f"detections · model input {item.input_shape[1]}×{item.input_shape[0]}", fontsize=9)
+            continue
+        m = item.maps[k - 1]
+        s = m.stats
+        vmin, vmax = _colour_range(s)
+        ax.imshow(rgb)
+        overlay = cv2.resize(item.on_image(m), shown, interpolation=cv2.INTER_AREA)
+        im = ax.imshow(overlay, cmap=cmap, alpha=alpha, vmin=vmin, vmax=vmax)
+        if m.query is not None:  # original-image pixels → panel pixels
+            qx, qy = m.query[0] * shown[0] / item.image.shape[1], m.query[1] * shown[1] / item.image.shape[0]
+            ax.plot(qx, qy, marker="x", color="white", markersize=12, markeredgewidth=3)
+        what = m.kind if m.query is None else f"query ({m.query[0]:.0f}, {m.query[1]:.0f})"
+        where = f"layer {m.layer} " if m.layer >= 0 else ""
+        flag = f" [{s['flag'].upper()}]" if s["flag"] else ""
+        flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
+        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {m.map.shape[1]}×{m.map.shape[0]}\n"
+                     f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
+                     f"{flag}", fontsize=8, color="red" if s["flag"] else "black")
+        cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
+        cb.ax.tick_params(labelsize=7)
+        cb.formatter.set_useOffset(False)
+        cb.update_ticks()
+    return fig
+
+
+def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
+    """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out``.
+
+    Returns:
+        dict: ``"png"`` → the PNG, and map name → its ``.npy``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"png": out / f"{item.path.stem}_heatmaps.png"}
+    plot(item).savefig(paths["png"])
+    for m in item.maps:
+        paths[m.name] = out / f"{item.path.stem}_{m.name}.npy"
+        np.save(paths[m.name], m.map)
+    return paths
+
+
+STATS_FIELDS = ("image", "map", "layer", "block", "kind", "stride", "h", "w", "min", "max", "mean", "std",
+                "entropy_nats", "entropy_norm", "peak_share", "flag", "check", "gamma")
+
+
+def stats_rows(items: list[ImageHeatmaps]) -> list[dict]:
+    """One row per map (fields ``STATS_FIELDS``)."""
+    return [
+        {"image": it.path.name, "map": m.name, "layer": m.layer, "block": m.block, "kind": m.kind,
+         "stride": m.stride, "h": m.map.shape[0], "w": m.map.shape[1], **m.stats,
+         "check": m.check, "gamma": m.gamma}
+        for it in items for m in it.maps
+    ]
+
+
+def write_stats(items: list[ImageHeatmaps], path: str | Path) -> Path:
+    """Write ``stats_rows`` as CSV (floats to 6 significant digits; ``check``/``gamma`` empty when not applicable)."""
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, STATS_FIELDS)
+        w.writeheader()
+        for r in stats_rows(items):
+            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else "" if v is None else v for k, v in r.items()})
+    return path
