@@ -445,7 +445,7 @@ def test_cli(checkpoint, tmp_path, capsys):
         main([f"model={checkpoint}", "layer=5"])
     with pytest.raises(UsageError, match="model= is required"):
         main([])
-    with pytest.raises(UsageError, match="not found"):
+    with pytest.raises(UsageError, match="no such file"):
         main(["model=missing.pt"])
     src = default_sources()[0]
     assert main([f"model={checkpoint}", f"source={src}", "imgsz=128", "layers=6", f"out={tmp_path}"]) == 0

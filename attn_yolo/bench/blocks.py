@@ -63,8 +63,9 @@ def build_detector(yaml: str):
     """``YOLO(yaml)``: a randomly initialised Ultralytics detector (quiet)."""
     from ultralytics import YOLO
 
-    import attn_yolo  # noqa: F401  registers the blocks
+    from attn_yolo.registry import register
 
+    register()
     return YOLO(yaml, verbose=False)
 
 
