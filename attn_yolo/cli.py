@@ -27,15 +27,17 @@ TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and retur
 
 def modules_main(argv: list[str]) -> int:
     """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
-    from attn_yolo import MODULES
-    from attn_yolo.registry import yaml_params
+    from attn_yolo import ALIASES, MODULES
+    from attn_yolo.conventions import yaml_params
 
     for name, cls in MODULES.items():
         params = [inspect.signature(cls).parameters[p] for p in yaml_params(cls)]
         args = ", ".join(f"{p.name}={p.default!r}" for p in params)
         title = (cls.__doc__ or "").strip().splitlines()[0]
-        print(f"{name:<5} [{args}]\n      {title}")
-    print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads.")
+        aliases = [a for a, n in ALIASES.items() if n == name]
+        print(f"{name:<5} [{args}]\n      {title}" + (f"\n      also named: {', '.join(aliases)}" if aliases else ""))
+    print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads"
+          " (a leading channel count, as other attention code writes it, is read as such).")
     return 0
 
 

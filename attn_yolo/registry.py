@@ -4,10 +4,13 @@
 
 1. puts every class of ``MODULES`` into the namespace of ``ultralytics.nn.tasks``, where ``parse_model`` looks YAML
    names up (``globals()[name]``);
-2. wraps ``ultralytics.nn.tasks.parse_model`` so that (a) every row's module name is checked first, and an unknown
-   name raises ``UnknownModuleError`` naming the row, the name, the attention modules and the closest match, instead
-   of a bare ``KeyError``; (b) each attention row's args get the marker ``C1`` prepended, so the block takes its input
-   width from the layer it reads (``attn_yolo.build``);
+2. wraps ``ultralytics.nn.tasks.parse_model`` (and ``_initialize_yolo_model``, which indexes the rows first) so
+   that (a) every row is checked first (``check_yaml_modules``): an unknown name raises ``UnknownModuleError``
+   naming the row, the name and the closest layer or block (or that attn_yolo does not provide it), a malformed
+   from / repeats / args ``ModelYamlError``, instead of a bare ``KeyError`` or ``IndexError``; (b) each attention
+   row (its name, or an alias in ``ALIASES``) gets its block's class and one marker (``attn_yolo.conventions.RowArgs``)
+   in place of its args, so the block takes its input width from the layer it reads and its args are read by the
+   conventions of public YAMLs (``attn_yolo.conventions``);
 3. allow-lists the classes for weights-only loading (``ULTRALYTICS_SAFE_LOAD=1``, ``torch.serialization``);
 4. adds a callback to Ultralytics' default callbacks. Multi-GPU training pickles the trainer's callbacks into the
    DDP worker state (``ultralytics.utils.dist.generate_ddp_file``); unpickling this function imports ``attn_yolo`` in
@@ -19,20 +22,51 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
-import inspect
 
 import torch
 
 from attn_yolo import build
+from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
 from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, LayerScale
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
-from attn_yolo.nn.common import C1, AttnBuildError
+from attn_yolo.nn.common import AttnBuildError, is_int
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 """YAML name → attention block class."""
 
-ALIASES: dict[str, str] = {}
-"""Other names public YAMLs use for a block → its name in ``MODULES`` (e.g. ``"SEAttention": "SE"``)."""
+ALIASES: dict[str, str] = {
+    "SEAttention": "SE",
+    "SELayer": "SE",
+    "SEBlock": "SE",
+    "SqueezeExcitation": "SE",
+    "ECAAttention": "ECA",
+    "EfficientChannelAttention": "ECA",
+    "ECALayer": "ECA",
+    "eca_layer": "ECA",  # the ECA-Net authors' class name
+    "SpatialAttention": "SAM",  # also Ultralytics' CBAM spatial module, SpatialAttention(kernel_size=7)
+    "SpatialAttentionModule": "SAM",
+    "CBAMBlock": "CBAM",
+    "CBAMAttention": "CBAM",
+    "MultiHeadSelfAttention": "MHSA",
+}
+"""Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
+heatmaps, export and insert see one block); a row naming it logs one line saying so."""
+
+ALIAS_NOTES: dict[str, str] = {}
+"""For a short alias that names two blocks in the literature: what the log line says about the meaning chosen
+(e.g. ``"SA": "in YOLO YAMLs SA with a group count is Shuffle Attention, not spatial attention (SAM)"``)."""
+
+NOT_PROVIDED = (
+    "BAM", "BAMBlock", "SK", "SKNet", "SKAttention", "SKConv", "GC", "GCNet", "GCBlock", "GlobalContext",
+    "ContextBlock", "CrissCrossAttention", "CCNet", "BiFormer", "BiLevelRoutingAttention", "BRA", "DANet", "DAModule",
+    "PolarizedSelfAttention", "ParNetAttention", "S2Attention", "LSKA", "LSKBlock", "ACmix", "CoTAttention", "SGE",
+    "SpatialGroupEnhance", "DoubleAttention", "A2Attention", "ExternalAttention", "OutlookAttention",
+    "ResidualAttention", "EffectiveSE", "ESE", "SCSA", "ELA", "MLCA", "CPCA", "DAT", "DeformableAttention", "AFF",
+    "iAFF", "SplitAttention", "ChannelAttention", "ChannelAttentionModule", "NonLocal", "NonLocalBlock",
+    "GatherExcite", "SRM", "FcaNet", "FcaLayer", "MultiSpectralAttention", "scSE", "SCSE", "AxialAttention",
+)  # fmt: skip
+"""Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
+a different block by a "did you mean" hint."""
 
 SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale]
 
@@ -44,77 +78,194 @@ class UnknownModuleError(KeyError):
         return str(self.args[0])
 
 
-def _known(name: str) -> bool:
+class ModelYamlError(ValueError):
+    """A model YAML that ``parse_model`` cannot read: no rows, or a row's from / repeats / args malformed."""
+
+
+def _tasks_names() -> dict:
+    """Ultralytics' own names in ``ultralytics.nn.tasks`` (where ``parse_model`` looks YAML names up), without ours."""
     from ultralytics.nn import tasks
 
+    return {k: v for k, v in vars(tasks).items() if not (k in MODULES and v is MODULES[k])}
+
+
+def canonical(name) -> str | None:
+    """The ``MODULES`` name of a YAML module name (itself or an alias), or None if it names no attention block.
+
+    An alias never shadows an Ultralytics module of the same name.
+    """
+    if name in MODULES:
+        return name
+    return ALIASES[name] if name in ALIASES and name not in _tasks_names() else None
+
+
+def _known(name: str) -> bool:
     if name.startswith("nn."):
         return hasattr(torch.nn, name[3:])
     if name.startswith("torchvision.ops."):
         import torchvision
 
         return hasattr(torchvision.ops, name[16:])
-    return name in vars(tasks)
+    return canonical(name) is not None or name in _tasks_names()
+
+
+def _layers() -> list[str]:
+    """YAML names of the layers a row can name besides the attention blocks: Ultralytics' and ``nn.<torch.nn>``."""
+    from ultralytics.nn.tasks import BaseModel
+
+    def layer(v) -> bool:
+        return isinstance(v, type) and issubclass(v, torch.nn.Module) and not issubclass(v, BaseModel)
+
+    own = [k for k, v in _tasks_names().items() if k[0].isupper() and layer(v)]
+    return own + [f"nn.{k}" for k, v in vars(torch.nn).items() if k[0].isupper() and layer(v)]
+
+
+def suggest(name: str) -> str | None:
+    """The name a misspelt module ``name`` most likely meant: attention blocks first, then layers; or None.
+
+    Case-insensitive equality wins (``nn.`` may be left out); otherwise a close match, only for names of 4 or more
+    letters (``EMA`` is not a typo of ``ECA``). Only ``nn.Module`` layers are suggested, never whole models.
+    """
+    attention, layers = list(MODULES) + list(ALIASES), _layers()
+    for pool in (attention, layers):
+        for cand in pool:
+            if name.lower() in (cand.lower(), cand.lower().removeprefix("nn.")):
+                return cand
+    if len(name) < 4:
+        return None
+    for pool in (attention, layers):
+        close = difflib.get_close_matches(name, pool, n=1, cutoff=0.75)
+        if close:
+            return close[0]
+    return None
 
 
 def unknown_module_message(i: int, section: str, name: str) -> str:
-    """Error text for row ``i`` naming the unknown module ``name``: attention modules and the closest known name."""
-    from ultralytics.nn import tasks
-
-    candidates = list(MODULES) + [k for k, v in vars(tasks).items() if isinstance(v, type) and k[0].isupper()]
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5) or difflib.get_close_matches(
-        name.upper(), list(MODULES), n=1, cutoff=0.5
-    )
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    """Error text for row ``i`` naming the unknown module ``name``: not provided, or the closest known name."""
+    row = f"model YAML row {i} ({section})"
+    if name.lower() in {n.lower() for n in NOT_PROVIDED}:
+        return (
+            f"{row}: '{name}' is not an attn_yolo block (provided: {', '.join(MODULES)}) nor a module Ultralytics' "
+            f"YAML parser knows; aliases: {', '.join(ALIASES)}"
+        )
+    close = suggest(name)
+    hint = f" Did you mean '{close}'?" if close else ""
     return (
-        f"model YAML row {i} ({section}): unknown module '{name}'.{hint} "
+        f"{row}: unknown module '{name}'.{hint} "
         f"Attention modules (attn_yolo): {', '.join(MODULES)}; other names must be Ultralytics modules "
         f"(ultralytics.nn.tasks), 'nn.<torch.nn class>' or 'torchvision.ops.<op>'."
     )
 
 
-def yaml_params(cls: type) -> list[str]:
-    """Names of a block's YAML args, in order: its constructor parameters after ``c1``."""
-    return [p for p in inspect.signature(cls).parameters if p != "c1"]
+def _rows(d: dict) -> list:
+    return list(d.get("backbone") or []) + list(d.get("head") or [])
+
+
+def _ref_error(x, i: int) -> str | None:
+    """Why layer reference ``x`` in the ``from`` field of row ``i`` is not an earlier layer, or None."""
+    if not is_int(x):
+        return f"{x!r} is not a layer index"
+    if i == 0:
+        return None if x == -1 else f"{x} is not -1 (row 0 reads the input image)"
+    t = x if x >= 0 else i + x
+    if t >= i:
+        return f"{x} reads {'the row itself' if t == i else f'layer {t}, a later row'}"
+    return None if t >= 0 else f"{x} counts back past the first row"
+
+
+def _from_error(f, i: int) -> str | None:
+    """Why ``from`` field ``f`` of row ``i`` does not read earlier layers only, or None if it does."""
+    for x in f if isinstance(f, list) and f else [f]:
+        if reason := _ref_error(x, i):
+            allowed = "-1 (the input image)" if i == 0 else f"0..{i - 1}, or -1..-{i} counted back"
+            return f"from={f!r}: {reason}; allowed: {allowed}, or a list of those"
+    return None
 
 
 def check_yaml_modules(d: dict) -> None:
-    """Check that every row of a model dict ``d`` names a resolvable module.
+    """Check a model dict ``d`` before ``parse_model`` reads it: rows, names, from, repeats, args.
 
     Raises:
-        UnknownModuleError: for the first unknown name, naming the row, the name and the closest match.
-        AttnBuildError: for an attention row whose ``from`` is not a single layer index.
-        ValueError: for a row that is not ``[from, repeats, module, args]``.
+        ModelYamlError: no rows; a row that is not ``[from, repeats, module, args]``; a ``from`` that is not an
+            earlier layer (out of range, forward, ``True``); ``repeats`` not an int >= 1; args not a list.
+        UnknownModuleError: for the first unknown name: says whether it is an attention block attn_yolo does not
+            provide, or names the closest layer or block.
+        AttnBuildError: an attention row whose ``from`` is not one layer, or with more args than its block takes.
     """
-    rows = [("backbone", r) for r in d.get("backbone") or []] + [("head", r) for r in d.get("head") or []]
+    file = f" {d.get('yaml_file')!r}" if isinstance(d, dict) and d.get("yaml_file") else ""
+    sections = [d.get(k) if isinstance(d, dict) else None for k in ("backbone", "head")]
+    if not all(isinstance(s, list) for s in sections) or not sections[0]:
+        what = "is empty" if not d or set(d) <= {"scale", "yaml_file", "channels"} else "has no rows"
+        raise ModelYamlError(
+            f"model YAML{file} {what}: it needs a non-empty 'backbone' list and a 'head' list of "
+            f"[from, repeats, module, args] rows (got keys: {', '.join(map(str, d or {})) or 'none'})"
+        )
+    rows = [("backbone", r) for r in sections[0]] + [("head", r) for r in sections[1]]
     for i, (section, row) in enumerate(rows):
+        where = f"model YAML row {i} ({section})"
         if not isinstance(row, (list, tuple)) or len(row) != 4 or not isinstance(row[2], str):
-            raise ValueError(f"model YAML row {i} ({section}): expected [from, repeats, module, args], got {row!r}")
-        if not _known(row[2]):
-            raise UnknownModuleError(unknown_module_message(i, section, row[2]))
-        if row[2] in MODULES and len(row[3] or []) > len(hparams := yaml_params(MODULES[row[2]])):
-            raise AttnBuildError(
-                f"model YAML row {i} ({section}) {row[2]}: args={row[3]!r} has {len(row[3])} values; "
-                f"{row[2]} takes at most {len(hparams)}: [{', '.join(hparams)}] (channels are inferred)"
-            )
-        if row[2] in MODULES and not isinstance(row[0], int):
-            raise AttnBuildError(
-                f"model YAML row {i} ({section}) {row[2]}: from={row[0]!r}; an attention block reads one layer "
-                "(an int such as -1); to attend a concatenation, put the block after the Concat row"
-            )
+            raise ModelYamlError(f"{where}: expected [from, repeats, module, args], got {row!r}")
+        f, n, m, args = row
+        if not _known(m):
+            raise UnknownModuleError(unknown_module_message(i, section, m))
+        if err := _from_error(f, i):
+            raise ModelYamlError(f"{where} {m}: {err}")
+        if not is_int(n) or n < 1:
+            raise ModelYamlError(f"{where} {m}: repeats={n!r} is invalid; allowed: an int >= 1")
+        if not isinstance(args, list):
+            edit = fmt([] if args is None else [args])
+            raise ModelYamlError(f"{where} {m}: args={args!r} is not a list; write {edit}")
+        if name := canonical(m):
+            if len(args) > len(params := yaml_params(MODULES[name])) + 1:
+                raise AttnBuildError(
+                    f"{where} {m}: args={fmt(args)} has {len(args)} values; {name} takes at most {len(params)}: "
+                    f"[{', '.join(params)}], after an optional leading channel count"
+                )
+            if not is_int(f):
+                raise AttnBuildError(
+                    f"{where} {m}: from={f!r}; an attention block reads one layer (an int such as -1); to attend a "
+                    "concatenation, put the block after the Concat row"
+                )
+
+
+def _alias_note(written: str, name: str) -> str:
+    if written == name:
+        return ""
+    extra = f" ({ALIAS_NOTES[written]})" if written in ALIAS_NOTES else ""
+    return f"'{written}' is attn_yolo's {name}{extra}"
 
 
 def _wrap(parse_model):
     @functools.wraps(parse_model)
     def attn_parse_model(d, ch, verbose=True):
         check_yaml_modules(d)
+        names = {i: name for i, row in enumerate(_rows(d)) if (name := canonical(row[2]))}
+        info = YamlInfo.of(d, ch, set(names))
         d = copy.deepcopy(d)  # parse_model edits rows' args in place; the caller's dict stays as written
-        for row in (d.get("backbone") or []) + (d.get("head") or []):
-            if row[2] in MODULES:
-                row[3] = [C1, *(row[3] or [])]
+        for i, row in enumerate(_rows(d)):
+            if i in names:
+                name = names[i]
+                row[3] = [RowArgs(info, i, row[2], name, MODULES[name], row[3], _alias_note(row[2], name))]
+                row[2] = name
         return parse_model(d, ch, verbose)
 
     attn_parse_model.__attn_yolo_original__ = parse_model
     return attn_parse_model
+
+
+def _wrap_init(initialize):
+    """Wrap ``tasks._initialize_yolo_model`` so an empty or rowless YAML is refused before Ultralytics indexes it."""
+
+    @functools.wraps(initialize)
+    def attn_initialize(model, cfg, ch, nc, verbose):
+        from ultralytics.nn.tasks import yaml_model_load
+
+        cfg = cfg if isinstance(cfg, dict) else yaml_model_load(cfg)
+        check_yaml_modules(cfg)
+        return initialize(model, cfg, ch, nc, verbose)
+
+    attn_initialize.__attn_yolo_original__ = initialize
+    return attn_initialize
 
 
 def ensure_registered(*_args) -> None:
@@ -131,6 +282,8 @@ def register() -> None:
     if not hasattr(tasks.parse_model, "__attn_yolo_original__"):
         build.PARSE_MODEL_CODE = tasks.parse_model.__code__
         tasks.parse_model = _wrap(tasks.parse_model)
+    if not hasattr(tasks._initialize_yolo_model, "__attn_yolo_original__"):
+        tasks._initialize_yolo_model = _wrap_init(tasks._initialize_yolo_model)
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
     hooks = base.default_callbacks["on_pretrain_routine_start"]
     if ensure_registered not in hooks:
@@ -146,6 +299,9 @@ def unregister() -> None:
         if vars(tasks).get(name) is cls:
             delattr(tasks, name)
     tasks.parse_model = getattr(tasks.parse_model, "__attn_yolo_original__", tasks.parse_model)
+    tasks._initialize_yolo_model = getattr(
+        tasks._initialize_yolo_model, "__attn_yolo_original__", tasks._initialize_yolo_model
+    )
     hooks = base.default_callbacks["on_pretrain_routine_start"]
     if ensure_registered in hooks:
         hooks.remove(ensure_registered)

@@ -14,7 +14,7 @@ from attn_yolo.nn.eca import eca_kernel_size
 @pytest.mark.parametrize("name", list(attn_yolo.MODULES))
 @pytest.mark.parametrize("c", [3, 16, 24, 256])
 def test_shape_preserved(name, c):
-    kw = {"heads": 1} if name == "MHSA" and c < 16 else {}
+    kw = {"heads": 1} if name == "MHSA" and c < 32 else {"r": 2} if name in ("SE", "CBAM") and c < 16 else {}
     m = attn_yolo.MODULES[name](c, **kw)
     x = torch.randn(2, c, 7, 11)
     assert m(x).shape == x.shape
@@ -47,10 +47,10 @@ def test_eca_equals_conv1d_over_channels():
     torch.testing.assert_close(m(x), x * torch.sigmoid(ref)[..., None, None])
 
 
-def test_se_equals_paper_formula_and_clamps_width():
+def test_se_equals_paper_formula_hidden_width_c_over_r():
     m = SE(64, r=16)
-    assert m.hidden == 8  # 64 // 16 = 4 clamped to 8
-    assert SE(256).hidden == 16 and SE(4, r=16).hidden == 4 and SE(1).hidden == 1
+    assert m.hidden == 4  # C // r as in the paper, never clamped
+    assert SE(256).hidden == 16 and SE(4, r=4).hidden == 1 and CBAM(48, r=16).channel.hidden == 3
     x = torch.randn(2, 64, 5, 6)
     z = x.mean((2, 3))
     w1, b1 = m.fc1.weight.flatten(1), m.fc1.bias
@@ -88,7 +88,7 @@ def test_sam_equals_paper_formula():
 
 @pytest.mark.parametrize(
     "make",
-    [lambda: SE(8, r=2), lambda: ECA(8, k=3), lambda: SAM(4, k=3), lambda: CBAM(8, r=2, k=3), lambda: MHSA(8, heads=2)],
+    [lambda: SE(8, r=2), lambda: ECA(8, k=3), lambda: SAM(4, k=3), lambda: CBAM(8, r=2, k=3), lambda: MHSA(8, heads=1)],
     ids=["SE", "ECA", "SAM", "CBAM", "MHSA"],
 )
 def test_gradcheck_float64(make):
@@ -174,17 +174,42 @@ def test_identity_at_init_and_gate_learns():
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: SE(64, r=0), r"SE: r=0 is invalid; allowed: an int >= 1"),
-        (lambda: CBAM(64, r=-2), r"CBAM: r=-2 is invalid"),
-        (lambda: ECA(64, k=4), r"ECA: k=4 is invalid; allowed: a positive odd int"),
-        (lambda: SAM(64, k=5), r"SAM: k=5 is invalid; allowed: 3 or 7"),
-        (lambda: CBAM(64, k=5), r"CBAM: k=5 is invalid; allowed: 3 or 7"),
-        (lambda: MHSA(64, heads=3), r"MHSA: heads=3 is invalid; allowed: a divisor of C=64 \(head width >= 8\): \[1, 2, 4, 8\]"),
-        (lambda: MHSA(64, head_dim=7), r"MHSA: head_dim=7 is invalid"),
-        (lambda: MHSA(64, attn_drop=1.5), r"attn_drop=1.5 is invalid"),
-        (lambda: SE(), r"SE: input channels c1=c1; expected a positive int"),
+        (lambda: SE(64, r=0), r"^SE: r=0 is invalid; allowed: an int in 1..64 \(hidden width C // r >= 1 at C=64"),
+        (lambda: SE(64, r=65), r"^SE: r=65 is invalid; allowed: an int in 1..64"),  # C // r = 0: was clamped to 8
+        (lambda: SE(64, r=True), r"^SE: r=True is invalid"),
+        (lambda: SE(64, r=16.0), r"^SE: r=16.0 is invalid"),
+        (lambda: CBAM(64, r=-2), r"^CBAM: r=-2 is invalid"),
+        (lambda: CBAM(8, r=16), r"^CBAM: r=16 is invalid; allowed: an int in 1..8"),
+        (lambda: ECA(64, k=4), r"^ECA: k=4 is invalid; allowed: a positive odd int <= C=64"),
+        (lambda: ECA(8, k=9), r"^ECA: k=9 is invalid; allowed: a positive odd int <= C=8"),
+        (lambda: SAM(64, k=5), r"^SAM: k=5 is invalid; allowed: the int 3 or 7"),
+        (lambda: SAM(64, k=7.0), r"^SAM: k=7.0 is invalid; allowed: the int 3 or 7"),  # passed, then failed in torch
+        (lambda: CBAM(64, k=5), r"^CBAM: k=5 is invalid; allowed: the int 3 or 7"),
+        (lambda: MHSA(64, heads=3), r"^MHSA: heads=3 is invalid; allowed: a divisor of C=64 \(head width >= 8\)"),
+        (lambda: MHSA(64, heads=3), r": \[1, 2, 4, 8\]$"),
+        (lambda: MHSA(256, heads=256), r"^MHSA: heads=256 is invalid; allowed: a divisor of C=256 \(head width >= 8\)"),
+        (lambda: MHSA(64, heads=16), r"^MHSA: heads=16 is invalid"),  # divides 64, but head width 4
+        (lambda: MHSA(64, head_dim=7), r"^MHSA: head_dim=7 is invalid; allowed: a head width for C=64: \[64, 32, 16"),
+        (lambda: MHSA(64, head_dim=4), r"^MHSA: head_dim=4 is invalid"),
+        (lambda: MHSA(64, attn_drop=1.5), r"^MHSA: attn_drop=1.5 is invalid; allowed: a number in \[0, 1\)"),
+        (lambda: MHSA(64, attn_drop=float("nan")), r"^MHSA: attn_drop=nan is invalid"),
+        (lambda: MHSA(64, mlp_ratio=float("inf")), r"^MHSA: mlp_ratio=inf is invalid; allowed: a number in \(0, 16\]"),
+        (lambda: MHSA(64, mlp_ratio=1e9), r"^MHSA: mlp_ratio=1000000000.0 is invalid"),  # was a 262 GB allocation
+        (lambda: MHSA(64, mlp_ratio=0.001), r"^MHSA: mlp_ratio=0.001 is invalid; .* C \* mlp_ratio >= 1"),
+        (lambda: MHSA(64, mlp_ratio=0), r"^MHSA: mlp_ratio=0 is invalid"),
+        (lambda: SE(), r"^SE: input channels c1=c1; expected a positive int"),
+        (lambda: SE(0), r"^SE: input channels c1=0; expected a positive int"),
     ],
 )
 def test_bad_hyperparameters(make, match):
     with pytest.raises(AttnBuildError, match=match):
         make()
+
+
+@pytest.mark.parametrize("name", list(attn_yolo.MODULES))
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.5, 1.5, "0.1", True])
+def test_init_values_finite_in_unit_interval(name, bad):
+    """NaN built a model whose outputs were NaN; every block refuses a gate init outside [0, 1]."""
+    with pytest.raises(AttnBuildError, match=rf"^{name}: init_values={bad!r} is invalid; allowed: None \(no gate\) or"):
+        attn_yolo.MODULES[name](64, init_values=bad)
+    assert attn_yolo.MODULES[name](64, init_values=1e-5).scale.gamma[0].item() == pytest.approx(1e-5)

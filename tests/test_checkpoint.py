@@ -68,3 +68,38 @@ r = model.predict({str(assets / 'zidane.jpg')!r}, imgsz=64, verbose=False)[0]
 print('ok', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()), r.orig_shape)
 """
     assert "ok 3 (720, 1280)" in run(code, tmp_path, ULTRALYTICS_SAFE_LOAD="1")
+
+
+@pytest.fixture(scope="module")
+def saved_pt(tmp_path_factory) -> Path:
+    """yolo11n-cbam as attn-yolo's tools save it (``save_checkpoint``, Ultralytics' checkpoint fields); no data."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    from attn_yolo.checkpoint import save_checkpoint
+
+    return save_checkpoint(DetectionModel(str(REPO / "models/yolo11n-cbam.yaml"), verbose=False),
+                           tmp_path_factory.mktemp("ckpt") / "cbam.pt")
+
+
+def test_safe_load_without_plugin_names_the_plugin_class(saved_pt, tmp_path):
+    """ULTRALYTICS_SAFE_LOAD=1 in a process that never imports attn_yolo: no plugin code can run there (the
+    weights-only unpickler imports nothing and Ultralytics loads no plugins), and Ultralytics replaces torch's error
+    with its own fixed text. What reaches the user is torch's error, chained as the cause, naming the block's class
+    path ``attn_yolo.nn.cbam.CBAM``; importing it, as torch's hint says, registers every block, and the load works."""
+    code = f"""
+import sys
+from ultralytics import YOLO
+try:
+    YOLO({str(saved_pt)!r})
+except TypeError as e:
+    assert 'attn_yolo' not in sys.modules
+    print('ultralytics:', e)
+    print('cause:', e.__cause__)
+import attn_yolo.nn.cbam  # what torch's hint (add_safe_globals([attn_yolo.nn.cbam.CBAM])) needs
+model = YOLO({str(saved_pt)!r})
+print('loaded', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()))
+"""
+    out = run(code, tmp_path, ULTRALYTICS_SAFE_LOAD="1")
+    assert "references types outside the supported Ultralytics checkpoint format" in out
+    assert "Unsupported global: GLOBAL attn_yolo.nn.cbam.CBAM was not an allowed global" in out
+    assert "loaded 3" in out

@@ -311,6 +311,50 @@ def test_bad_yaml_and_existing_output(tmp_path):
     assert out.read_text().startswith("# attn-yolo")
 
 
+@pytest.mark.parametrize(
+    "row11, message",
+    [
+        ([-1, 1, "CBMA", [16]], "base='<base>': model YAML row 11 (head): unknown module 'CBMA'. Did you mean 'CBAM'?"),
+        ([30, 1, "nn.Upsample", [None, 2, "nearest"]],
+         "base='<base>': model YAML row 11 (head) nn.Upsample: from=30: 30 reads layer 30, a later row"),
+        ([-1, 1, "SE", 16], "base='<base>': model YAML row 11 (head) SE: args=16 is not a list; write [16]"),
+        ([-1, 1, "SE", [0]], "base='<base>' does not build: row 11 (scale n) SE: r=0 is invalid"),
+    ],
+)
+def test_base_errors_use_the_base_row_numbers(tmp_path, row11, message):
+    """A bad row 11 of the user's base is reported as row 11, not as its index after insertion (13 here)."""
+    d = yaml_model_load("yolo11n.yaml")
+    d["head"][0] = row11  # row 11; the base otherwise unchanged
+    base = tmp_path / "yolo11n-mine.yaml"
+    base.write_text(yaml.safe_dump({k: v for k, v in d.items() if k not in ("scale", "yaml_file")}))
+    with pytest.raises(InsertionError) as e:
+        insert(str(base), "SE", at="4,6")  # two blocks before row 11: it becomes row 13
+    assert str(e.value).startswith(message.replace("<base>", str(base)))
+    assert "row 13" not in str(e.value)
+
+
+def test_inserted_block_error_says_where_it_was_inserted():
+    with pytest.raises(InsertionError) as e:
+        insert("yolo11n.yaml", "MHSA", at=6, args=[5])
+    assert str(e.value) == (
+        "the inserted model does not build: row 7 (scale n) MHSA: heads=5 is invalid; allowed: a divisor of C=128 "
+        "(head width >= 8): [1, 2, 4, 8, 16] (row 7 is the MHSA inserted after base layer 6)"
+    )
+
+
+def test_aliases_insert_the_block_and_cbam_kernel_args_are_written_explicitly():
+    d = insert("yolo11n.yaml", "SEAttention", at=10, check=False)
+    assert d["backbone"][11] == [-1, 1, "SE", []]
+    d = insert("yolo11n.yaml", "cbamblock", at=10, args=[7], check=False)  # Ultralytics' CBAM(c1, kernel_size=7)
+    assert d["backbone"][11] == [-1, 1, "CBAM", [16, 7]]
+    base = yaml_model_load("yolo11n.yaml")
+    model = copy.deepcopy(base)
+    model["backbone"].insert(5, [-1, 1, "SEAttention", [256, 16]])  # a user's YAML naming an alias
+    for row in model["head"]:
+        row[0] = [x + 1 if x >= 5 else x for x in row[0]] if isinstance(row[0], list) else row[0]
+    assert layer_map(base, model)[5] == 6
+
+
 # ------------------------------------------------------------------------------------------------------ transfer
 
 

@@ -4,26 +4,23 @@ import subprocess
 import sys
 from copy import deepcopy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import ultralytics
 from torch.utils.flop_counter import FlopCounterMode
-from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+from ultralytics.nn import tasks
+from ultralytics.nn.tasks import DetectionModel, guess_model_task, yaml_model_load
 from ultralytics.utils.torch_utils import get_flops
 
 import attn_yolo
-from attn_yolo import MHSA, AttnBuildError, UnknownModuleError
+from attn_yolo import MHSA, AttnBuildError, ModelYamlError, UnknownModuleError
+from attn_yolo.registry import ALIASES
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCKS = ["se", "eca", "sam", "cbam", "mhsa"]
 CFG = Path(ultralytics.__file__).parent / "cfg" / "models"
-STOCK_DETECT = sorted(
-    p.name
-    for fam in ("v8", "11", "26")
-    for p in (CFG / fam).glob("yolo*.yaml")
-    if not any(t in p.stem for t in ("-cls", "-seg", "-pose", "-obb", "-world", "-rtdetr", "-depth", "-sem", "yoloe"))
-)
 
 
 def n_params(model):
@@ -56,17 +53,61 @@ def test_every_block_every_scale_forward_backward(block, scale):
     assert all(p.grad is not None for b in blocks for p in b.parameters())
 
 
-@pytest.mark.parametrize("name", STOCK_DETECT)
-def test_stock_detect_yamls_unchanged(name):
-    """Every yolov8/yolo11/yolo26 detect YAML shipped with Ultralytics builds identically with the plugin registered."""
-    with_plugin = n_params(DetectionModel(name.replace("yolo", "yolo", 1), verbose=False))
+def stock_yamls() -> list[Path]:
+    """Every detect, segment, pose, obb and classify model YAML shipped with Ultralytics (RT-DETR included), except
+    one whose TorchVision backbone downloads weights while it builds."""
+    keep = []
+    for p in sorted(CFG.rglob("*.yaml")):
+        task = guess_model_task(yaml_model_load(p)) or ("detect" if "rtdetr" in p.name else None)
+        if task in ("detect", "segment", "pose", "obb", "classify") and "TorchVision" not in p.read_text():
+            keep.append(p)
+    return keep
+
+
+def meta_params(d: dict) -> int:
+    """Parameters of the model Ultralytics builds from ``d`` (``_initialize_yolo_model``, on the meta device)."""
+    model = SimpleNamespace()
+    with torch.device("meta"):
+        tasks._initialize_yolo_model(model, deepcopy(d), 3, None, False)
+    return sum(p.numel() for p in model.model.parameters())
+
+
+def test_every_stock_yaml_builds_identically_with_and_without_plugin():
+    """All shipped YAMLs at their smallest scale: same parameter count with the plugin registered and without it.
+
+    Built on the meta device (shapes only, nothing allocated), so 60+ models take seconds.
+    """
+    paths, counts = stock_yamls(), {}
+    for p in paths:
+        d = yaml_model_load(p)
+        d["scale"] = next(iter(d.get("scales") or {None: 0}))
+        counts[p.name] = [meta_params(d)]
     attn_yolo.unregister()
     try:
-        without = n_params(DetectionModel(name, verbose=False))
+        for p in paths:
+            d = yaml_model_load(p)
+            d["scale"] = next(iter(d.get("scales") or {None: 0}))
+            counts[p.name].append(meta_params(d))
     finally:
         attn_yolo.register()
-    assert with_plugin == without
-    assert len(STOCK_DETECT) >= 10
+    assert len(paths) >= 60 and {"yolo11-cls.yaml", "yolov8-obb.yaml", "yolo26-pose.yaml"} <= set(counts)
+    assert {k: v for k, v in counts.items() if v[0] != v[1]} == {}
+    assert counts["yolov8.yaml"][0] == 3_157_200  # yolov8n, as Ultralytics reports it
+
+
+def test_plugin_names_never_shadow_ultralytics():
+    """No stock YAML names a plugin block or alias, and no alias hides an Ultralytics module of the same name."""
+    from attn_yolo.registry import ALIASES, _tasks_names
+
+    ours = set(attn_yolo.MODULES) | set(ALIASES)
+    for p in stock_yamls():
+        d = yaml_model_load(p)
+        assert not ours & {row[2] for row in d["backbone"] + d["head"]}, p.name
+    assert not set(ALIASES) & set(_tasks_names())
+    assert not set(attn_yolo.MODULES) & set(_tasks_names())
+    from ultralytics.nn.modules import CBAM as UltralyticsCBAM
+
+    assert UltralyticsCBAM is not attn_yolo.CBAM and UltralyticsCBAM.__module__.startswith("ultralytics.")
 
 
 def yolo11_with(rows_after: dict, **top):
@@ -120,10 +161,10 @@ def test_unknown_module_lowercase_hint():
 @pytest.mark.parametrize(
     "row, scale, match",
     [
-        ([-1, 1, "SE", [0]], "n", r"row 11 \(scale n\) SE: r=0 is invalid; allowed: an int >= 1"),
+        ([-1, 1, "SE", [0]], "n", r"row 11 \(scale n\) SE: r=0 is invalid; allowed: an int in 1..256"),
         ([-1, 1, "ECA", [4]], "s", r"row 11 \(scale s\) ECA: k=4 is invalid; allowed: a positive odd int"),
-        ([-1, 1, "SAM", [5]], "m", r"row 11 \(scale m\) SAM: k=5 is invalid; allowed: 3 or 7"),
-        ([-1, 1, "CBAM", [16, 9]], "l", r"row 11 \(scale l\) CBAM: k=9 is invalid; allowed: 3 or 7"),
+        ([-1, 1, "SAM", [5]], "m", r"row 11 \(scale m\) SAM: k=5 is invalid; allowed: the int 3 or 7"),
+        ([-1, 1, "CBAM", [16, 9]], "l", r"row 11 \(scale l\) CBAM: k=9 is invalid; allowed: the int 3 or 7"),
         ([-1, 1, "MHSA", [3]], "n", r"row 11 \(scale n\) MHSA: heads=3 is invalid; allowed: a divisor of C=256"),
         ([-1, 1, "MHSA", [5]], "x", r"row 11 \(scale x\) MHSA: heads=5 is invalid; allowed: a divisor of C=768"),
     ],
@@ -136,7 +177,7 @@ def test_bad_hyperparameters_name_row_and_scale(row, scale, match):
 
 def test_row_must_read_one_layer():
     d = yolo11_with([[9, 10], 1, "SE", []])
-    with pytest.raises(AttnBuildError, match=r"row 11 \(backbone\) SE: from=\[9, 10\]; an attention block reads one layer"):
+    with pytest.raises(AttnBuildError, match=r"row 11 \(backbone\) SE: from=\[9, 10\]; an attention block reads one"):
         DetectionModel(d, verbose=False)
 
 
@@ -211,11 +252,83 @@ def test_cli_modules_lists_blocks():
     assert "CBAM  [r=16, k=7, init_values=None]" in out and "heads=4" in out
 
 
-def test_too_many_args_names_row_and_signature():
-    d = yolo11_with([-1, 1, "CBAM", [16, 7, 0.0, 5]])
-    with pytest.raises(AttnBuildError, match=r"row 11 \(backbone\) CBAM: args=\[16, 7, 0.0, 5\] has 4 values; "
-                       r"CBAM takes at most 3: \[r, k, init_values\]"):
+def test_too_many_args_refused_before_build():
+    d = yolo11_with([-1, 1, "CBAM", [1024, 16, 7, 0.0, 5]])
+    with pytest.raises(AttnBuildError) as e:
         DetectionModel(d, verbose=False)
+    assert str(e.value) == (
+        "model YAML row 11 (backbone) CBAM: args=[1024, 16, 7, 0.0, 5] has 5 values; CBAM takes at most 3: "
+        "[r, k, init_values], after an optional leading channel count"
+    )
+
+
+def test_unknown_module_hints():
+    def message(name):
+        with pytest.raises(UnknownModuleError) as e:
+            DetectionModel(yolo11_with([-1, 1, name, []]), verbose=False)
+        return str(e.value)
+
+    assert message("BAM") == (
+        "model YAML row 11 (backbone): 'BAM' is not an attn_yolo block (provided: SE, ECA, SAM, CBAM, MHSA) nor a "
+        f"module Ultralytics' YAML parser knows; aliases: {', '.join(ALIASES)}"
+    )
+    assert "'SKAttention' is not an attn_yolo block" in message("SKAttention")
+    assert "Did you mean 'SEAttention'?" in message("SEAttenion")  # an alias is suggested as written
+    assert "Did you mean 'nn.Upsample'?" in message("Upsample")
+    assert "Did you mean 'ECA'?" in message("eca")
+    assert "Did you mean" not in message("ECB")  # a 3-letter acronym one letter off is another block, not a typo
+    assert "Did you mean" not in message("SM")
+    assert "Model'?" not in message("SegmentationModl")  # whole models are not layers
+
+
+def row_error(row) -> str:
+    """The error message for ``row`` as row 11 of yolo11n (appended to the backbone)."""
+    with pytest.raises((ModelYamlError, AttnBuildError)) as e:
+        DetectionModel(yolo11_with(row), verbose=False)
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ([-1, 1, "SE", 16], "model YAML row 11 (backbone) SE: args=16 is not a list; write [16]"),
+        ([-1, 1, "Conv", None], "model YAML row 11 (backbone) Conv: args=None is not a list; write []"),
+        ([True, 1, "SE", []], ("model YAML row 11 (backbone) SE: from=True: True is not a layer index; allowed: 0..10, "
+                              "or -1..-11 counted back, or a list of those")),
+        ([11, 1, "SE", []], ("model YAML row 11 (backbone) SE: from=11: 11 reads the row itself; allowed: 0..10, or "
+                            "-1..-11 counted back, or a list of those")),
+        ([12, 1, "Conv", [64, 3]], ("model YAML row 11 (backbone) Conv: from=12: 12 reads layer 12, a later row; "
+                                   "allowed: 0..10, or -1..-11 counted back, or a list of those")),
+        ([-12, 1, "SE", []], ("model YAML row 11 (backbone) SE: from=-12: -12 counts back past the first row; "
+                             "allowed: 0..10, or -1..-11 counted back, or a list of those")),
+        ([[-1, 30], 1, "Concat", [1]], ("model YAML row 11 (backbone) Concat: from=[-1, 30]: 30 reads layer 30, a "
+                                       "later row; allowed: 0..10, or -1..-11 counted back, or a list of those")),
+        ([-1, "2", "SE", []], "model YAML row 11 (backbone) SE: repeats='2' is invalid; allowed: an int >= 1"),
+        ([-1, 1.5, "Conv", [64]], "model YAML row 11 (backbone) Conv: repeats=1.5 is invalid; allowed: an int >= 1"),
+        ([-1, 1, "SE"], "model YAML row 11 (backbone): expected [from, repeats, module, args], got [-1, 1, 'SE']"),
+    ],
+)
+def test_malformed_rows_refused_with_row(row, message):
+    assert row_error(row) == message
+
+
+def test_empty_and_rowless_yaml_refused(tmp_path):
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "norows.yaml").write_text("nc: 80\nbackbone: []\nhead: []\n")
+    with pytest.raises(ModelYamlError) as e:
+        DetectionModel(str(tmp_path / "empty.yaml"), verbose=False)
+    assert str(e.value) == (
+        f"model YAML {str(tmp_path / 'empty.yaml')!r} is empty: it needs a non-empty 'backbone' list and a 'head' list "
+        "of [from, repeats, module, args] rows (got keys: scale, yaml_file)"
+    )
+    with pytest.raises(ModelYamlError, match=r"norows.yaml' has no rows: it needs a non-empty 'backbone' list"):
+        DetectionModel(str(tmp_path / "norows.yaml"), verbose=False)
+    with pytest.raises(ModelYamlError, match=r"^model YAML is empty: "):
+        tasks.parse_model({}, 3)
+    from ultralytics import YOLO
+
+    with pytest.raises(ModelYamlError, match="is empty"):
+        YOLO(str(tmp_path / "empty.yaml"))
 
 
 def test_cli_help_lists_tools():

@@ -56,9 +56,11 @@ from pathlib import Path
 import torch
 import yaml
 
+from attn_yolo import build
 from attn_yolo.checkpoint import atomic_write, check_out
+from attn_yolo.conventions import bind
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import MODULES
+from attn_yolo.registry import ALIASES, MODULES, canonical, check_yaml_modules
 
 SITES = ("backbone", "sppf", "neck")
 DETECT_HEADS = ("Detect", "v10Detect")
@@ -89,7 +91,8 @@ def load_base(base: str | Path | dict) -> dict:
     The scale letter of the name is recorded as ``d["scale"]`` (``yolo11n.yaml`` -> ``"n"``; ``""`` if none).
 
     Raises:
-        InsertionError: the file is missing, is not valid YAML, or is not a detect model YAML.
+        InsertionError: the file is missing, is not valid YAML, is not a detect model YAML, or a row is malformed
+            (named by its row number in ``base``).
     """
     from ultralytics.nn.tasks import yaml_model_load
 
@@ -112,9 +115,10 @@ def load_base(base: str | Path | dict) -> dict:
     rows_ok = all(isinstance(d.get(k) if isinstance(d, dict) else None, list) and d[k] for k in ("backbone", "head"))
     if not rows_ok:
         raise InsertionError(f"base={name!r} is not a model YAML: it needs non-empty 'backbone' and 'head' lists")
-    for i, row in enumerate(d["backbone"] + d["head"]):
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[2], str)):
-            raise InsertionError(f"base={name!r}: row {i} is not [from, repeats, module, args]: {row!r}")
+    try:
+        check_yaml_modules(d)  # rows numbered as in the user's base, before any insertion renumbers them
+    except (ValueError, KeyError) as e:
+        raise InsertionError(f"base={name!r}: {e}") from None
     head = d["head"][-1][2]
     if head not in DETECT_HEADS:
         from ultralytics.nn.tasks import guess_model_task
@@ -184,18 +188,23 @@ def resolve_sites(d: dict, at) -> tuple[list[int], list[str]]:
 
 
 def module_class(name: str) -> tuple[str, type]:
-    """``(YAML name, class)`` of an attention block; case-insensitive. Raises InsertionError naming the choices."""
+    """``(YAML name, class)`` of an attention block, its name or an alias; case-insensitive.
+
+    Raises:
+        InsertionError: naming the choices.
+    """
     if isinstance(name, str):
-        for key, cls in MODULES.items():
-            if key.lower() == name.strip().lower():
-                return key, cls
+        for key in [*MODULES, *ALIASES]:
+            if key.lower() == name.strip().lower() and (block := canonical(key)):
+                return block, MODULES[block]
     close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}")
 
 
 def block_args(name: str, args, identity: bool) -> list:
-    """YAML args for block ``name``: ``args`` checked against its signature; with ``identity``, defaults filled up to
+    """YAML args for block ``name``: ``args`` checked against its signature and written positionally (CBAM's lone
+    kernel ``[7]`` becomes ``[16, 7]``, see ``attn_yolo.conventions``); with ``identity``, defaults filled up to
     ``init_values = 0.0``. ``None`` is written as the string ``"None"``, as PyYAML loads it from Ultralytics' YAMLs.
 
     Raises:
@@ -207,6 +216,8 @@ def block_args(name: str, args, identity: bool) -> list:
     args = [] if args is None else list(args) if isinstance(args, (list, tuple)) else [args]
     if len(args) > len(params):
         raise InsertionError(f"args={args!r}: {name} takes at most {len(params)} args [{', '.join(names)}]")
+    kwargs = bind(name, cls, args)[0]
+    args = [kwargs.get(p.name, p.default) for p in params[: max((names.index(k) + 1 for k in kwargs), default=0)]]
     args = ["None" if a is None else a for a in args]
     if identity:
         if "init_values" not in names:
@@ -263,6 +274,7 @@ class Plan:
     command: str
     strides: dict[int, int] = field(default_factory=dict)
     base_detect: list[int] = field(default_factory=list)
+    base_model: dict = field(default_factory=dict)
 
     def level(self, base_layer: int) -> str:
         s = self.strides.get(self.new_index[base_layer])
@@ -355,6 +367,8 @@ def _plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     command = "attn-yolo insert " + " ".join(cmd_args)
     plan = Plan(base_name, source, blocks, new_index, list(dict.fromkeys(sites)), command)
     plan.base_detect = copy.deepcopy(rows[-1][0])
+    plan.base_model = {k: v for k, v in d.items() if k not in ("backbone", "head")} | {
+        "backbone": copy.deepcopy(rows[:nb]), "head": copy.deepcopy(rows[nb:])}
     return d, plan
 
 
@@ -362,24 +376,39 @@ def _at_str(at) -> str:
     return ",".join(str(x) for x in at) if isinstance(at, (list, tuple)) else str(at)
 
 
-def _check_build(d: dict, plan: Plan) -> None:
-    """Build ``d`` at its scale (or the first one) and run a 64×64 input through it: fills ``plan.strides``.
-
-    Raises:
-        InsertionError: the model does not build (e.g. a block hyperparameter invalid for the layer's width).
-    """
+def _parse(d: dict):
+    """``parse_model`` on a copy of ``d`` at its scale (or the first one)."""
     from ultralytics.nn import tasks
 
     dd = copy.deepcopy(d)
     scales = dd.get("scales") or {}
     if scales and dd.get("scale") not in scales:
         dd["scale"] = next(iter(scales))
+    return tasks.parse_model(dd, ch=dd.get("channels", 3), verbose=False)[0]
+
+
+def _check_build(d: dict, plan: Plan) -> None:
+    """Build the base, then ``d``, at the base's scale (or the first one) and run a 64×64 input through ``d``: fills
+    ``plan.strides``. The base is built first, so an error in one of its rows names the row as the base numbers it.
+
+    Raises:
+        InsertionError: the base or the inserted model does not build (e.g. a block hyperparameter invalid for the
+            layer's width; for an inserted block the message says after which base layer it sits).
+    """
+    errors = (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError)
     try:
-        seq, _ = tasks.parse_model(dd, ch=dd.get("channels", 3), verbose=False)
-    except (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError) as e:
-        raise InsertionError(f"the inserted model does not build: {e}") from None
+        _parse(plan.base_model)
+    except errors as e:
+        raise InsertionError(f"base={plan.base!r} does not build: {e}") from None
+    try:
+        seq = _parse(d)
+    except errors as e:
+        i = build.failed_row(e.__traceback__)
+        block = next((b for b in plan.blocks if b.index == i), None)
+        where = f" (row {i} is the {block.name} inserted after base layer {block.after})" if block else ""
+        raise InsertionError(f"the inserted model does not build: {e}{where}") from None
     seq.eval()
-    side, y, x = 64, [], torch.zeros(1, dd.get("channels", 3), 64, 64)
+    side, y, x = 64, [], torch.zeros(1, d.get("channels", 3), 64, 64)
     with torch.no_grad():
         for m in list(seq)[:-1]:  # up to Detect
             if m.f != -1:
@@ -598,8 +627,8 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
     """Map each base layer index to its index in ``new``, a model dict made by inserting attention blocks into ``base``.
 
     Rows must appear in the same order with equal repeats, module and args; the extra rows of ``new`` must be
-    attention blocks (``attn_yolo.MODULES``), and each row's ``from`` must reach the mapped layer or a block chained
-    right after it.
+    attention blocks (``attn_yolo.MODULES`` or an alias), and each row's ``from`` must reach the mapped layer or a
+    block chained right after it.
 
     Raises:
         InsertionError: naming the first row that breaks this.
@@ -608,7 +637,7 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
     m, j = {}, 0
     for i, row in enumerate(br):
         while j < len(nr) and not _same_row(row, nr[j]):
-            if nr[j][2] not in MODULES:
+            if canonical(nr[j][2]) is None:
                 raise InsertionError(
                     f"model row {j} {nr[j][1:]} matches neither base row {i} {row[1:]} nor an inserted attention "
                     f"block: the model is not the base with blocks inserted"
@@ -633,6 +662,6 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
 
 
 def _param_index(name: str) -> int:
-    """Number of YAML args before ``init_values`` for block ``name``."""
-    params = [p.name for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
+    """Number of YAML args before ``init_values`` for block ``name`` (or an alias)."""
+    params = [p.name for p in inspect.signature(MODULES[canonical(name) or name]).parameters.values() if p.name != "c1"]
     return params.index("init_values")

@@ -5,16 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_r, resolve_c1
+from attn_yolo.nn.common import C1, check_init_values, check_kernel, check_r, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
-from attn_yolo.nn.se import reduced_width
 
 
 class ChannelGate(nn.Module):
     """CBAM channel attention ``M_c = σ(MLP(AvgPool(x)) + MLP(MaxPool(x)))`` (Woo et al., ECCV 2018, Eq. 2).
 
-    The MLP ``C→C/r→C`` (1×1 convs, ReLU) is shared by both descriptors. Hidden width as ``SE``:
-    ``max(C // r, min(8, C))``.
+    The MLP ``C→C/r→C`` (1×1 convs, ReLU) is shared by both descriptors. Hidden width ``C // r``, as in ``SE``.
 
     Shapes:
         ``(B, C, H, W) -> (B, C, 1, 1)`` gate in ``[0, 1]`` (output of ``self.gate``).
@@ -22,7 +20,7 @@ class ChannelGate(nn.Module):
 
     def __init__(self, c1: int, r: int = 16):
         super().__init__()
-        self.hidden = reduced_width(c1, r)
+        self.hidden = c1 // r
         self.mlp = nn.Sequential(nn.Conv2d(c1, self.hidden, 1), nn.ReLU(inplace=True), nn.Conv2d(self.hidden, c1, 1))
         self.gate = nn.Sigmoid()
 
@@ -48,16 +46,12 @@ class SpatialGate(nn.Module):
         return self.gate(self.conv(torch.cat((x.mean(1, keepdim=True), x.amax(1, keepdim=True)), 1)))
 
 
-def _check_k(k, where: str) -> None:
-    check(k in (3, 7) and not isinstance(k, bool), where, "k", k, "3 or 7 (spatial kernel, paper: 7)")
-
-
 class SAM(nn.Module):
     """Spatial attention module of CBAM (Woo et al., "CBAM: Convolutional Block Attention Module", ECCV 2018).
 
     ``y = x ⊙ M_s(x)`` with ``M_s`` the ``SpatialGate``: channel-mean and channel-max maps, ``k×k`` conv, sigmoid.
 
-    YAML: ``[-1, 1, SAM, []]`` or ``[-1, 1, SAM, [k]]``.
+    YAML: ``[-1, 1, SAM, []]`` or ``[-1, 1, SAM, [k]]`` (Ultralytics' ``SpatialAttention, [7]`` reads the same).
 
     Args:
         c1 (int): input channels ``C`` (only used by the residual gate and for checking).
@@ -68,13 +62,14 @@ class SAM(nn.Module):
         ``(B, C, H, W) -> (B, C, H, W)``; ``self.spatial.gate`` outputs ``(B, 1, H, W)``.
 
     Raises:
-        AttnBuildError: ``k`` not in {3, 7}.
+        AttnBuildError: ``k`` not the int 3 or 7, ``init_values`` out of range.
     """
 
     def __init__(self, c1: int = C1, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where = resolve_c1(c1, "SAM")
-        _check_k(k, where)
+        c1, where, (k, init_values) = resolve(c1, "SAM", k, init_values)
+        check_kernel(k, where)
+        check_init_values(init_values, where)
         self.c1, self.k = c1, k
         self.spatial = SpatialGate(k)
         self.scale = None if init_values is None else LayerScale(c1, init_values)
@@ -90,11 +85,12 @@ class CBAM(nn.Module):
     ``x' = M_c(x) ⊙ x``, ``y = M_s(x') ⊙ x'``. ``M_c`` uses both average- and max-pooled descriptors through a shared
     MLP with reduction ``r``. (Ultralytics' own ``CBAM`` is a different, average-only variant without reduction.)
 
-    YAML: ``[-1, 1, CBAM, []]``, ``[-1, 1, CBAM, [r]]`` or ``[-1, 1, CBAM, [r, k]]``.
+    YAML: ``[-1, 1, CBAM, []]``, ``[-1, 1, CBAM, [r]]`` or ``[-1, 1, CBAM, [r, k]]``. A single arg 3 or 7 is the
+    kernel size, as in Ultralytics' ``CBAM(c1, kernel_size=7)``: ``[7]`` is ``r=16, k=7`` (``attn_yolo.conventions``).
 
     Args:
         c1 (int): input channels ``C``.
-        r (int): channel reduction ratio, ``>= 1``. Default 16 (paper).
+        r (int): channel reduction ratio, ``1 <= r <= C``. Default 16 (paper).
         k (int): spatial kernel, 3 or 7. Default 7 (paper).
         init_values (float | None): residual gate init, as in ``SE``.
 
@@ -103,14 +99,15 @@ class CBAM(nn.Module):
         ``(B, 1, H, W)``.
 
     Raises:
-        AttnBuildError: ``r`` not a positive int, ``k`` not in {3, 7}.
+        AttnBuildError: ``r`` not an int in ``1..C``, ``k`` not the int 3 or 7, ``init_values`` out of range.
     """
 
     def __init__(self, c1: int = C1, r: int = 16, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where = resolve_c1(c1, "CBAM")
-        check_r(r, where)
-        _check_k(k, where)
+        c1, where, (r, k, init_values) = resolve(c1, "CBAM", r, k, init_values)
+        check_r(r, c1, where)
+        check_kernel(k, where)
+        check_init_values(init_values, where)
         self.c1, self.r, self.k = c1, r, k
         self.channel = ChannelGate(c1, r)
         self.spatial = SpatialGate(k)

@@ -1,14 +1,17 @@
 """What every block shares: the inferred-width marker ``C1``, input-width resolution and hyperparameter checks.
 
-A block built from a YAML row gets the marker ``C1`` instead of its input width. ``resolve_c1`` then asks the row
-lookup, installed by ``attn_yolo.build`` (the layer above), for the row being built: its input width, index and scale.
-The blocks therefore depend on nothing above this package; built directly (``SE(256)``), a block takes its width as the
-first argument like any PyTorch layer.
+A block built from a YAML row gets a marker instead of its input width (``C1``, or the row marker that
+``attn_yolo.registry`` makes, which carries the row's args as written). ``resolve`` hands such a marker to
+``RESOLVER``, installed by ``attn_yolo.conventions`` (a layer above), which returns the row's input width, the context
+for error messages (row, scale, module as written) and the hyperparameters as the row's author meant them. The blocks
+therefore depend on nothing above this package; built directly (``SE(256)``), a block takes its width as the first
+argument like any PyTorch layer.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import math
+from typing import Callable
 
 
 class _InferredC1:
@@ -25,33 +28,37 @@ class AttnBuildError(ValueError):
     """A block got a hyperparameter outside its allowed range; the message names the row, module, value and range."""
 
 
-class Row(NamedTuple):
-    """The YAML row being built: its index ``i``, input width ``c1`` and model scale (None if the YAML has none)."""
-
-    i: int
-    c1: int
-    scale: str | None
+RESOLVER: Callable[[_InferredC1, str, tuple], tuple[int, str, tuple]] | None = None
+"""``(row marker, block name, hyperparameters) -> (input width, context, hyperparameters)``; set by
+``attn_yolo.conventions`` on import."""
 
 
-ROW_LOOKUP: Callable[[], Row | None] = lambda: None  # noqa: E731  replaced by attn_yolo.build.yaml_row on import
+def resolve(c1, name: str, *values) -> tuple[int, str, tuple]:
+    """Return ``(input width, context, hyperparameters)`` for a block being built.
 
-
-def resolve_c1(c1, name: str) -> tuple[int, str]:
-    """Return ``(input width, context)`` for a block: ``c1`` as given, or, for ``C1``, the YAML row's input width.
-
-    ``context`` prefixes error messages, e.g. ``"row 5 (scale n) SE"`` or ``"SE"``.
+    ``c1`` is the width as given, or a row marker: then the width, the context (``"row 5 (scale n) SE"``) and the
+    hyperparameters come from the YAML row (``RESOLVER``), and ``values`` (the block's hyperparameters in signature
+    order, at their defaults) are replaced. Otherwise the context is ``name`` and ``values`` are returned unchanged.
 
     Raises:
-        AttnBuildError: if ``c1`` is ``C1`` outside a YAML build, or is not a positive integer.
+        AttnBuildError: ``c1`` is ``C1`` outside a YAML build, or not a positive int.
     """
-    row = ROW_LOOKUP() if c1 is C1 else None
-    if row is not None:
-        c1, where = row.c1, f"row {row.i}{f' (scale {row.scale})' if row.scale else ''} {name}"
-    else:
-        where = name
-    if not isinstance(c1, int) or isinstance(c1, bool) or c1 < 1:
-        raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int (or build it from a YAML row)")
-    return c1, where
+    where = name
+    if isinstance(c1, _InferredC1) and c1 is not C1 and RESOLVER is not None:
+        c1, where, values = RESOLVER(c1, name, values)
+    if not is_int(c1) or c1 < 1:
+        raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int (or build from a YAML row)")
+    return c1, where, values
+
+
+def is_int(x) -> bool:
+    """True for an ``int`` that is not a ``bool`` (YAML ``true`` is no channel count)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(x) -> bool:
+    """True for a finite ``int`` or ``float`` that is not a ``bool``."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def check(ok: bool, where: str, what: str, value, allowed: str) -> None:
@@ -60,6 +67,18 @@ def check(ok: bool, where: str, what: str, value, allowed: str) -> None:
         raise AttnBuildError(f"{where}: {what}={value!r} is invalid; allowed: {allowed}")
 
 
-def check_r(r, where: str) -> None:
-    """Check a channel reduction ratio ``r`` (SE, CBAM): an int >= 1."""
-    check(isinstance(r, int) and not isinstance(r, bool) and r >= 1, where, "r", r, "an int >= 1 (paper: 16)")
+def check_r(r, c1: int, where: str) -> None:
+    """Check a channel reduction ratio ``r`` (SE, CBAM): an int in ``1..C``, so the hidden width ``C // r >= 1``."""
+    allowed = f"an int in 1..{c1} (hidden width C // r >= 1 at C={c1}; paper: 16)"
+    check(is_int(r) and 1 <= r <= c1, where, "r", r, allowed)
+
+
+def check_kernel(k, where: str) -> None:
+    """Check CBAM's spatial kernel ``k`` (SAM, CBAM): the int 3 or 7."""
+    check(is_int(k) and k in (3, 7), where, "k", k, "the int 3 or 7 (spatial kernel, paper: 7)")
+
+
+def check_init_values(init_values, where: str) -> None:
+    """Check a residual gate init (every block): None, or a finite number in ``[0, 1]``."""
+    ok = init_values is None or (is_number(init_values) and 0 <= init_values <= 1)
+    check(ok, where, "init_values", init_values, "None (no gate) or a number in [0, 1] (0.0: identity at init)")

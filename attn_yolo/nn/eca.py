@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, resolve_c1
+from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -31,22 +31,24 @@ class ECA(nn.Module):
 
     Args:
         c1 (int): input channels ``C``.
-        k (int | None): kernel size, a positive odd int; None (default): adaptive ``eca_kernel_size(C)``.
+        k (int | None): kernel size, a positive odd int ``<= C``; None (default): adaptive ``eca_kernel_size(C)``.
         init_values (float | None): residual gate init, as in ``SE`` (0.0: identity at init; None: the paper's block).
 
     Shapes:
         ``(B, C, H, W) -> (B, C, H, W)``; ``self.gate`` outputs ``s`` of shape ``(B, C, 1, 1)``.
 
     Raises:
-        AttnBuildError: ``k`` not a positive odd int.
+        AttnBuildError: ``k`` not a positive odd int ``<= C``, ``init_values`` out of range.
     """
 
     def __init__(self, c1: int = C1, k: int | None = None, init_values: float | None = None):
         super().__init__()
-        c1, where = resolve_c1(c1, "ECA")
+        c1, where, (k, init_values) = resolve(c1, "ECA", k, init_values)
         if k is not None:
-            ok = isinstance(k, int) and not isinstance(k, bool) and k >= 1 and k % 2 == 1
-            check(ok, where, "k", k, "a positive odd int (1, 3, 5, ...), or [] for the adaptive k")
+            ok = is_int(k) and 1 <= k <= c1 and k % 2 == 1
+            allowed = f"a positive odd int <= C={c1} (1, 3, 5, ...), or None ([] in a YAML) for the adaptive k"
+            check(ok, where, "k", k, allowed)
+        check_init_values(init_values, where)
         self.c1, self.k = c1, eca_kernel_size(c1) if k is None else k
         self.conv = nn.Conv1d(1, 1, self.k, padding=(self.k - 1) // 2, bias=False)
         self.gate = nn.Sigmoid()

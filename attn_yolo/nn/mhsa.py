@@ -8,8 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, resolve_c1
+from attn_yolo.nn.common import C1, check, check_init_values, is_int, is_number, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
+
+MAX_MLP_RATIO = 16
+"""Largest feed-forward expansion ``mlp_ratio`` accepted (ViT uses 4): a larger one is a typo, not a design."""
 
 
 class MHSA(nn.Module):
@@ -35,10 +38,11 @@ class MHSA(nn.Module):
 
     Args:
         c1 (int): channels ``C``.
-        heads (int): attention heads ``h``; must divide ``C``. Default 4.
-        mlp_ratio (float): feed-forward expansion, ``> 0``. Default 2 (as Ultralytics' PSA; ViT uses 4).
+        heads (int): attention heads ``h``; must divide ``C`` with head width ``C / h >= 8`` (one head if ``C < 16``).
+            Default 4.
+        mlp_ratio (float): feed-forward expansion, in ``(0, 16]``. Default 2 (as Ultralytics' PSA; ViT uses 4).
         attn_drop (float): dropout on attention weights during training, in ``[0, 1)``. Default 0.
-        head_dim (int | None): if set, overrides ``heads`` with ``C // head_dim``; must divide ``C``.
+        head_dim (int | None): if set, overrides ``heads`` with ``C // head_dim``; must divide ``C``, ``>= 8``.
         init_values (float | None): residual gate on the whole block, ``y = x + γ ⊙ (block(x) − x)``, ``γ``
             initialised to this value (0.0: identity at init). None (default): the plain block.
 
@@ -46,8 +50,9 @@ class MHSA(nn.Module):
         ``(B, C, H, W) -> (B, C, H, W)``; attention weights (``explicit_attention``) ``(B, h, N, N)``.
 
     Raises:
-        AttnBuildError: at build time, if ``heads`` (or ``head_dim``) does not divide ``C``, or another option is out
-            of range; the message lists the head counts that divide ``C``.
+        AttnBuildError: at build time, if ``heads`` (or ``head_dim``) does not divide ``C`` with head width ``>= 8``,
+            or another option is out of range (non-finite, ``mlp_ratio > 16``, ...); the message lists the head counts
+            allowed at ``C``.
     """
 
     def __init__(
@@ -60,19 +65,24 @@ class MHSA(nn.Module):
         init_values: float | None = None,
     ):
         super().__init__()
-        c1, where = resolve_c1(c1, "MHSA")
-        divisors = [h for h in range(1, c1 + 1) if c1 % h == 0 and c1 // h >= 8] or [1]
+        c1, where, (heads, mlp_ratio, attn_drop, head_dim, init_values) = resolve(
+            c1, "MHSA", heads, mlp_ratio, attn_drop, head_dim, init_values
+        )
+        divisors = [h for h in range(1, c1 + 1) if c1 % h == 0 and c1 // h >= 8] or [1]  # head width >= 8
         if head_dim is not None:
-            ok = isinstance(head_dim, int) and head_dim >= 1 and c1 % head_dim == 0
-            check(ok, where, "head_dim", head_dim, f"a divisor of C={c1}: {[c1 // h for h in divisors]}")
+            widths = [c1 // h for h in divisors]
+            ok = is_int(head_dim) and head_dim in widths
+            check(ok, where, "head_dim", head_dim, f"a head width for C={c1}: {widths}")
             heads = c1 // head_dim
-        ok = isinstance(heads, int) and not isinstance(heads, bool) and heads >= 1 and c1 % heads == 0
-        check(ok, where, "heads", heads, f"a divisor of C={c1} (head width >= 8): {divisors}")
-        check(isinstance(mlp_ratio, (int, float)) and mlp_ratio > 0, where, "mlp_ratio", mlp_ratio, "a number > 0")
-        check(isinstance(attn_drop, (int, float)) and 0 <= attn_drop < 1, where, "attn_drop", attn_drop, "[0, 1)")
+        allowed = f"a divisor of C={c1} (head width >= 8): {divisors}"
+        check(is_int(heads) and heads in divisors, where, "heads", heads, allowed)
+        ok = is_number(mlp_ratio) and 0 < mlp_ratio <= MAX_MLP_RATIO and round(c1 * mlp_ratio) >= 1
+        check(ok, where, "mlp_ratio", mlp_ratio, f"a number in (0, {MAX_MLP_RATIO}] with C * mlp_ratio >= 1 (ViT: 4)")
+        check(is_number(attn_drop) and 0 <= attn_drop < 1, where, "attn_drop", attn_drop, "a number in [0, 1)")
+        check_init_values(init_values, where)
         self.c1, self.heads, self.head_dim, self.attn_drop = c1, heads, c1 // heads, float(attn_drop)
         self.fused = True
-        hidden = max(1, round(c1 * mlp_ratio))
+        hidden = round(c1 * mlp_ratio)
         self.pos = nn.Conv2d(c1, c1, 3, padding=1, groups=c1)
         self.norm1 = nn.LayerNorm(c1)
         self.qkv = nn.Linear(c1, 3 * c1)
