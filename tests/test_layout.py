@@ -149,7 +149,7 @@ def test_checkpoint_class_paths_are_pinned_and_reload_without_import(tmp_path):
 
     assert {k: f"{c.__module__}.{c.__qualname__}" for k, c in attn_yolo.MODULES.items() if k in PINNED_CLASSES} == \
         PINNED_CLASSES
-    rows = [[-1, 1, "Conv", [16, 3, 2]]] + [[-1, 1, name, []] for name in PINNED_CLASSES] + [[-1, 1, "SE", [4, 0.0]]]
+    rows = [[-1, 1, "Conv", [32, 3, 2]]] + [[-1, 1, name, []] for name in PINNED_CLASSES] + [[-1, 1, "SE", [4, 0.0]]]
     d = {"nc": 2, "backbone": rows, "head": [[[-1], 1, "Detect", ["nc"]]]}
     ckpt = save_checkpoint(DetectionModel(d, verbose=False), tmp_path / "all.pt")
     ours = {g for g in pickled_globals(ckpt) if g.startswith("attn_yolo")}
