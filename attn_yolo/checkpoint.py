@@ -1,10 +1,21 @@
-"""Loading user models and writing output files, for every tool: one model loader, atomic writes, no silent overwrite."""
+"""Loading user models and writing output files, for every tool: one model loader, atomic writes, no silent overwrite.
+
+Safe by default: every attn-yolo tool loads a user checkpoint weights-only (``load_yolo``), so a crafted ``.pt`` cannot
+run code; ``trust=True`` (a key of each tool, ``trust: true`` in an ablation config) opts into a full unpickle for a
+file whose source the user trusts. Ultralytics' own commands (``attn-yolo train/val/predict``) load as Ultralytics
+does: a full unpickle unless ``ULTRALYTICS_SAFE_LOAD=1``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import os
+import re
 import tempfile
+import threading
+import zipfile
 from pathlib import Path
 
 import torch
@@ -43,17 +54,88 @@ def atomic_write(path: str | Path, write) -> None:
             os.remove(tmp)
 
 
-def load_yolo(model, what: str = "model", error: type[Exception] = ValueError, suffixes=MODEL_SUFFIXES):
+def unsafe_globals(path: str | Path) -> list[str]:
+    """Names (``module.Name``) of the classes and functions a checkpoint references outside the weights-only
+    allow-list (torch's, plus what ``torch.serialization.add_safe_globals`` registered), read from the pickle's
+    opcodes without unpickling (``torch.serialization.get_unsafe_globals_in_checkpoint``).
+
+    Raises:
+        ValueError: ``path`` is not a ``torch.save`` zip archive.
+    """
+    return torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+
+
+_SAFE_LOCK = threading.Lock()  # one weights-only load at a time: it swaps a function of Ultralytics' module
+
+
+@contextlib.contextmanager
+def _weights_only():
+    """Make Ultralytics' checkpoint loader (``tasks.torch_safe_load``, called by ``load_checkpoint`` and so by
+    ``YOLO(path)``) load weights-only for the duration, as ``ULTRALYTICS_SAFE_LOAD=1`` would for the whole process."""
+    from ultralytics.nn import tasks
+
+    with _SAFE_LOCK:
+        original = tasks.torch_safe_load
+        tasks.torch_safe_load = functools.partial(original, safe_only=True)
+        try:
+            yield
+        finally:
+            tasks.torch_safe_load = original
+
+
+def _load_checkpoint(path: Path, what: str, error: type[Exception], trust: bool):
+    """``YOLO(path)`` for a ``.pt``: weights-only unless ``trust``; every failure as ``error`` with one line."""
+    from ultralytics import YOLO
+
+    if not trust and not zipfile.is_zipfile(path):
+        raise error(f"{what}={str(path)!r} is not a PyTorch checkpoint (a torch.save zip archive), so it cannot be "
+                    f"loaded weights-only; if it is an old-format checkpoint from a source you trust, pass trust=True")
+    try:
+        if trust:
+            return YOLO(str(path))
+        with _weights_only():
+            return YOLO(str(path))
+    except Exception as e:  # Ultralytics/torch raise TypeError, UnpicklingError, KeyError, ... for unloadable files
+        bad = [] if trust else unsafe_globals(path)
+        if bad:
+            raise error(
+                f"{what}={str(path)!r}: refused to load: the checkpoint references {', '.join(bad)}, outside the "
+                f"weights-only allow-list (torch, Ultralytics and attn-yolo model classes), and unpickling it could "
+                f"run code; only if you trust the file's source, pass trust=True"
+            ) from e
+        msg = " ".join(str(e).split()).removeprefix("ERROR ❌️ ")
+        raise error(f"{what}={str(path)!r} is not a loadable Ultralytics checkpoint: {type(e).__name__}: {msg}") from e
+
+
+def _yaml_exists(path: Path) -> bool:
+    """Whether Ultralytics resolves the model YAML ``path``: the file, its scale-less name (``yolo11n-cbam.yaml`` ->
+    ``yolo11-cbam.yaml``, as ``yaml_model_load`` does) or a YAML shipped with Ultralytics."""
+    from ultralytics.utils.checks import check_yaml
+
+    unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(path))
+    return path.is_file() or bool(check_yaml(str(path), hard=False) or check_yaml(unified, hard=False))
+
+
+def load_yolo(model, what: str = "model", error: type[Exception] = ValueError, suffixes=MODEL_SUFFIXES, *,
+              trust: bool = False):
     """``ultralytics.YOLO`` for a checkpoint or model-YAML path, or an existing ``YOLO`` (returned as is).
+
+    A checkpoint is loaded **weights-only** (``torch.load(weights_only=True)`` through Ultralytics' own loader,
+    ``torch_safe_load(safe_only=True)``), with torch's, Ultralytics' and attn-yolo's model classes allowed: unpickling
+    cannot run code. A checkpoint that references anything else is refused, naming it, before anything is unpickled
+    from it. ``trust=True`` loads as Ultralytics does by default (a full unpickle, unless ``ULTRALYTICS_SAFE_LOAD=1``):
+    only for files from a source you trust.
 
     Args:
         model: a path (``*.pt``, or a model YAML where ``suffixes`` allows it) or a ``YOLO`` object.
         what: the key or argument name used in messages (``"model"``, ``"base"``, ``"pretrained"``).
         error: the tool's error class.
         suffixes: allowed file suffixes.
+        trust: unpickle the whole checkpoint (may run code it contains).
 
     Raises:
-        error: a missing file or a file with another suffix.
+        error: a missing file, a file with another suffix, a file that is not a checkpoint, or (unless ``trust``) a
+            checkpoint referencing classes or functions outside the allow-list.
     """
     from ultralytics.engine.model import Model
 
@@ -62,31 +144,36 @@ def load_yolo(model, what: str = "model", error: type[Exception] = ValueError, s
     if not isinstance(model, (str, Path)):
         raise error(f"{what}: expected a checkpoint path or a YOLO object, got {type(model).__name__}")
     path = Path(model)
-    if not path.is_file():
-        raise error(f"{what}={str(model)!r}: no such file (give a checkpoint such as runs/detect/train/weights/best.pt)")
     if path.suffix.lower() not in suffixes:
         raise error(f"{what}={str(model)!r}: expected {' or '.join(f'*{s}' for s in suffixes)}")
+    is_yaml = path.suffix.lower() in (".yaml", ".yml")
+    if not (path.is_file() or (is_yaml and _yaml_exists(path))):
+        raise error(f"{what}={str(model)!r}: no such file (give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
     from ultralytics import YOLO
 
     from attn_yolo.registry import register
 
     register()  # the blocks must be resolvable before Ultralytics parses a YAML or unpickles a checkpoint
 
-    return YOLO(str(path))
+    return YOLO(str(path)) if is_yaml else _load_checkpoint(path, what, error, trust)
 
 
-def load_model(model, what: str = "model", error: type[Exception] = ValueError, suffixes=MODEL_SUFFIXES):
+def load_model(model, what: str = "model", error: type[Exception] = ValueError, suffixes=MODEL_SUFFIXES, *,
+               trust: bool = False):
     """The Ultralytics ``nn.Module`` (e.g. ``DetectionModel``) of a path, checkpoint dict, ``YOLO`` object or module.
 
+    A path is loaded with ``load_yolo`` (weights-only unless ``trust``).
+
     Raises:
-        error: a missing file, a file with another suffix, or an object that is not an Ultralytics model.
+        error: a missing file, a file with another suffix, a refused checkpoint (see ``load_yolo``), or an object
+            that is not an Ultralytics model.
     """
     from ultralytics.engine.model import Model
 
     if isinstance(model, dict) and ("model" in model or "ema" in model):
         return (model.get("ema") or model["model"]).float()
     if isinstance(model, (str, Path, Model)):
-        model = load_yolo(model, what, error, suffixes).model
+        model = load_yolo(model, what, error, suffixes, trust=trust).model
     if isinstance(model, torch.nn.Module) and isinstance(getattr(model, "model", None), torch.nn.Sequential):
         return model
     raise error(f"{what}: expected a checkpoint path, checkpoint dict, YOLO object or its nn.Module, got "

@@ -9,6 +9,7 @@ Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import sys
@@ -41,18 +42,39 @@ def modules_main(argv: list[str]) -> int:
     return 0
 
 
+def check_command(word: str) -> None:
+    """Raise ``UsageError`` for a first word that is a misspelt tool (``ablat``): not an Ultralytics mode, task or
+    argument, and close to a tool name. Any other word goes to Ultralytics' own command line as is.
+
+    Raises:
+        UsageError: ``unknown command 'ablat'. Did you mean 'attn-yolo ablate'? ...``.
+    """
+    from ultralytics.cfg import DEFAULT_CFG_DICT, MODES, TASKS
+
+    if "=" in word or word.startswith("-") or word in (*MODES, *TASKS) or word in DEFAULT_CFG_DICT:
+        return
+    close = difflib.get_close_matches(word, list(TOOLS), n=1, cutoff=0.6)
+    if close:
+        raise UsageError(
+            f"attn-yolo: unknown command {word!r}. Did you mean 'attn-yolo {close[0]}'? Tools: {', '.join(TOOLS)}; "
+            f"Ultralytics modes: {', '.join(MODES)}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``attn-yolo`` console script."""
     argv = sys.argv[1:] if argv is None else argv
     import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses any YAML
 
-    if argv and argv[0] in TOOLS:
-        module, _, func = TOOLS[argv[0]].partition(":")
-        try:
+    try:
+        if argv and argv[0] in TOOLS:
+            module, _, func = TOOLS[argv[0]].partition(":")
             return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
-        except UsageError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        if argv:
+            check_command(argv[0])
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if not argv or argv[0] in ("help", "-h", "--help"):
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
     from ultralytics.cfg import entrypoint

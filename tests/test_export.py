@@ -146,7 +146,7 @@ def test_block_static_at_min_opset(tiny, block):
     """Static export at a rectangular size (not 640) at the block's minimum opset verifies; the checks see the block."""
     cls = attn_yolo.MODULES[block]
     opset = E.MIN_OPSET[cls][0]
-    f = E.export_onnx(tiny(block), imgsz=(96, 160), opset=opset, simplify=False)
+    f = E.export_onnx(tiny(block), imgsz=(96, 160), opset=opset, simplify=False, overwrite=True)
     r = E.verify_onnx(f, tiny(block))
     assert r.passed, r.summary()
     assert (r.opset, r.dynamic, r.precision, r.export_imgsz) == (opset, False, "fp32", [96, 160])
@@ -165,7 +165,7 @@ def test_block_static_at_min_opset(tiny, block):
 @pytest.mark.parametrize("block", list(BLOCK_ARGS))
 def test_block_dynamic_other_sizes(tiny, block):
     """Dynamic export at 128 (onnxslim on) verifies at batch 1 and 3, 160x160 and the rectangular 96x160."""
-    f = E.export_onnx(tiny(block), imgsz=128, dynamic=True)
+    f = E.export_onnx(tiny(block), imgsz=128, dynamic=True, overwrite=True)
     r = E.verify_onnx(f, tiny(block))
     assert r.passed, r.summary()
     assert r.dynamic and r.opset == E.default_opset()
@@ -176,7 +176,7 @@ def test_block_dynamic_other_sizes(tiny, block):
         if c.name == "raw":
             assert c.value <= 1e-4 and c.detail["shape"][0] in (2, 3)
     assert nms_boxes(r) > 0, r.summary()
-    assert json.loads(r.save().read_text())["passed"] is True
+    assert json.loads(r.save(overwrite=True).read_text())["passed"] is True
 
 
 @pytest.mark.parametrize("variant", ["se", "eca", "sam", "cbam", "mhsa"])
@@ -216,7 +216,7 @@ def test_torch_exporter_needs_opset_14_for_sdpa(tiny):
 # ----------------------------------------------------------------------------------------------------------- failure
 def test_cli_export_then_perturbed_file_fails(tiny, tmp_path, capsys):
     pt = tiny("CBAM")
-    assert cli.main(["export", f"model={pt}", "imgsz=128", "simplify=False"]) == 0
+    assert cli.main(["export", f"model={pt}", "imgsz=128", "simplify=False", "overwrite=True"]) == 0
     f = pt.replace(".pt", ".onnx")
     out = capsys.readouterr().out
     assert "PASSED" in out and "Tolerance: raw 1e-04" in out
@@ -233,7 +233,7 @@ def test_cli_export_then_perturbed_file_fails(tiny, tmp_path, capsys):
 
     assert cli.main(["export", f"model={pt}", f"onnx={bad}"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  raw" in out and "Failed: raw b1 128x128 (2 images): rel diff" in out and "> 1e-04" in out
+    assert "  FAIL     raw" in out and "Failed: raw b1 128x128 (2 images): rel diff" in out and "> 1e-04" in out
     assert "Verification FAILED; the exported file is kept" in out and bad.exists()
     rep = json.loads((tmp_path / "perturbed.verify.json").read_text())
     raw = next(c for c in rep["checks"] if c["name"] == "raw")
@@ -242,7 +242,7 @@ def test_cli_export_then_perturbed_file_fails(tiny, tmp_path, capsys):
 
 
 def test_onnx_that_fails_checker_is_reported(tiny, tmp_path):
-    f = E.export_onnx(tiny("SE"), imgsz=128, simplify=False)
+    f = E.export_onnx(tiny("SE"), imgsz=128, simplify=False, overwrite=True)
     m = onnx.load(str(f))
     m.graph.node.insert(0, m.graph.node.pop())  # break topological order
     bad = tmp_path / "unsorted.onnx"
@@ -256,7 +256,7 @@ def test_onnx_that_fails_checker_is_reported(tiny, tmp_path):
 # -------------------------------------------------------------------------------------------------------------- half
 def test_half_on_cpu(tiny):
     """half=True on CPU: Ultralytics converts to fp16 with fp32 I/O; the file passes onnx.checker and the fp16 limit."""
-    f = E.export_onnx(tiny("MHSA"), imgsz=128, half=True, dynamic=True, simplify=False)
+    f = E.export_onnx(tiny("MHSA"), imgsz=128, half=True, dynamic=True, simplify=False, overwrite=True)
     m = onnx.load(str(f))
     assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer)
     assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
@@ -311,7 +311,7 @@ def test_other_sizes_and_letterbox():
 def test_onnx_info_and_latency(tiny):
     torch.set_num_threads(2)
     try:
-        f = E.export_onnx(tiny("ECA"), imgsz=(96, 128), simplify=False)
+        f = E.export_onnx(tiny("ECA"), imgsz=(96, 128), simplify=False, overwrite=True)
         assert torch.get_num_threads() == 2  # restored after Ultralytics' select_device reset it
     finally:
         torch.set_num_threads(1)
@@ -357,3 +357,51 @@ def test_cli_usage_errors(args, message, capsys):
 def test_cli_help(capsys):
     assert cli.main(["export", "help"]) == 0
     assert "attn-yolo export model=best.pt format=onnx" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------ not run, no overwrite
+def test_check_that_compared_nothing_is_not_run_not_passed(tmp_path, capsys):
+    """An untrained model scores no box above conf: its nms checks are reported as not run, apart from the passes."""
+    (tmp_path / "raw.yaml").write_text(yaml.safe_dump(tiny_yaml("SE")))
+    torch.manual_seed(0)
+    pt = save_model(YOLO(str(tmp_path / "raw.yaml")), tmp_path / "raw.pt")  # untrained: scores at the bias init
+    assert cli.main(["export", f"model={pt}", "imgsz=64", "simplify=False"]) == 0
+    out = capsys.readouterr().out
+    rep = json.loads((tmp_path / "raw.verify.json").read_text())
+    nms = [c for c in rep["checks"] if c["name"] == "nms"]
+    assert nms and all(not c["passed"] and c["not_run"] for c in nms)
+    assert rep["passed"] and rep["checks_not_run"] == len(nms) and rep["checks_run"] == len(rep["checks"]) - len(nms)
+    x = V.letterbox_batch([im for _, im in V.load_images()], (64, 64))
+    top = float(V.torch_raw(YOLO(pt).model, x)[:, 4:].max())  # the highest class score, computed here
+    assert max(c["detail"]["max_score"] for c in nms) == pytest.approx(top, rel=1e-4) and top < 0.25
+    n = rep["checks_run"]
+    assert f"PASSED: {n}/{n} checks, {len(nms)} not run: no detections above conf=0.25 to compare" in out
+    hint = f"no box scores above conf=0.25 in the torch or the onnx output (highest class score {top:.3g}), so there"
+    assert "  NOT RUN  nms" in out and hint in out and f"pass a conf= below {top:.3g}\n" in out  # complete
+    low = E.verify_onnx(tmp_path / "raw.onnx", pt, conf=top / 2)  # below it, the detections are compared
+    assert not low.not_run and nms_boxes(low) > 0 and low.passed, low.summary()
+
+
+def test_second_export_needs_another_name_or_overwrite(tiny, tmp_path, capsys):
+    """A dynamic export does not silently replace a static best.onnx nor its report."""
+    pt = shutil.copy(tiny("SE"), tmp_path / "best.pt")
+    static, dynamic = tmp_path / "best.onnx", tmp_path / "best-dynamic.onnx"
+    assert cli.main(["export", f"model={pt}", "imgsz=64", "simplify=False", "verify=False"]) == 0
+    first = static.read_bytes()
+    assert cli.main(["export", f"model={pt}", "imgsz=64", "dynamic=True"]) == 2
+    err = capsys.readouterr().err
+    assert f"the ONNX file '{static}' exists; pass overwrite=True to replace it, or out= another name to keep both " \
+           "(e.g. out=best-dynamic.onnx)" in err
+    assert static.read_bytes() == first and not dynamic.exists()
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
+        E.export_onnx(pt, imgsz=64, dynamic=True)
+    assert cli.main(["export", f"model={pt}", "imgsz=64", "dynamic=True", f"out={dynamic}", "simplify=False"]) == 0
+    assert E.onnx_info(dynamic)["dynamic"] and not E.onnx_info(static)["dynamic"] and static.read_bytes() == first
+    assert json.loads(V.report_path(dynamic).read_text())["dynamic"] is True
+    capsys.readouterr()
+    assert cli.main(["export", f"model={pt}", f"onnx={dynamic}"]) == 2  # re-verifying: the report exists
+    assert f"the report '{V.report_path(dynamic)}' exists; pass overwrite=True" in capsys.readouterr().err
+    assert cli.main(["export", f"model={pt}", "imgsz=64", "dynamic=True", "overwrite=True", "verify=False"]) == 0
+    assert E.onnx_info(static)["dynamic"]  # replaced, as asked
+    with pytest.raises(FileExistsError):
+        E.VerifyReport(str(dynamic), "m", 18, True, "fp32", [64, 64], [], {}).save()

@@ -23,7 +23,7 @@ from ultralytics.utils.torch_utils import intersect_dicts
 import attn_yolo
 from attn_yolo import MODULES
 from attn_yolo.args import UsageError
-from attn_yolo.insertion import InsertionError, insert, layer_map, main, transfer, write_yaml
+from attn_yolo.insertion import InsertionError, insert, insert_dict, layer_map, main, transfer, write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(ultralytics.__file__).parent / "assets"
@@ -131,7 +131,7 @@ def tensors(y) -> list[torch.Tensor]:
 @pytest.mark.parametrize("site", ["backbone", "sppf", "neck", "2,8"])
 def test_rewiring_reaches_blocks_and_same_layers(base, site):
     module, at, args = CASES[site]
-    d0, d = yaml_model_load(base), insert(base, module, at, args, check=False)
+    d0, d = yaml_model_load(base), insert_dict(base, module, at, args, check=False)
     chosen = SITES[base].get(site, [2, 8])
     br, nr = rows(d0), rows(d)
     n_blocks = 2 if site == "2,8" else 1
@@ -158,9 +158,9 @@ def test_rewiring_reaches_blocks_and_same_layers(base, site):
 
 
 def test_several_modules_pair_with_sites():
-    d = insert("yolo11n.yaml", "ECA,SAM", at="2,8", check=False)  # one site per module
+    d = insert_dict("yolo11n.yaml", "ECA,SAM", at="2,8", check=False)  # one site per module
     assert [(j, rows(d)[j][2]) for j in inserted_rows(d)] == [(3, "ECA"), (10, "SAM")]
-    d = insert("yolo11n.yaml", ["SE", "MHSA"], at=["backbone", "sppf"], args=[[8], [2]], check=False)
+    d = insert_dict("yolo11n.yaml", ["SE", "MHSA"], at=["backbone", "sppf"], args=[[8], [2]], check=False)
     assert [rows(d)[j][2:] for j in inserted_rows(d)] == [["SE", [8]]] * 3 + [["MHSA", [2]]]
     assert inserted_rows(d) == [5, 8, 13, 14]  # SE then MHSA chained after layer 10
 
@@ -169,9 +169,9 @@ def test_relative_indices_are_rewritten():
     """A negative ``from`` other than -1 (here -7 on a Concat) must still reach its layer after the shift."""
     d0 = yaml_model_load("yolo11n.yaml")
     d0["head"][1][0] = [-1, -7]  # row 12 reads [11, 5]; 5 shifts once a block follows 4
-    d = insert(d0, "SE", at=4, check=False)
+    d = insert_dict(d0, "SE", at=4, check=False)
     assert rows(d)[13][0] == [-1, -7]  # row 13 = base 12; base 5 -> new 6: 13 - 7 = 6
-    d = insert(d0, "SE", at=5, check=False)
+    d = insert_dict(d0, "SE", at=5, check=False)
     assert rows(d)[13][0] == [-1, -7]  # reads the block after 5 (new 6): 13 - 7 = 6, the block
     assert rows(d)[6][2] == "SE"
 
@@ -180,7 +180,7 @@ def test_shipped_model_yamls_are_reproduced():
     for name, site, args in [("se", "backbone", []), ("eca", "backbone", []), ("sam", "backbone", [7]),
                              ("cbam", "backbone", [16, 7]), ("mhsa", "sppf", [4])]:
         shipped = yaml.safe_load((ROOT / "models" / f"yolo11-{name}.yaml").read_text())
-        d = insert("yolo11.yaml", name.upper(), site, args, check=False)
+        d = insert_dict("yolo11.yaml", name.upper(), site, args, check=False)
         assert d["backbone"] == shipped["backbone"] and d["head"] == shipped["head"], name
         assert {k: d[k] for k in shipped if k not in ("backbone", "head")} == {
             k: v for k, v in shipped.items() if k not in ("backbone", "head")
@@ -194,7 +194,7 @@ def test_shipped_model_yamls_are_reproduced():
 @pytest.mark.parametrize("site", ["backbone", "sppf", "neck", "2,8"])
 def test_builds_runs_same_head_inputs_exact_params(base, site):
     module, at, args = CASES[site]
-    d = insert(base, module, at, args)
+    d = insert_dict(base, module, at, args)
     bm = base_model(base)
     torch.manual_seed(0)
     nm = DetectionModel(d, verbose=False).eval()
@@ -219,7 +219,7 @@ def test_builds_at_every_scale(monkeypatch):
     """Combined sites and chains; skipping random init keeps the large scales cheap (the build is unchanged)."""
     for fn in ("kaiming_uniform_", "uniform_", "normal_", "trunc_normal_"):
         monkeypatch.setattr(torch.nn.init, fn, lambda t, *a, **k: t)
-    d = insert("yolo11n.yaml", ["CBAM", "MHSA", "SE"], ["backbone", "sppf", "neck"], [[16, 7], [4], [16]])
+    d = insert_dict("yolo11n.yaml", ["CBAM", "MHSA", "SE"], ["backbone", "sppf", "neck"], [[16, 7], [4], [16]])
     d0 = yaml_model_load("yolo11n.yaml")
     for scale in "nsmlx":
         seq, _ = tasks.parse_model(copy.deepcopy({**d, "scale": scale}), 3, verbose=False)
@@ -233,7 +233,7 @@ def test_builds_at_every_scale(monkeypatch):
 
 def test_round_trip_is_stable(tmp_path):
     out = tmp_path / "yolo11n-cbam-mhsa.yaml"
-    d = insert("yolo11n.yaml", ["CBAM", "MHSA"], ["backbone", "sppf"], [[16, 7], [4]], identity=True, out=out)
+    d = insert_dict("yolo11n.yaml", ["CBAM", "MHSA"], ["backbone", "sppf"], [[16, 7], [4]], identity=True, out=out)
     text = out.read_text()
     assert text.startswith("# attn-yolo: yolo11n + CBAM + MHSA")
     assert "after base layers 4 (P3/8), 6 (P4/16), 10 (P5/32) -> new layers 5, 8, 13" in text
@@ -251,14 +251,14 @@ def test_round_trip_is_stable(tmp_path):
     b = DetectionModel(str(out), verbose=False).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     # inserting into the written file again shifts consistently (it is a valid base)
-    d2 = insert(str(out), "SE", at=5, check=False)
+    d2 = insert_dict(str(out), "SE", at=5, check=False)
     assert rows(d2)[6][2] == "SE" and rows(d2)[-1][0] == [v + 1 for v in rows(d)[-1][0]]
 
 
 def test_scale_from_name_and_warning(tmp_path, caplog):
-    d = insert("yolo11s.yaml", "SE", check=False)
+    d = insert_dict("yolo11s.yaml", "SE", check=False)
     assert d["scale"] == "s" and d["yaml_file"] == "yolo11s-se.yaml"
-    out = insert("yolo11s.yaml", "SE", out=tmp_path / "my.yaml", check=False)
+    out = insert_dict("yolo11s.yaml", "SE", out=tmp_path / "my.yaml", check=False)
     assert out["scale"] == "s"
     text = (tmp_path / "my.yaml").read_text()
     assert not [line for line in text.splitlines() if line.startswith("scale:")]  # Ultralytics would override it
@@ -289,7 +289,7 @@ def test_bad_input_messages_and_nothing_written(tmp_path, kwargs, message):
     kw = {"base": "yolo11n.yaml", "module": "CBAM", **kwargs}
     out = tmp_path / "yolo11n-x.yaml"
     with pytest.raises(InsertionError) as e:
-        insert(kw.pop("base"), kw.pop("module"), out=out, **kw)
+        insert_dict(kw.pop("base"), kw.pop("module"), out=out, **kw)
     assert message in str(e.value)
     assert not list(tmp_path.iterdir())
 
@@ -298,16 +298,16 @@ def test_bad_yaml_and_existing_output(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("backbone: [[-1, 1, Conv\nhead: x\n")
     with pytest.raises(InsertionError, match="is not valid YAML"):
-        insert(str(bad))
+        insert_dict(str(bad))
     (tmp_path / "rows.yaml").write_text("nc: 80\n")
     with pytest.raises(InsertionError, match="is not a model YAML: it needs non-empty 'backbone' and 'head'"):
-        insert(str(tmp_path / "rows.yaml"))
+        insert_dict(str(tmp_path / "rows.yaml"))
     out = tmp_path / "yolo11n-se.yaml"
     out.write_text("keep")
     with pytest.raises(InsertionError, match="exists; pass overwrite=True"):
-        insert("yolo11n.yaml", "SE", out=out)
+        insert_dict("yolo11n.yaml", "SE", out=out)
     assert out.read_text() == "keep"
-    insert("yolo11n.yaml", "SE", out=out, overwrite=True, check=False)
+    insert_dict("yolo11n.yaml", "SE", out=out, overwrite=True, check=False)
     assert out.read_text().startswith("# attn-yolo")
 
 
@@ -383,7 +383,7 @@ def ckdir(tmp_path_factory):
 @pytest.mark.parametrize("base, total", [("yolo11n.yaml", 499), ("yolov8n.yaml", 355), ("yolo26n.yaml", 708)])
 def test_transfer_loads_every_base_tensor(ckdir, base, total):
     src = load_checkpoint(base_ckpt(base, ckdir))[0]
-    d = insert(base, "CBAM", "backbone", [16, 7], identity=True, check=False)
+    d = insert_dict(base, "CBAM", "backbone", [16, 7], identity=True, check=False)
     report = transfer(base_ckpt(base, ckdir), d)
     assert (report.transferred, report.total) == (total, total)
     blocks = inserted_rows(d)
@@ -399,7 +399,7 @@ def test_transfer_loads_every_base_tensor(ckdir, base, total):
 
 def test_ultralytics_name_matching_mistransfers_ours_does_not(ckdir):
     src = load_checkpoint(base_ckpt("yolo11n.yaml", ckdir))[0]
-    d = insert("yolo11n.yaml", "CBAM", "backbone", [16, 7], identity=True, check=False)
+    d = insert_dict("yolo11n.yaml", "CBAM", "backbone", [16, 7], identity=True, check=False)
     base_of = [j for j in range(len(rows(d))) if j not in inserted_rows(d)]
 
     def correct(model) -> int:  # base tensors found at their layer's new index
@@ -421,14 +421,18 @@ def test_ultralytics_name_matching_mistransfers_ours_does_not(ckdir):
 
 def test_transfer_into_yolo_object_and_model_in_place(ckdir, tmp_path):
     out = tmp_path / "yolo26n-sam.yaml"
-    insert("yolo26n.yaml", "SAM", "neck", identity=True, out=out)
+    insert_dict("yolo26n.yaml", "SAM", "neck", identity=True, out=out)
     y = YOLO(str(out))
     report = transfer(base_ckpt("yolo26n.yaml", ckdir), y)
     assert report.model is y.model and report.transferred == report.total == 708 and report.identity
     assert y.ckpt  # train() starts from these weights, as from a loaded .pt
-    d = insert("yolo26n.yaml", "SAM", "neck", check=False)  # identity off: the report says so
+    d = insert_dict("yolo26n.yaml", "SAM", "neck", check=False)  # identity off: the report says so
     assert not transfer(base_ckpt("yolo26n.yaml", ckdir), DetectionModel(d, verbose=False)).identity
     assert transfer(base_ckpt("yolo26n.yaml", ckdir), d).identity  # a dict target is made identity at init
+    m = attn_yolo.insert("yolo26n.yaml", "SAM", "neck", identity=True)  # in memory: train() seeds fresh weights ...
+    assert m.overrides["pretrained"] is False
+    assert transfer(base_ckpt("yolo26n.yaml", ckdir), m, verbose=False).model is m.model
+    assert "pretrained" not in m.overrides and m.ckpt["model"] is m.model  # ... until weights are carried into it
 
 
 def letterboxed(name: str, size: int = 320) -> torch.Tensor:
@@ -441,8 +445,8 @@ def test_identity_at_init_reproduces_base_predictions(ckdir, base):
     path = base_ckpt(base, ckdir)
     src = load_checkpoint(path)[0].eval()
     sites = (["CBAM", "MHSA", "ECA"], ["backbone", "sppf", "neck"], [[16, 7], [4], []])
-    same = transfer(path, insert(base, *sites, identity=True, check=False), verbose=False).model.eval()
-    plain = transfer(path, insert(base, *sites, check=False), identity=False, verbose=False).model.eval()
+    same = transfer(path, insert_dict(base, *sites, identity=True, check=False), verbose=False).model.eval()
+    plain = transfer(path, insert_dict(base, *sites, check=False), identity=False, verbose=False).model.eval()
     for img in ("bus.jpg", "zidane.jpg"):
         x = letterboxed(img)
         assert x.shape[2:] != (320, 320)  # real photos, rectangular
@@ -456,8 +460,8 @@ def test_identity_at_init_reproduces_base_predictions(ckdir, base):
 def test_transfer_errors(ckdir):
     v8 = base_ckpt("yolov8n.yaml", ckdir)
     with pytest.raises(InsertionError, match="not the base with blocks inserted"):
-        transfer(v8, insert("yolo11n.yaml", "SE", check=False))
-    d = insert("yolo11n.yaml", "SE", check=False)
+        transfer(v8, insert_dict("yolo11n.yaml", "SE", check=False))
+    d = insert_dict("yolo11n.yaml", "SE", check=False)
     with pytest.raises(InsertionError, match="class count differs: base nc=80, model nc=3"):
         transfer(base_ckpt("yolo11n.yaml", ckdir), DetectionModel(d, nc=3, verbose=False))
     with pytest.raises(InsertionError, match="do not fit the model"):  # another scale
@@ -548,7 +552,33 @@ def test_written_files_follow_the_umask(tmp_path):
     """insert writes its YAML (and checkpoints) with the user's umask, not mkstemp's owner-only 0600."""
     old = os.umask(0o022)
     try:
-        out = write_yaml(insert("yolo11n.yaml", "SE", at="sppf"), None, tmp_path / "yolo11n-se.yaml")
+        out = write_yaml(insert_dict("yolo11n.yaml", "SE", at="sppf"), None, tmp_path / "yolo11n-se.yaml")
     finally:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_python_insert_returns_a_yolo_that_trains(tmp_path, monkeypatch):
+    """``attn_yolo.insert`` gives what ``YOLO()`` accepts and trains, with no YAML written by hand (nor by insert)."""
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "shapes", n_train=4, n_val=2, imgsz=64, seed=0)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    model = attn_yolo.insert("yolo11n.yaml", "SE", at="sppf")
+    assert not list(work.iterdir())  # nothing written without out=
+    d = insert_dict("yolo11n.yaml", "SE", at="sppf", check=False)
+    assert model.model.yaml["yaml_file"] == model.cfg == model.overrides["model"] == d["yaml_file"] == "yolo11n-se.yaml"
+    assert rows(model.model.yaml) == rows(d) and model.model.yaml["scale"] == "n"
+    yolo = YOLO(model)
+    assert [type(m).__name__ for m in yolo.model.model].count("SE") == 1
+    yolo.train(data=str(data), epochs=1, imgsz=64, batch=2, workers=0, device="cpu", plots=False, amp=False,
+               project=str(tmp_path / "runs"), name="se", exist_ok=True)  # fmt: skip
+    best = tmp_path / "runs" / "se" / "weights" / "best.pt"
+    assert [type(m).__name__ for m in YOLO(best).model.model].count("SE") == 1
+    assert not [p for p in work.iterdir() if p.suffix in (".yaml", ".yml")]
+
+    out = tmp_path / "yolo11s-se.yaml"  # with out=: the YAML is written and the result is YOLO(out)
+    written = attn_yolo.insert("yolo11s.yaml", "SE", at="sppf", out=out)
+    assert out.exists() and written.cfg == str(out) and written.model.yaml["scale"] == "s"

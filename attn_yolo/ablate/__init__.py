@@ -19,6 +19,7 @@ the working directory, like Ultralytics' ``project``::
     latency: {repeats: 50, warmup: 10}           # batch-1 forward timing of best.pt, median of `repeats`
     devices: [0, 1]                 # optional: run in parallel, one run per device at a time
     copy_data: auto                 # copy the dataset into out/data first: auto (if read-only) | true | false
+    trust: false                    # true: load train.pretrained by a full unpickle (may run code); else weights-only
 
 Outputs in ``out``: ``results.csv`` (one row per run, rewritten as each run ends), ``summary.md`` (mean ± std per
 variant, paired differences to the baseline with 95% CI, p-value and verdict), ``ablation.png`` (mAP50-95 vs GFLOPs),

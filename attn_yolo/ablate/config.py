@@ -48,7 +48,7 @@ out: runs/ablate/synthetic-quick  # relative to the working directory
 latency: {repeats: 50, warmup: 10}
 """
 
-CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data")
+CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust")
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
@@ -106,6 +106,7 @@ class Ablation:
     devices: list  # [] → sequential, in this process, on train.device
     copy_data: bool | str
     config: dict  # resolved config as written to out/config.yaml
+    trust: bool = False  # load train.pretrained by a full unpickle (may run code it contains); else weights-only
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -226,7 +227,7 @@ def _check_variants(
     from ultralytics.nn.tasks import DetectionModel, guess_model_task, yaml_model_load
     from ultralytics.utils.torch_utils import get_flops, get_num_params
 
-    from attn_yolo.insertion import InsertionError, insert, layer_map
+    from attn_yolo.insertion import InsertionError, insert_dict, layer_map
     from attn_yolo.registry import MODULES
 
     problems, variants, names, baseline = [], [], {}, None
@@ -282,7 +283,7 @@ def _check_variants(
                 if is_insert:
                     spec = {k: v[k] for k in ("module", "at", "args") if k in v}
                     base_model = _resolve_input(v["base"], base)
-                    d = insert(base=base_model, **spec)
+                    d = insert_dict(base=base_model, **spec)
                     path = Path(tmp) / insert_file_name(base_model, name)
                     path.write_text(yaml.safe_dump(d, sort_keys=False))
                     model, model_dict = path.name, d
@@ -459,6 +460,11 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     if not isinstance(out, str) or not out:
         problems.append(f"out: expected a folder path, got {out!r}")
         out = f"runs/ablate/{name}"
+    elif Path(out).exists() and not Path(out).is_dir():
+        problems.append(f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)")
+    trust = raw.get("trust", False)
+    if not isinstance(trust, bool):
+        problems.append(f"trust: {trust!r}; expected true or false (true: load train.pretrained by a full unpickle)")
     copy_data = raw.get("copy_data", "auto")
     if copy_data not in (True, False, "auto"):
         problems.append(f"copy_data: {copy_data!r}; expected auto, true or false")
@@ -467,9 +473,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     pretrained = None
     if isinstance(train.get("pretrained"), str):
         try:
-            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",)).yaml
-        except Exception as e:
-            problems.append(f"train.pretrained: not an Ultralytics checkpoint: {first_line(e)}")
+            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",), trust=trust is True)
+            pretrained = pretrained.yaml
+        except ValueError as e:  # load_model's messages start with "train.pretrained="
+            problems.append(" ".join(str(e).split()))
     variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz, pretrained)
     problems += p
     if problems:
@@ -483,7 +490,8 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "latency": latency,
         "devices": devices,
         "copy_data": copy_data,
+        "trust": trust is True,
         "source": source,
     }
     return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config)
+                    latency, devices, copy_data, config, trust is True)

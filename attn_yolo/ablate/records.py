@@ -32,6 +32,7 @@ class RunSpec:
     params: int
     gflops: float
     fingerprint: str
+    trust: bool = False  # load train.pretrained by a full unpickle (the config's `trust`)
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:

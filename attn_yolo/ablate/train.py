@@ -100,7 +100,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
         if isinstance(train.get("pretrained"), str):  # carry every weight to its layer, also past inserted blocks
             from attn_yolo.insertion import transfer
 
-            print(f"attn-yolo ablate: {transfer(train.pop('pretrained'), yolo, strict=False, verbose=False)}")
+            report = transfer(train.pop("pretrained"), yolo, strict=False, verbose=False, trust=spec.trust)
+            print(f"attn-yolo ablate: {report}")
         yolo.add_callback("on_train_epoch_end", check_finite_loss)
         metrics = yolo.train(
             data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **train

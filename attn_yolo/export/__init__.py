@@ -5,7 +5,12 @@
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
 outputs, post-NMS detections) and writes ``<stem>.verify.json`` next to the ``.onnx``. A failed check makes ``main``
-return 1 and keeps the file.
+return 1 and keeps the file; a check that compared nothing (no detection above ``conf``) is reported as not run.
+
+Outputs are never replaced silently: an existing ``.onnx`` or report is refused before exporting unless
+``overwrite=True``. Ultralytics names the file after the checkpoint (``best.onnx``) whatever ``dynamic``/``half``, so a
+second export of the same checkpoint with other settings needs ``out=`` (``out=best-dynamic.onnx``) or ``overwrite``.
+The checkpoint loads weights-only (``attn_yolo.checkpoint.load_yolo``) unless ``trust=True``.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from attn_yolo.export.onnx_export import (
     OpsetError,
     block_min_opsets,
     check_opset,
+    default_onnx_path,
     default_opset,
     export_onnx,
+    max_opset,
     toposort_onnx,
+    valid_opset,
 )
 from attn_yolo.export.verify import (
     TOLERANCE,
@@ -31,6 +39,7 @@ from attn_yolo.export.verify import (
     onnx_info,
     onnx_latency_ms,
     ort_session,
+    report_path,
     verify_onnx,
 )
 
@@ -42,13 +51,17 @@ __all__ = [
     "VerifyReport",
     "block_min_opsets",
     "check_opset",
+    "default_onnx_path",
     "default_opset",
     "export_onnx",
     "main",
+    "max_opset",
     "onnx_info",
     "onnx_latency_ms",
     "ort_session",
+    "report_path",
     "toposort_onnx",
+    "valid_opset",
     "verify_onnx",
 ]
 
@@ -66,11 +79,15 @@ DEFAULTS = {
     "conf": 0.25,
     "iou": 0.7,
     "onnx": None,
+    "out": None,
+    "overwrite": False,
+    "trust": False,
 }
 """``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
 
 HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
-    [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx]
+    [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx] [out=file.onnx] [overwrite=True]
+    [trust=True]
 
 Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
 onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
@@ -80,6 +97,9 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
   verify    run the checks (default True)                    source  images for the checks (default bus.jpg, zidane.jpg)
   conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
+  out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
+  overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)
+  trust     unpickle model= fully, which may run code it contains (default False: weights-only)
 """
 
 
@@ -111,7 +131,7 @@ def main(argv: list[str]) -> int:
             f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
             f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
         )
-    for k in ("dynamic", "half", "simplify", "verify"):
+    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust"):
         if not isinstance(a[k], bool):
             raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
     for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
@@ -121,26 +141,43 @@ def main(argv: list[str]) -> int:
         print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
               f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
     imgsz = _imgsz(a["imgsz"])
-    if a["verify"]:
-        try:
+    try:
+        if not a["onnx"]:
+            valid_opset(a["opset"])
+        if a["verify"]:
             load_images(a["source"])  # fail before exporting
-        except ValueError as e:
-            raise UsageError(f"attn-yolo export: {e}") from e
-    yolo = load_yolo(a["model"], "model", UsageError)
-    if a["onnx"]:
-        f = Path(a["onnx"])
-        if not f.is_file():
-            raise UsageError(f"attn-yolo export: onnx={str(f)!r}: no such file")
-    else:
+        if a["onnx"]:
+            f = Path(a["onnx"])
+            if not f.is_file():
+                raise ValueError(f"onnx={str(f)!r}: no such file")
+            onnx_info(f)  # an ONNX model file, before loading the checkpoint
+    except ValueError as e:  # OpsetError, unreadable image or ONNX file
+        raise UsageError(f"attn-yolo export: {e}") from None
+    if a["out"] is not None and (a["onnx"] or Path(str(a["out"])).suffix.lower() != ".onnx"):
+        why = "not with onnx= (the file is verified where it is)" if a["onnx"] else "expected a *.onnx path"
+        raise UsageError(f"attn-yolo export: out={str(a['out'])!r}: {why}")
+    try:
+        yolo = load_yolo(a["model"], "model", trust=a["trust"])
+    except ValueError as e:
+        raise UsageError(f"attn-yolo export: {e}") from None
+    if not a["onnx"]:
+        f = Path(a["out"]) if a["out"] is not None else default_onnx_path(yolo)
+    targets = ([] if a["onnx"] else [(f, "the ONNX file")]) + ([(report_path(f), "the report")] if a["verify"] else [])
+    for p, what in targets:
+        if p.exists() and not a["overwrite"]:
+            keep = "" if a["onnx"] else f", or out= another name to keep both (e.g. out={f.stem}-dynamic.onnx)"
+            raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it{keep}")
+    if not a["onnx"]:
         try:
-            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"])
+            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"], out=f,
+                            overwrite=a["overwrite"])
         except OpsetError as e:
             raise UsageError(f"attn-yolo export: {e}") from e
     if not a["verify"]:
         print(f"Exported {f} (not verified: verify=False)")
         return 0
     report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"])
-    path = report.save()
+    path = report.save(overwrite=a["overwrite"])
     print(report.summary())
     print(f"Report saved to {path}")
     if not report.passed:

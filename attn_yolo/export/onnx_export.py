@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
 
 ULTRALYTICS_MIN_OPSET = 9
@@ -60,23 +60,57 @@ def default_opset() -> int:
     return best_onnx_opset(onnx)
 
 
+def max_opset() -> int:
+    """The newest opset the export can write: that of torch's TorchScript ONNX exporter (the one Ultralytics uses;
+    20 in torch 2.14) or of the installed ``onnx`` package, whichever is older."""
+    import onnx
+    from torch.onnx import _constants
+
+    return min(_constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET, onnx.defs.onnx_opset_version())
+
+
+def valid_opset(opset: int | None) -> int:
+    """The effective opset (``default_opset()`` for None), checked against what Ultralytics and torch support.
+
+    Raises:
+        OpsetError: not an int, or outside ``ULTRALYTICS_MIN_OPSET..max_opset()``.
+    """
+    opset = default_opset() if opset is None else opset
+    top = max_opset()
+    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
+        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int {ULTRALYTICS_MIN_OPSET}..{top}, or omit it")
+    if opset < ULTRALYTICS_MIN_OPSET:
+        raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
+    if opset > top:
+        raise OpsetError(f"opset={opset} is newer than this export can write: allowed {ULTRALYTICS_MIN_OPSET}..{top} "
+                         f"(torch {torch.__version__}'s TorchScript ONNX exporter, used by Ultralytics), or omit it")
+    return opset
+
+
 def check_opset(model: torch.nn.Module, opset: int | None) -> int:
     """Return the effective opset for exporting ``model``; raise ``OpsetError`` if a block needs a newer one.
 
     Raises:
-        OpsetError: e.g. ``opset=13 is too old for MHSA (layer 11): it needs opset >= 14 (...)``.
+        OpsetError: e.g. ``opset=13 is too old for MHSA (layer 11): it needs opset >= 14 (...)``, or an opset
+            ``valid_opset`` rejects.
     """
+    requested = opset
     opset = default_opset() if opset is None else opset
-    if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
-        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int >= {ULTRALYTICS_MIN_OPSET}, or omit it")
-    need = [b for b in block_min_opsets(model) if opset < b[2]]
-    if need:
-        lines = "; ".join(f"{name} ({where}) needs opset >= {m}: {ops}" for name, where, m, ops in need)
-        top = max(b[2] for b in need)
-        raise OpsetError(f"opset={opset} is too old for this model: {lines}. Use opset>={top} (or omit opset).")
-    if opset < ULTRALYTICS_MIN_OPSET:
-        raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
-    return opset
+    if isinstance(opset, int) and not isinstance(opset, bool):
+        need = [b for b in block_min_opsets(model) if opset < b[2]]
+        if need:
+            lines = "; ".join(f"{name} ({where}) needs opset >= {m}: {ops}" for name, where, m, ops in need)
+            top = max(b[2] for b in need)
+            raise OpsetError(f"opset={opset} is too old for this model: {lines}. Use opset>={top} (or omit opset).")
+    return valid_opset(requested)
+
+
+def default_onnx_path(yolo) -> Path:
+    """Where Ultralytics' exporter writes the ``.onnx`` of ``yolo``: next to its ``.pt``; for a model built from a
+    YAML, ``<yaml name>.onnx`` in the working directory."""
+    m = yolo.model
+    file = Path(getattr(m, "pt_path", None) or getattr(m, "yaml_file", None) or m.yaml.get("yaml_file", ""))
+    return (Path(file.name) if file.suffix in (".yaml", ".yml") else file).with_suffix(".onnx")
 
 
 # -------------------------------------------------------------------------------------------------------------- export
@@ -87,6 +121,10 @@ def export_onnx(
     half: bool = False,
     opset: int | None = None,
     simplify: bool = True,
+    *,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    trust: bool = False,
 ) -> Path:
     """Export ``model`` (path or ``YOLO``) to ONNX with Ultralytics' exporter, after checking the opset.
 
@@ -94,20 +132,39 @@ def export_onnx(
     activations with fp32 inputs and outputs (``onnxruntime.transformers.float16``, ``keep_io_types=True``), then
     ``toposort_onnx`` restores the node order ONNX requires. torch's thread count is restored afterwards.
 
+    Args:
+        out: the ``.onnx`` to write; None: where Ultralytics writes it (``default_onnx_path``: ``best.onnx`` next to
+            ``best.pt``, whatever ``dynamic``/``half``), so give static and dynamic exports their own names.
+        overwrite: replace an existing ``out``; otherwise it is refused before exporting.
+        trust: unpickle a checkpoint path fully (may run code it contains); else weights-only.
+
     Returns:
-        Path: the ``.onnx`` file (next to a ``.pt`` checkpoint; in the working directory for a YAML).
+        Path: the ``.onnx`` file.
 
     Raises:
-        OpsetError: ``opset`` older than a block (or Ultralytics) needs.
+        OpsetError: ``opset`` older than a block (or Ultralytics) needs, or newer than torch's exporter writes.
+        FileExistsError: ``out`` exists and not ``overwrite``.
+        ValueError: ``out`` not ``*.onnx``; a model path that does not load (see ``load_yolo``).
     """
-    yolo = load_yolo(model)
+    yolo = load_yolo(model, trust=trust)
     opset = check_opset(yolo.model, opset)
+    out = Path(out) if out is not None else default_onnx_path(yolo)
+    if out.suffix.lower() != ".onnx":
+        raise ValueError(f"out={str(out)!r}: expected a *.onnx path")
+    check_out(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
     kw = {"quantize": 16} if half else {}
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
+    saved = yolo.model.__dict__.get("pt_path")
+    yolo.model.pt_path = str(out.with_suffix(".pt"))  # the exporter names its file after pt_path: <out>.onnx
     try:
         f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu", **kw)
     finally:
         torch.set_num_threads(threads)
+        if saved is None:
+            del yolo.model.pt_path
+        else:
+            yolo.model.pt_path = saved
     if half:
         toposort_onnx(f)
     return Path(f).resolve()

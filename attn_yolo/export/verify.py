@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.checkpoint import atomic_write, check_out, load_yolo
 from attn_yolo.images import read_image, read_sources
 
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
@@ -100,7 +100,11 @@ def torch_raw(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------------------- checks
 @dataclass
 class Check:
-    """One verification check: its name, the case it ran on, whether it passed, its measured value and limit."""
+    """One verification check: its name, the case it ran on, whether it passed, its measured value and limit.
+
+    A check that compared nothing (``not_run``: why) is not a pass: ``passed`` is False, and the report counts it as
+    not run, apart from the passed and failed checks.
+    """
 
     name: str
     case: str
@@ -108,11 +112,19 @@ class Check:
     value: float | None = None
     limit: float | None = None
     detail: dict = field(default_factory=dict)
+    not_run: str = ""
+
+    @property
+    def status(self) -> str:
+        """``PASS``, ``FAIL`` or ``NOT RUN``."""
+        return "NOT RUN" if self.not_run else "PASS" if self.passed else "FAIL"
 
     def line(self) -> str:
         """One line of the printed report."""
         d = self.detail
-        if "message" in d:
+        if self.not_run:
+            v = self.not_run
+        elif "message" in d:
             v = d["message"]
         elif self.name == "raw":
             v = (
@@ -128,11 +140,9 @@ class Check:
                 f"unmatched {d['unmatched_torch'] + d['unmatched_onnx']} (excused: borderline {d['borderline']}, "
                 f"tie {d['tie']}, cascade {d['cascade']})"
             )
-            if d["n_torch"] == 0 and d["n_onnx"] == 0:
-                v += "  [no boxes above conf: nothing compared; lower conf=]"
         else:
             v = ""
-        return f"  {'PASS' if self.passed else 'FAIL'}  {self.name:<13} {self.case:<22} {v}"
+        return f"  {self.status:<7}  {self.name:<13} {self.case:<22} {v}"
 
 
 def compare_raw(ref: np.ndarray, out: np.ndarray, tol: float) -> Check:
@@ -208,6 +218,7 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
     * ``cascade``: it overlaps a detection excused above (on either side), whose flip changes what NMS suppresses.
 
     Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those.
+    Not run (``Check.not_run``) if neither side has a detection: nothing was compared.
     """
     from scipy.optimize import linear_sum_assignment
     from ultralytics.utils.nms import non_max_suppression
@@ -260,8 +271,13 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
             n[f"unmatched_{side}"] += 1
             ious.append(float(best[side][i].max()) if best[side].shape[1] else 0.0)
     min_iou = float(min(ious)) if ious else None  # None: no detection to compare
+    top = float(max(ref[:, 4:].max(), out[:, 4:].max())) if ref.shape[1] > 4 and ref.size else 0.0
+    detail = {"conf": conf, "iou": iou, **n, "min_iou": min_iou, "score_margin": margin, "max_score": top}
+    if n["n_torch"] == 0 and n["n_onnx"] == 0:
+        why = (f"no box scores above conf={conf} in the torch or the onnx output (highest class score {top:.3g}), so "
+               f"there are no detections to compare; to compare them, pass a conf= below {top:.3g}")
+        return Check("nms", "", False, None, IOU_MIN, detail, not_run=why)
     passed = n["unmatched_torch"] == 0 and n["unmatched_onnx"] == 0
-    detail = {"conf": conf, "iou": iou, **n, "min_iou": min_iou, "score_margin": margin}
     return Check("nms", "", passed, min_iou, IOU_MIN, detail)
 
 
@@ -282,19 +298,32 @@ class VerifyReport:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
+        """No check that ran failed (checks not run count neither way; ``summary`` states them)."""
+        return not self.failures
 
     @property
     def failures(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if not c.passed and not c.not_run]
+
+    @property
+    def not_run(self) -> list[Check]:
+        """The checks that compared nothing (e.g. ``nms`` when no box scores above ``conf``)."""
+        return [c for c in self.checks if c.not_run]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "passed": self.passed}
+        ran = len(self.checks) - len(self.not_run)
+        return {**asdict(self), "passed": self.passed, "checks_run": ran, "checks_not_run": len(self.not_run)}
 
-    def save(self, path=None) -> Path:
-        """Write the report as JSON (default ``<onnx stem>.verify.json`` next to the file); return its path."""
-        path = Path(path) if path else Path(self.onnx).with_suffix(".verify.json")
-        path.write_text(json.dumps(self.to_dict(), indent=2, default=float))
+    def save(self, path=None, overwrite: bool = False) -> Path:
+        """Write the report as JSON (default ``<onnx stem>.verify.json`` next to the file); return its path.
+
+        Raises:
+            FileExistsError: the file exists and not ``overwrite``.
+        """
+        path = Path(path) if path else report_path(self.onnx)
+        check_out(path, overwrite)
+        text = json.dumps(self.to_dict(), indent=2, default=float)
+        atomic_write(path, lambda p: Path(p).write_text(text))
         return path
 
     def summary(self) -> str:
@@ -306,9 +335,14 @@ class VerifyReport:
             f"  opset {self.opset}, {kind}, {self.precision}, export size {h}x{w}, images: {', '.join(self.images)}"
         )
         t = self.tolerance
-        tail = (
-            f"{'PASSED' if self.passed else 'FAILED'}: {len(self.checks) - len(self.failures)}/{len(self.checks)} "
-            f"checks. Tolerance: raw {t['raw_rel']:.0e} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
+        ran = len(self.checks) - len(self.not_run)
+        tail = f"{'PASSED' if self.passed else 'FAILED'}: {ran - len(self.failures)}/{ran} checks"
+        if self.not_run:
+            top = max(c.detail.get("max_score", 0.0) for c in self.not_run)
+            tail += (f", {len(self.not_run)} not run: no detections above conf={t['conf']} to compare (highest class "
+                     f"score {top:.3g}; rerun with a conf= below it to compare them)")
+        tail += (
+            f". Tolerance: raw {t['raw_rel']:.0e} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
             f"matched IoU >= {t['iou_min']}, same class."
         )
         if self.failures:
@@ -332,11 +366,25 @@ def _failure_text(c: Check) -> str:
     return f"{c.name} {c.case}: {d.get('message', '')}"
 
 
+def report_path(onnx_path) -> Path:
+    """Where the verification report of ``onnx_path`` is saved: ``<stem>.verify.json`` next to it."""
+    return Path(onnx_path).with_suffix(".verify.json")
+
+
 def onnx_info(onnx_path) -> dict:
-    """How an ONNX file was exported: opset, dynamic axes, precision (fp16 if a weight is), export size, stride."""
+    """How an ONNX file was exported: opset, dynamic axes, precision (fp16 if a weight is), export size, stride.
+
+    Raises:
+        ValueError: the file is not an ONNX model with an image input ``(B, 3, H, W)``.
+    """
     import onnx
 
-    m = onnx.load(str(onnx_path), load_external_data=False)
+    try:
+        m = onnx.load(str(onnx_path), load_external_data=False)
+    except Exception as e:  # google.protobuf DecodeError, or onnx's own errors
+        raise ValueError(f"{str(onnx_path)!r} is not an ONNX model file: {type(e).__name__}: {e}") from None
+    if not m.graph.input or len(m.graph.input[0].type.tensor_type.shape.dim) != 4:
+        raise ValueError(f"{str(onnx_path)!r} is not an ONNX detection model: expected an image input (B, 3, H, W)")
     dims = m.graph.input[0].type.tensor_type.shape.dim
     dynamic = any(d.dim_param or not d.dim_value for d in dims)
     meta = {p.key: p.value for p in m.metadata_props}
@@ -359,6 +407,7 @@ def verify_onnx(
     iou: float = 0.7,
     tol: float | None = None,
     sizes: list[tuple[int, int]] | None = None,
+    trust: bool = False,
 ) -> VerifyReport:
     """Verify an exported detection ``.onnx`` against its PyTorch ``model`` (path, YAML or ``YOLO``).
 
@@ -369,6 +418,7 @@ def verify_onnx(
         conf, iou: NMS thresholds of the detection check.
         tol: raw-output tolerance; None: ``TOLERANCE[precision]``.
         sizes: extra (h, w) sizes for a dynamic file; None: ``other_sizes(export size)``.
+        trust: unpickle a checkpoint path fully (may run code it contains); else weights-only.
 
     Returns:
         VerifyReport: ``.passed``, ``.checks``, ``.summary()``, ``.save()``. Checks: ``onnx.checker``; per case
@@ -401,7 +451,7 @@ def verify_onnx(
     if info["dynamic"]:
         extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
         cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
-    torch_model = load_yolo(model).model
+    torch_model = load_yolo(model, trust=trust).model
     try:
         sess = ort_session(onnx_path)
     except Exception as e:  # onnxruntime cannot load the file (unknown op, bad graph)

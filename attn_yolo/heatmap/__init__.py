@@ -65,14 +65,17 @@ DEFAULTS = {
     "query": None,
     "cam": None,
     "device": None,
+    "trust": False,
 }
 
 USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
                   [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
+                  [trust=False]
 
 Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
 (raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
-Default source: Ultralytics' bus.jpg and zidane.jpg."""
+Default source: Ultralytics' bus.jpg and zidane.jpg. The checkpoint loads weights-only; trust=True unpickles it fully
+(may run code it contains: only for a file from a source you trust)."""
 
 
 def main(argv: list[str]) -> int:
@@ -88,9 +91,13 @@ def main(argv: list[str]) -> int:
     for key in ("conf", "iou"):
         if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
             raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
+    if not isinstance(a["trust"], bool):
+        raise UsageError(f"attn-yolo heatmap: trust={a['trust']!r}: expected True or False")
+    if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
+        raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
     try:
         items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
-                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"])
+                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])
     except HeatmapError as e:
         raise UsageError(f"attn-yolo heatmap: {e}") from None
     if a["out"] is None:

@@ -59,6 +59,7 @@ from attn_yolo.registry import MODULES
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
 CAM_METHODS = ("eigencam", "gradcam")
+MIN_SIDE = 10  # pixels: the smallest image side accepted, as Ultralytics' dataset check (verify_image_label) requires
 
 
 class HeatmapError(ValueError):
@@ -183,17 +184,19 @@ def block_gates(block: nn.Module) -> dict[str, nn.Module]:
 
 
 # ------------------------------------------------------------------------------------------------------ the model --
-def as_model(model) -> nn.Module:
+def as_model(model, trust: bool = False) -> nn.Module:
     """The Ultralytics ``nn.Module`` (``DetectionModel``) of a checkpoint/YAML path, a ``YOLO`` object or the module.
 
+    A checkpoint loads weights-only unless ``trust`` (``attn_yolo.checkpoint.load_yolo``).
+
     Raises:
-        HeatmapError: a missing file, or an object that is not an Ultralytics model.
+        HeatmapError: a missing file, a refused checkpoint, or an object that is not an Ultralytics model.
     """
     if isinstance(model, (str, Path)) and Path(model).suffix in (".yaml", ".yml") and Path(model).is_file():
         from ultralytics.utils import LOGGER
 
         LOGGER.warning(f"heatmap: {Path(model).name} is a model YAML: random weights, the maps show an untrained model")
-    return load_model(model, "model", HeatmapError)
+    return load_model(model, "model", HeatmapError, trust=trust)
 
 
 def attention_layers(model) -> dict[int, nn.Module]:
@@ -477,6 +480,7 @@ def heatmaps(
     query=None,
     cam: str | None = None,
     device=None,
+    trust: bool = False,
 ) -> list[ImageHeatmaps]:
     """Attention maps (and detections) for every image of ``source``.
 
@@ -489,15 +493,18 @@ def heatmaps(
         query: MHSA query points: None, ``"det"`` or ``(x, y)`` original-image pixels.
         cam: None, ``"eigencam"`` or ``"gradcam"`` (needs ``grad-cam``): adds a ``cam`` map per image.
         device: None (keep the model where it is) or a device string (``"cpu"``, ``"0"``).
+        trust: unpickle a checkpoint path fully (may run code it contains); by default it loads weights-only and a
+            checkpoint referencing other classes is refused.
 
     Returns:
         list[ImageHeatmaps], one per image.
 
     Raises:
-        HeatmapError: unreadable image, bad ``layers``/``query``/``cam``; ``NoAttentionError`` for a model without
+        HeatmapError: refused checkpoint, unreadable image or one with a side under ``MIN_SIDE`` px (or too thin to
+            letterbox at ``imgsz``), bad ``layers``/``query``/``cam``; ``NoAttentionError`` for a model without
             attention blocks when ``cam`` is None.
     """
-    net = as_model(model)
+    net = as_model(model, trust)
     if cam is not None and str(cam).lower() not in CAM_METHODS:
         raise HeatmapError(f"cam={cam!r}: expected one of {', '.join(CAM_METHODS)} (or none)")
     if cam is not None and importlib.util.find_spec("pytorch_grad_cam") is None:
@@ -511,6 +518,13 @@ def heatmaps(
         net.to(select_device(str(device), verbose=False))
     files = read_sources(source, HeatmapError)
     images = [read_image(f, HeatmapError) for f in files]  # fail on a bad file before any work
+    for f, im in zip(files, images):
+        h, w = im.shape[:2]
+        if min(h, w) < MIN_SIDE:
+            raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W); each side must be at least {MIN_SIDE} px")
+        if round(min(h, w) * imgsz / max(h, w)) < 1:
+            raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
+                               f"crop it or use a larger imgsz=")
     items = []
     for f, im in zip(files, images):
         if has_blocks:

@@ -32,7 +32,7 @@ def figure_size(image_shape, n_maps: int, panel_px: int = PANEL_PX, cols: int = 
 def _image_px(image_shape, panel_px: int) -> tuple[int, int]:
     """``(height, width)`` in pixels of the image inside a panel."""
     w = panel_px - CBAR_PX
-    return round(w * image_shape[0] / image_shape[1]), w
+    return max(1, round(w * image_shape[0] / image_shape[1])), w  # at least 1 px for a very wide image
 
 
 def _colour_range(s: dict) -> tuple[float, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
-from attn_yolo.checkpoint import check_out, save_checkpoint
+from attn_yolo.checkpoint import check_out, load_model, save_checkpoint
 from attn_yolo.insertion.rewire import (
     InsertionError,
     _check_build,
@@ -14,6 +14,7 @@ from attn_yolo.insertion.rewire import (
     _rows,
     default_out,
     insert,
+    insert_dict,
     layer_map,
     load_base,
     write_yaml,
@@ -21,8 +22,8 @@ from attn_yolo.insertion.rewire import (
 from attn_yolo.insertion.weights import TransferReport, transfer
 from attn_yolo.nn.common import AttnBuildError
 
-__all__ = ["InsertionError", "TransferReport", "insert", "layer_map", "load_base", "main", "save_checkpoint", "transfer",
-           "write_yaml"]
+__all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main",
+           "save_checkpoint", "transfer", "write_yaml"]
 
 
 # ------------------------------------------------------------------------------------------------------------- CLI
@@ -37,6 +38,7 @@ DEFAULTS = {
     "overwrite": False,
     "pretrained": None,
     "out_weights": None,
+    "trust": False,
 }
 
 HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
@@ -50,6 +52,7 @@ HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect
   overwrite=   replace existing outputs                                 [False]
   pretrained=  base checkpoint (*.pt) to carry into the new model (its nc is written into out=)
   out_weights= checkpoint written with pretrained=                      [out with .pt]
+  trust=       unpickle pretrained= fully (may run code it contains); else weights-only  [False]
 
 Example: attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone pretrained=base.pt
          attn-yolo train model=yolo11n-cbam.pt data=coco128.yaml"""
@@ -65,6 +68,8 @@ def main(argv: list[str]) -> int:
         raise UsageError("attn-yolo insert: base= is required, e.g. base=yolo11n.yaml (see `attn-yolo insert help`)")
     pretrained = a["pretrained"]
     identity = bool(pretrained) if a["identity"] is None else bool(a["identity"])
+    if not isinstance(a["trust"], bool):
+        raise UsageError(f"attn-yolo insert: trust={a['trust']!r} is invalid; allowed: True or False")
     if a["out_weights"] and not pretrained:
         raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
     try:
@@ -74,9 +79,10 @@ def main(argv: list[str]) -> int:
         for p, key in ((out, "out"), (weights, "out_weights")):
             if p is not None:
                 check_out(p, a["overwrite"], key, InsertionError)
+        src = load_model(pretrained, "pretrained", InsertionError, (".pt",), trust=a["trust"]) if pretrained else None
         _check_build(d, plan)
         d["yaml_file"] = str(out)
-        report = transfer(str(pretrained), d, identity=identity, verbose=False) if pretrained else None
+        report = transfer(src, d, identity=identity, verbose=False) if pretrained else None
         if report is not None:
             d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
         write_yaml(d, plan, out, overwrite=a["overwrite"])

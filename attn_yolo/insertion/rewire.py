@@ -7,7 +7,9 @@ Insertion::
     attn-yolo insert base=yolo11n.yaml module=CBAM at=4,6,10 pretrained=base.pt   # + yolo11n-cbam.pt, weights carried
 
     >>> import attn_yolo
-    >>> d = attn_yolo.insert("yolo11n.yaml", "CBAM", at="backbone", args=[16, 7])   # model dict, as yaml_model_load's
+    >>> model = attn_yolo.insert("yolo11n.yaml", "CBAM", at="backbone", args=[16, 7])   # an Ultralytics YOLO
+    >>> model.train(data="path/to/data.yaml", epochs=10)
+    >>> d = attn_yolo.insertion.insert_dict("yolo11n.yaml", "CBAM")   # the model dict only, as yaml_model_load's
 
 A block ``[-1, 1, NAME, args]`` goes right after each chosen layer ``t`` of the base (several blocks after one layer
 are chained in the order given). Every ``from`` reference (int, list, negative relative index) is rewritten:
@@ -30,7 +32,7 @@ Scale: the output keeps ``scales:`` and builds at every scale. Ultralytics takes
 (``yaml_model_load`` overwrites any ``scale:`` key with ``guess_model_scale(path)``), so no ``scale:`` key is written:
 the default output name keeps the base's scale letter (``yolo11n.yaml`` + CBAM -> ``yolo11n-cbam.yaml``, built at n);
 an ``out`` name that selects another scale (or none: Ultralytics then builds the first scale) is written with a
-warning. The returned dict records ``scale`` (``"n"``), so ``DetectionModel(d)`` builds the base's scale.
+warning. The model dict (``insert_dict``) records ``scale`` (``"n"``), so ``DetectionModel(d)`` builds the base's scale.
 
 Identity at init (``identity=True``; the CLI default when ``pretrained`` is given, ``transfer``'s default for a YAML
 target): every inserted block gets ``init_values=0.0`` written into its YAML args (the constructor defaults before it
@@ -50,6 +52,7 @@ import inspect
 import json
 import math
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -419,7 +422,7 @@ def _check_build(d: dict, plan: Plan) -> None:
                 plan.strides[m.i] = side // x.shape[-1]
 
 
-def insert(
+def insert_dict(
     base: str | Path | dict,
     module: str | list[str] = "CBAM",
     at="backbone",
@@ -430,29 +433,19 @@ def insert(
     overwrite: bool = False,
     check: bool = True,
 ) -> dict:
-    """Insert attention blocks into the detect model ``base`` and return the new model dict.
+    """Insert attention blocks into the detect model ``base`` and return the new model dict (``insert`` without
+    building the model; the arguments are ``insert``'s).
 
     Args:
-        base: path or Ultralytics name of a detect model YAML (``yolo11n.yaml``), or a model dict.
-        module: block name (``"CBAM"``) or several (``["SE", "MHSA"]`` / ``"SE,MHSA"``); see ``attn_yolo.MODULES``.
-        at: site for the block(s): ``"backbone"``, ``"sppf"``, ``"neck"``, a base layer index, or a list / comma
-            string of these (their union). With several modules, either one site spec for all (chained at each
-            layer in the given order) or one per module (``at=["backbone", "sppf"]``; an entry may be a list of
-            indices).
-        args: the block's hyperparameters (``[16, 7]``); with several modules one list per module (``[[16], [4]]``).
-        identity: write ``init_values=0.0`` into every inserted row, so each block starts as the identity.
-        out: write the YAML here (header comment, same layout as Ultralytics' files); None: write nothing.
-        overwrite: replace an existing ``out``.
         check: build the model at its scale before returning (and before writing), so a hyperparameter that does
             not fit a layer fails here; also gives the strides shown in the header.
 
     Returns:
-        dict: the model dict (``backbone``, ``head``, the base's other keys and ``scale`` from the base name), ready
-        for ``DetectionModel(d)``.
+        dict: the model dict (``backbone``, ``head``, the base's other keys, ``scale`` from the base name and
+        ``yaml_file``: ``out`` or the default name), ready for ``DetectionModel(d)``.
 
     Raises:
-        InsertionError: unknown site or module, index out of range, non-detect or invalid base, bad args, model does
-            not build, ``out`` exists without ``overwrite``.
+        InsertionError: as ``insert``.
     """
     if out is not None:
         check_out(out, overwrite, error=InsertionError)
@@ -463,6 +456,66 @@ def insert(
     if out is not None:
         write_yaml(d, plan, out, overwrite=overwrite)
     return d
+
+
+def insert(
+    base: str | Path | dict,
+    module: str | list[str] = "CBAM",
+    at="backbone",
+    args: list | None = None,
+    *,
+    identity: bool = False,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+):
+    """Insert attention blocks into the detect model ``base``; return the new model as an Ultralytics ``YOLO``.
+
+    The result trains, predicts and exports as a ``YOLO`` built from a YAML does, and ``YOLO(result)`` accepts it::
+
+        >>> model = attn_yolo.insert("yolo11n.yaml", "CBAM", at="backbone", args=[16, 7])
+        >>> model.train(data="path/to/data.yaml", epochs=10)      # or YOLO(model).train(...)
+
+    Args:
+        base: path or Ultralytics name of a detect model YAML (``yolo11n.yaml``), or a model dict.
+        module: block name (``"CBAM"``) or several (``["SE", "MHSA"]`` / ``"SE,MHSA"``); see ``attn_yolo.MODULES``.
+        at: site for the block(s): ``"backbone"``, ``"sppf"``, ``"neck"``, a base layer index, or a list / comma
+            string of these (their union). With several modules, either one site spec for all (chained at each
+            layer in the given order) or one per module (``at=["backbone", "sppf"]``; an entry may be a list of
+            indices).
+        args: the block's hyperparameters (``[16, 7]``); with several modules one list per module (``[[16], [4]]``).
+        identity: write ``init_values=0.0`` into every inserted row, so each block starts as the identity.
+        out: also write the YAML here (header comment, same layout as Ultralytics' files); the result is then
+            ``YOLO(out)``. None: write nothing; the model is built from a YAML in a temporary folder (removed before
+            returning) named as ``out`` would default to (``yolo11n-cbam.yaml``: the base's scale), and is named so.
+        overwrite: replace an existing ``out``.
+
+    Returns:
+        ultralytics.YOLO: the new model, randomly initialised (``attn_yolo.transfer`` carries base weights into it).
+        Its model dict is ``result.model.yaml``; ``attn_yolo.insertion.insert_dict`` returns the dict alone, without
+        building the model.
+
+    Raises:
+        InsertionError: unknown site or module, index out of range, non-detect or invalid base, bad args, model does
+            not build, ``out`` exists without ``overwrite``.
+    """
+    from ultralytics import YOLO
+
+    d = insert_dict(base, module, at, args, identity=identity, out=out, overwrite=overwrite)
+    if out is not None:
+        return YOLO(str(out))
+    name = d["yaml_file"]
+    with tempfile.TemporaryDirectory(prefix="attn-yolo-insert-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(yaml_text(d))
+        yolo = YOLO(str(path))
+    # The YAML file is gone: name the model as the default out= would (the exporter writes <name>.onnx), and let
+    # train() build it from its model dict as Ultralytics does for an in-memory model (Model.load: ckpt = {"model":
+    # model}) with freshly seeded weights (Model.reset_weights: pretrained=False), instead of re-reading the file.
+    yolo.cfg = yolo.model_name = yolo.overrides["model"] = yolo.model.args["model"] = name
+    yolo.model.yaml["yaml_file"] = name
+    yolo.ckpt = {"model": yolo.model}
+    yolo.overrides["pretrained"] = False
+    return yolo
 
 
 def default_out(base: str, blocks: list[Block]) -> str:

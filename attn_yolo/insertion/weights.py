@@ -68,7 +68,8 @@ def _is_identity(m: torch.nn.Module) -> bool:
     return isinstance(g, torch.Tensor) and bool((g == 0).all())
 
 
-def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True) -> TransferReport:
+def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True,
+             trust: bool = False) -> TransferReport:
     """Load every tensor of the base model into the inserted model, each at its layer's new index.
 
     Args:
@@ -81,20 +82,22 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
             its blocks are identity at init.
         strict: raise if a base tensor cannot be loaded (missing name or other shape); else skip and report it.
         verbose: log the report.
+        trust: unpickle checkpoint files fully (may run code they contain); by default they load weights-only and a
+            checkpoint referencing other classes is refused (``attn_yolo.checkpoint.load_yolo``).
 
     Returns:
         TransferReport: ``str(report)`` reads "transferred 499/499 tensors from base; 12 new tensors initialised ...";
         ``report.model`` is the DetectionModel the weights went into.
 
     Raises:
-        InsertionError: unreadable base, fused base or model, a model that is not the base with blocks inserted, or
-            (``strict``) a tensor of another shape, e.g. another scale or class count.
+        InsertionError: unreadable or refused base (see ``trust``), fused base or model, a model that is not the base
+            with blocks inserted, or (``strict``) a tensor of another shape, e.g. another scale or class count.
     """
     from ultralytics.engine.model import Model
     from ultralytics.nn.tasks import DetectionModel, yaml_model_load
     from ultralytics.utils import LOGGER
 
-    src = load_model(base, "base", InsertionError, suffixes=(".pt",))
+    src = load_model(base, "base", InsertionError, suffixes=(".pt",), trust=trust)
     if getattr(src, "is_fused", lambda: False)():
         raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
     yolo = model if isinstance(model, Model) else None
@@ -110,7 +113,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
                 row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
         dst = DetectionModel(d, verbose=False)
     else:
-        dst = load_model(model, "model", InsertionError, suffixes=(".pt",))
+        dst = load_model(model, "model", InsertionError, suffixes=(".pt",), trust=trust)
         m = layer_map(src.yaml, dst.yaml)
     if getattr(dst, "is_fused", lambda: False)():
         raise InsertionError("model: the model is fused for inference; transfer into an unfused model")
@@ -150,8 +153,10 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         model=dst,
         skipped=skipped,
     )
-    if yolo is not None and not yolo.ckpt:
-        yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}  # train() then starts from these weights
+    if yolo is not None:  # train() then starts from these weights
+        yolo.overrides.pop("pretrained", None)  # as Model.load does (insert() sets pretrained=False: fresh weights)
+        if not yolo.ckpt:
+            yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}
     if verbose:
         LOGGER.info(f"attn-yolo: {report}")
         if identity and not report.identity:

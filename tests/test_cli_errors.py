@@ -1,0 +1,69 @@
+"""Bad tool input: exit code 2 and a one-line message naming the key and value, before any heavy work or output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import yaml
+
+from attn_yolo import cli
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+@pytest.fixture
+def files(tmp_path) -> dict[str, Path]:
+    """A text file named .pt, a text file named .onnx, an existing plain file, a 1×2000 image."""
+    (tmp_path / "text.pt").write_text("not a checkpoint\n")
+    (tmp_path / "text.onnx").write_text("not an onnx model\n")
+    (tmp_path / "a-file").write_text("")
+    cv2.imwrite(str(tmp_path / "thin.png"), np.full((1, 2000, 3), 127, np.uint8))
+    return {"pt": tmp_path / "text.pt", "onnx": tmp_path / "text.onnx", "file": tmp_path / "a-file",
+            "thin": tmp_path / "thin.png"}  # fmt: skip
+
+
+CASES = {
+    "export model=nofile.pt": (["export", "model=nofile.pt"], "attn-yolo export: model='nofile.pt': no such file"),
+    "export opset=99": (["export", "model=nofile.pt", "opset=99"],
+                        "attn-yolo export: opset=99 is newer than this export can write: allowed 9.."),
+    "export onnx=<not ONNX>": (["export", "model=nofile.pt", "onnx={onnx}"],
+                               "attn-yolo export: '{onnx}' is not an ONNX model file: DecodeError"),
+    "insert pretrained=<text .pt>": (
+        ["insert", "base=yolo11n.yaml", "pretrained={pt}", "out={dir}/yolo11n-cbam.yaml"],
+        "attn-yolo insert: pretrained='{pt}' is not a PyTorch checkpoint (a torch.save zip archive)"),
+    "heatmap out=<a file>": (["heatmap", "model=nofile.pt", "out={file}"],
+                             "attn-yolo heatmap: out='{file}' is an existing file; expected a folder"),
+    "heatmap on a 1x2000 image": (
+        ["heatmap", f"model={MODELS / 'yolo11-se.yaml'}", "source={thin}", "imgsz=64", "out={dir}/maps"],
+        "attn-yolo heatmap: image '{thin}' is 1×2000 (H×W); each side must be at least 10 px"),
+    "ablat": (["ablat"], "attn-yolo: unknown command 'ablat'. Did you mean 'attn-yolo ablate'?"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_exits_2_with_one_line(case, files, tmp_path, capsys):
+    argv, message = CASES[case]
+    fill = {**{k: str(v) for k, v in files.items()}, "dir": str(tmp_path)}
+    before = {p.name for p in tmp_path.iterdir()}
+    assert cli.main([a.format(**fill) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {err.removeprefix('error: ')}" and "\n" not in err, err  # one line, no traceback
+    assert message.format(**fill) in err
+    assert {p.name for p in tmp_path.iterdir()} == before  # refused before writing anything
+
+
+def test_ablate_out_is_an_existing_file(files, tmp_path, capsys):
+    """Refused at validation, with the config's other problems, before any data preparation or training."""
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "shapes", n_train=2, n_val=1, imgsz=64, seed=0)
+    cfg = tmp_path / "ablation.yaml"
+    cfg.write_text(yaml.safe_dump({"data": str(data), "variants": [{"name": "base", "model": "yolo11n.yaml"}],
+                                   "train": {"epochs": 1, "imgsz": 64}}))  # fmt: skip
+    assert cli.main(["ablate", str(cfg), f"out={files['file']}"]) == 2
+    err = capsys.readouterr().err
+    assert f"- out: '{files['file']}' is an existing file; expected a folder" in err and "Traceback" not in err
+    assert files["file"].read_text() == ""
