@@ -10,6 +10,7 @@ from ultralytics.nn.tasks import DetectionModel, yaml_model_load
 
 import attn_yolo
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
+from attn_yolo.insertion import insert_dict
 from attn_yolo.nn.eca import eca_kernel_size
 
 # The source layers the cases attend, and their width as the YAML itself writes it (before width scaling):
@@ -147,7 +148,7 @@ def test_public_conventions_read_as_meant(family, scale, written, args, site, bl
 
 def test_public_style_yolov8_yaml_builds_trains_and_logs_each_row_once(log):
     """A whole yolov8 YAML in the most common public style: every row read as meant, one log line each."""
-    d = attn_yolo.insert("yolov8n.yaml", "SE", at=[9, 12], check=False)  # after SPPF and the head's P4 C2f
+    d = insert_dict("yolov8n.yaml", "SE", at=[9, 12], check=False)  # after SPPF and the head's P4 C2f
     rows = d["backbone"] + d["head"]
     rows[10][2:], rows[14][2:] = ["CBAM", [1024]], ["SEAttention", [512, 16]]
     model = DetectionModel(d, verbose=False)

@@ -343,9 +343,9 @@ def test_inserted_block_error_says_where_it_was_inserted():
 
 
 def test_aliases_insert_the_block_and_cbam_kernel_args_are_written_explicitly():
-    d = insert("yolo11n.yaml", "SEAttention", at=10, check=False)
+    d = insert_dict("yolo11n.yaml", "SEAttention", at=10, check=False)
     assert d["backbone"][11] == [-1, 1, "SE", []]
-    d = insert("yolo11n.yaml", "cbamblock", at=10, args=[7], check=False)  # Ultralytics' CBAM(c1, kernel_size=7)
+    d = insert_dict("yolo11n.yaml", "cbamblock", at=10, args=[7], check=False)  # Ultralytics' CBAM(c1, kernel_size=7)
     assert d["backbone"][11] == [-1, 1, "CBAM", [16, 7]]
     base = yaml_model_load("yolo11n.yaml")
     model = copy.deepcopy(base)
