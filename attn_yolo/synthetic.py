@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -389,6 +390,11 @@ def generate(
         except OSError:
             if not data_yaml.exists():
                 raise
+        else:
+            mib = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20
+            print(f"attn-yolo: wrote the synthetic-shapes dataset ({n_train} train / {n_val} val images, "
+                  f"{mib:.0f} MiB) to {root}; later runs reuse it, delete that folder to clear it", file=sys.stderr,
+                  flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return data_yaml
@@ -407,7 +413,8 @@ def default_data_yaml() -> Path:
 
     Idempotent and safe to call from several processes at once (see ``generate``). The data lives in
     ``cache_dir() / "synthetic-shapes-v<VERSION>-<key>"``, outside the repository, where ``key`` hashes this
-    module's source and the defaults, so editing the generator never reuses stale data.
+    module's source and the defaults, so editing the generator never reuses stale data (about 15 MB on disk each; the
+    first call says where it wrote them; delete ``cache_dir()`` to clear them).
 
     Returns:
         Absolute path of the dataset's ``data.yaml``.

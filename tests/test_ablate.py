@@ -4,6 +4,7 @@ plots, resume, an injected failing variant), interruption, parallel devices and 
 import csv
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -128,6 +129,42 @@ def test_check_finite_loss():
         check_finite_loss(SimpleNamespace(tloss={"box_loss": torch.tensor(float("nan"))}, epoch=2))
 
 
+def test_ablation_plot_axes(tmp_path):
+    """GFLOPs from 0 (0.258 vs 0.2581 is no visible gap), mAP50-95 within [0, 1] even when mean − std < 0."""
+    from attn_yolo.ablate.report import plot_ablation
+    from attn_yolo.ablate.stats import PRIMARY
+
+    def variant(gflops, m, sd):
+        return {"n": 3, "gflops": gflops, PRIMARY: (m, sd)}
+
+    stats = {"variants": {"baseline": variant(0.2580, 0.020, 0.030), "cbam": variant(0.2581, 0.015, 0.025)}}
+    ax = plot_ablation(tmp_path / "a.png", stats, ["baseline", "cbam"], "baseline", 128).axes[0]
+    assert (tmp_path / "a.png").stat().st_size > 0
+    x0, x1 = ax.get_xlim()
+    assert x0 == 0 and 0.2581 < x1 <= 0.4  # the whole cost axis, the points in its upper part
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= 0.05  # error bars reach below 0: the axis does not
+    assert not ax.xaxis.get_major_formatter().get_offset()  # no "+2.58e-1" offset on the tick labels
+    stats["variants"]["big"] = variant(0.6, 0.5, 0.02)  # a costlier variant still fits
+    ax = plot_ablation(tmp_path / "b.png", stats, ["baseline", "cbam", "big"], "baseline", 128).axes[0]
+    assert ax.get_xlim()[1] >= 0.6
+
+
+def test_first_run_eta_from_dataset_size_and_epochs():
+    """Run 1's ETA: training steps × epochs plus validation passes, against a hand count."""
+    from attn_yolo.ablate.train import estimate_run_s
+
+    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml", {"epochs": 3, "batch": 8, "val": True}, 128,
+                          {"repeats": 10, "warmup": 2}, "r", 1, 0.1, "f")
+    # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 / 16 → 13 batches after each of 3 epochs + best.pt;
+    # latency: 12 forwards at batch 1 = 12/16 of a val batch
+    assert estimate_run_s(spec, 1000, 200, step_s=0.5, val_s=0.2) == pytest.approx(
+        125 * 3 * 0.5 + 4 * 13 * 0.2 + 12 * 0.2 / 16)
+    spec.train.update(val=False, fraction=0.1)  # 100 images → 13 steps per epoch; validated once + best.pt
+    assert estimate_run_s(spec, 1000, 200, 0.5, 0.2) == pytest.approx(13 * 3 * 0.5 + 2 * 13 * 0.2 + 12 * 0.2 / 16)
+    spec.train["epochs"] = 6  # twice the epochs: twice the training
+    assert estimate_run_s(spec, 1000, 200, 0.5, 0.2) == pytest.approx(13 * 6 * 0.5 + 2 * 13 * 0.2 + 12 * 0.2 / 16)
+
+
 # ---------------------------------------------------------------------------------------------------- validation
 
 
@@ -214,7 +251,8 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     monkeypatch.setattr(Model, "train", counting_train)
     assert cli_main(["ablate", str(cfg)]) == 1  # a run failed
     out = capsys.readouterr().out
-    assert "[run 1/6] variant=baseline seed=0 — ETA after the first run" in out
+    assert re.search(r"\[run 1/6\] variant=baseline seed=0 — ETA ~\d+m\d\ds \(estimated from 8 train / 4 val images, "
+                     r"1 epoch; measured from run 1 on\)", out)
     assert "[run 6/6] variant=nan seed=1 — ETA " in out
     assert sorted(trained) == sorted(f"{v}-seed{s}" for v in ("baseline", "cbam", "nan") for s in (0, 1))
 
@@ -247,6 +285,7 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     assert f"| cbam | latency (ms) | {fmt(m, 2, True)} | [{fmt(m - half, 2, True)}, {fmt(m + half, 2, True)}] |" in text
     assert "| nan | 0 | NonFiniteLossError" in text and "**nan**: **n/a" in text
     assert "runs: 4 ok, 2 failed, 0 not run" in text
+    assert "| baseline | 2/2 |" in text and "baseline (baseline)" not in text  # the name already says it
 
     for name in ("ablation.png", "curves.png"):
         import matplotlib.image

@@ -3,6 +3,7 @@ the out-of-memory guard, argument parsing, and a tiny smoke run of every section
 
 import math
 import resource
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +14,16 @@ from attn_yolo import CBAM, ECA, MHSA, SAM, SE
 from attn_yolo.args import UsageError
 from attn_yolo.bench import blocks, main, parse_args
 from attn_yolo.bench.attention import bench_attention_case, run_attention_case
-from attn_yolo.bench.common import PeakMemory, attention_kernel, interleaved_times, paired_ratio, profile_kernel
+from attn_yolo.bench.common import (
+    SMOKE_TABLE_TAG,
+    SMOKE_WARNING,
+    PeakMemory,
+    Section,
+    attention_kernel,
+    interleaved_times,
+    paired_ratio,
+    profile_kernel,
+)
 from attn_yolo.bench.gpu import sdpa_backend_rows
 from attn_yolo.bench.timm_compare import timm_twin
 
@@ -167,6 +177,24 @@ def test_export_cache_key_covers_block_sources(tmp_path, monkeypatch):
     assert blocks._cache_key("yolo11n-eca.yaml", 64) != key
 
 
+def test_export_cache_says_where_it_writes(tmp_path, monkeypatch, capsys):
+    """A new ONNX export names the cache folder and how to clear it; a cached one is reused silently."""
+    import attn_yolo.export
+
+    def fake_export(model, imgsz):  # the exporter writes into the working directory
+        Path("m.onnx").write_bytes(b"onnx")
+        return "m.onnx"
+
+    monkeypatch.setattr(attn_yolo.export, "export_onnx", fake_export)
+    monkeypatch.setattr(blocks, "build_detector", lambda yaml: None)
+    cache = tmp_path / "cache"
+    f = blocks.export_onnx_cached("yolo11n-eca.yaml", 64, cache)
+    assert f.parent == cache and f.read_bytes() == b"onnx"
+    out = capsys.readouterr().out
+    assert f"cached ONNX export {f} (cache folder {cache}" in out and "delete it to clear" in out
+    assert blocks.export_onnx_cached("yolo11n-eca.yaml", 64, cache) == f and capsys.readouterr().out == ""
+
+
 def test_every_variant_has_its_model_yaml():
     assert list(blocks.detector_yamls(blocks.VARIANTS)) == ["baseline", *blocks.VARIANTS]
     with pytest.raises(UsageError, match="variant 'nope'"):
@@ -198,7 +226,22 @@ def test_smoke_run_writes_report(tmp_path, capsys):
     assert "| eca |" in text and "| baseline |" in text
     if not torch.cuda.is_available():
         assert "Skipped: no CUDA device" in text
-    assert "## 1. Attention kernel" in capsys.readouterr().out  # tables are printed too
+    printed = capsys.readouterr().out
+    assert "## 1. Attention kernel" in printed  # tables are printed too
+    # every table, printed and written, carries the smoke-run mark; the report says so at its top
+    for doc in (text, printed):
+        lines = doc.splitlines()
+        starts = [i for i, line in enumerate(lines) if line.startswith("|") and not lines[i - 1].startswith("|")]
+        tables = [i for i in starts if not lines[i].startswith("| machine / software")]  # its `mode` row says QUICK
+        assert len(tables) >= 5 and all(lines[i - 2] == SMOKE_TABLE_TAG for i in tables), doc
+    assert text.splitlines()[2] == SMOKE_WARNING and printed.count(SMOKE_WARNING.strip("*")) >= 1
+
+
+def test_full_run_sections_are_not_marked():
+    s = Section("2. Block overhead", body=["text", "", "| a |\n|---|\n| 1 |"])
+    assert SMOKE_TABLE_TAG not in s.markdown() and "SMOKE" not in s.markdown()
+    s.smoke = True
+    assert s.markdown().count(SMOKE_TABLE_TAG) == 1 and SMOKE_WARNING in s.markdown()
 
 
 @pytest.mark.slow

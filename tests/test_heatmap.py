@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import importlib.util
 import math
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -31,6 +32,7 @@ from attn_yolo.heatmap import (
     map_stats,
     predict_with_maps,
     save,
+    stats_rows,
     write_stats,
 )
 from attn_yolo.images import default_sources, read_image
@@ -252,6 +254,108 @@ def test_residual_gate_strength_reported():
     assert [m.check for m in cap.maps() if m.block == "MHSA"][0] < 1e-5
 
 
+REPEATS_YAML = """
+nc: 2
+backbone:
+  - [-1, 1, Conv, [16, 3, 2]] # 0
+  - [-1, 1, Conv, [32, 3, 2]] # 1
+  - [-1, 2, CBAM, [4, 3]] # 2: repeats 2, no depth scaling: nn.Sequential(CBAM, CBAM)
+  - [-1, 1, Conv, [32, 3, 2]] # 3
+  - [-1, 2, MHSA, [2]] # 4: nn.Sequential(MHSA, MHSA)
+head:
+  - [[2, 3, 4], 1, Detect, [nc]] # 5
+"""
+
+
+def test_blocks_inside_repeats_are_found(tmp_path):
+    """A row with repeats > 1 is an nn.Sequential of blocks: every block is captured, named by its place in the layer,
+    and each map is the one that block computed on its own input."""
+    from ultralytics import YOLO
+
+    path = tmp_path / "repeats.yaml"
+    path.write_text(REPEATS_YAML)
+    torch.manual_seed(0)
+    net = YOLO(str(path)).model.eval()
+    assert isinstance(net.model[2], nn.Sequential) and isinstance(net.model[4], nn.Sequential)
+    ins = {}
+    hooks = [net.model[2][k].register_forward_hook(lambda m, a, o, k=k: ins.update({k: a[0]})) for k in (0, 1)]
+    x = torch.rand(1, 3, 64, 64)
+    with AttentionCapture(net, layers="2,4") as cap, torch.no_grad():
+        net(x)
+    for h in hooks:
+        h.remove()
+    maps = cap.maps()
+    assert [m.name for m in maps] == ["L02.0_CBAM_channel", "L02.0_CBAM_spatial", "L02.1_CBAM_channel",
+                                      "L02.1_CBAM_spatial", "L04.0_MHSA_received", "L04.1_MHSA_received"]
+    by = {m.name: m for m in maps}
+    for k in (0, 1):  # the spatial gate of repeat k on repeat k's own input
+        cb, xi = net.model[2][k], ins[k]
+        with torch.no_grad():
+            want = cb.spatial(xi * cb.channel(xi))[0, 0].numpy()
+        np.testing.assert_allclose(by[f"L02.{k}_CBAM_spatial"].map, want, rtol=1e-6)
+    assert not np.allclose(by["L02.0_CBAM_spatial"].map, by["L02.1_CBAM_spatial"].map)
+    assert all(m.check < 1e-5 for m in maps if m.block == "MHSA")
+    with pytest.raises(HeatmapError, match=r"Attention layers: 2 \(CBAM \+ CBAM\), 4 \(MHSA \+ MHSA\)"):
+        AttentionCapture(net, layers=3)
+    rows = stats_rows([predict_with_maps(net, np.full((64, 64, 3), 127, np.uint8), imgsz=64, layers=2)])
+    assert [(r["layer"], r["part"]) for r in rows] == [(2, "0"), (2, "0"), (2, "1"), (2, "1")]
+
+
+def test_chunked_attention_maps_equal_unchunked():
+    """Weights computed a few queries at a time give the same output, received map and query rows as the whole N×N
+    matrix of MHSA.explicit_attention."""
+    from attn_yolo.heatmap.capture import attention_rows, explicit_attention_maps
+
+    torch.manual_seed(0)
+    blk = MHSA(32, heads=4, init_values=0.5).eval()
+    x = torch.randn(2, 32, 6, 7)  # N = 42
+    y_full, w = blk.explicit_attention(x)  # (2, 4, 42, 42)
+    for chunk in (5, 42, 100):  # ragged last chunk, exactly N, more than N
+        y, maps = explicit_attention_maps(blk, x, chunk)
+        torch.testing.assert_close(y, y_full, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(maps["received"], w.mean((1, 2)), atol=1e-7, rtol=1e-5)
+        torch.testing.assert_close(maps["received"].sum(-1), torch.ones(2))
+        for j in (0, 17, 41):
+            torch.testing.assert_close(attention_rows(maps["q"][:, :, j : j + 1], maps["k"]), w[:, :, j : j + 1],
+                                       atol=1e-7, rtol=1e-5)
+    assert "attend" not in vars(blk)  # the block's own method is back
+    # through the capture: query maps are rows of the same matrix
+    net = Tiny().eval()
+    seen = {}
+    h = net.model[5].register_forward_hook(lambda m, a, o: seen.update(x=a[0]))
+    with AttentionCapture(net, layers=5, chunk=4) as cap, torch.no_grad():
+        net(torch.randn(1, 3, 5, 6))
+    h.remove()
+    received, q0 = cap.maps(0, [((3.5, 2.5), (3.5, 2.5))])
+    _, w = net.model[5].explicit_attention(seen["x"])
+    np.testing.assert_allclose(received.map, w.mean((1, 2))[0].reshape(5, 6).numpy(), atol=1e-7)
+    np.testing.assert_allclose(q0.map, w.mean(1)[0, 2 * 6 + 3].reshape(5, 6).numpy(), atol=1e-7)
+
+
+def test_chunked_attention_peak_memory_is_bounded():
+    """Peak memory of the maps grows as N·chunk: 2304 tokens with 4 heads make an 81 MiB weight matrix, the chunked
+    maps stay within the docstring's bound (two (B, h, chunk, N) float blocks plus the block's activations)."""
+    from attn_yolo.bench.common import MIB, PeakMemory
+    from attn_yolo.heatmap.capture import explicit_attention_maps
+
+    torch.manual_seed(0)
+    blk = MHSA(32, heads=4).eval()
+    x = torch.randn(1, 32, 48, 48)
+    n, chunk = 48 * 48, 64
+    full_mib = 4 * n * n * 4 / MIB  # one (1, 4, N, N) fp32 matrix: 81 MiB
+    explicit_attention_maps(blk, x, chunk)  # warm-up: one-time allocations are not the maps' memory
+    probe = PeakMemory()
+    probe.start()
+    explicit_attention_maps(blk, x, chunk)
+    chunked = probe.peak_mib()
+    bound = 2 * 4 * chunk * n * 4 / MIB + 8  # 2 weight blocks (4.5 MiB) + activations (N·C floats, a few MiB)
+    assert chunked <= bound, f"chunked maps took {chunked:.1f} MiB, bound {bound:.1f} MiB"
+    probe.start()
+    with torch.no_grad():
+        blk.explicit_attention(x)  # the whole matrix: the probe does see it
+    assert probe.peak_mib() >= full_mib
+
+
 # --------------------------------------------------------------------------------------- predictions, hooks, model --
 def same(a, b) -> bool:
     """Exact equality of nested model outputs (tensors, lists, tuples, dicts)."""
@@ -303,13 +407,13 @@ def test_hooks_removed_after_exception_mid_capture(monkeypatch):
         net(torch.randn(1, 5, 8, 8))  # wrong channel count: the first conv raises
     assert no_hooks(net)
 
-    def boom(self, x):
+    def boom(q, k):
         raise RuntimeError("explicit attention failed")
 
-    monkeypatch.setattr(MHSA, "explicit_attention", boom)  # a failure inside our own hook
+    monkeypatch.setattr("attn_yolo.heatmap.capture.attention_rows", boom)  # a failure inside our own hook
     with pytest.raises(RuntimeError, match="explicit attention failed"), AttentionCapture(net), torch.no_grad():
         net(torch.randn(1, 3, 8, 8))
-    assert no_hooks(net)
+    assert no_hooks(net) and "attend" not in vars(net.model[5])  # the block's own attend is back
 
 
 def test_model_not_trained_or_changed(model):
@@ -372,6 +476,63 @@ def test_png_npy_and_stats_written(items, tmp_path):
         rows_ = list(csv.DictReader(f))
     assert len(rows_) == sum(len(it.maps) for it in items)
     assert {"min", "max", "mean", "entropy_nats", "entropy_norm", "flag"} <= set(rows_[0])
+
+
+def test_same_file_name_in_two_folders(checkpoint, tmp_path):
+    """a/img.jpg and b/img.jpg write separate outputs, named by their folders, and separate stats rows."""
+    from attn_yolo.heatmap.capture import image_names
+
+    for folder, src in (("a", default_sources()[0]), ("b", default_sources()[1])):
+        (tmp_path / "in" / folder).mkdir(parents=True)
+        cv2.imwrite(str(tmp_path / "in" / folder / "img.jpg"), cv2.resize(read_image(src), (96, 64)))
+    out = tmp_path / "out"
+    assert main([f"model={checkpoint}", f"source={tmp_path / 'in' / '*' / 'img.jpg'}", "imgsz=64", "layers=6",
+                 f"out={out}"]) == 0
+    assert (out / "a_img_heatmaps.png").is_file() and (out / "b_img_heatmaps.png").is_file()
+    a, b = np.load(out / "a_img_L06_CBAM_spatial.npy"), np.load(out / "b_img_L06_CBAM_spatial.npy")
+    assert not np.array_equal(a, b)  # two images, two maps: neither overwrote the other
+    with (out / "stats.csv").open() as f:
+        assert [r["image"] for r in csv.DictReader(f)] == ["a/img.jpg"] * 2 + ["b/img.jpg"] * 2
+    # the naming rule: unique stems stay; shared ones take their folders, then their suffix; repeats get a count
+    files = [Path("x/bus.jpg"), Path("p/q/img.jpg"), Path("p/r/img.jpg"), Path("s/im.jpg"), Path("s/im.png"),
+             Path("s/im.png")]
+    assert image_names(files) == [("bus.jpg", "bus"), ("q/img.jpg", "q_img"), ("r/img.jpg", "r_img"),
+                                  ("im.jpg", "im_jpg"), ("im.png", "im_png"), ("im.png (2)", "im_png-2")]
+
+
+def test_panel_titles_give_shapes_as_h_by_w(items):
+    """Panels name every shape H×W, as the console table and stats.csv do (zidane: 720×1280 image, 128×192 input)."""
+    from attn_yolo.heatmap import plot
+
+    item = dataclasses.replace(items[1], maps=items[1].maps[:2])
+    titles = [ax.get_title() for ax in plot(item).axes if ax.get_title()]
+    h0, w0 = item.image.shape[:2]
+    assert h0 < w0 and f"{h0}×{w0} (H×W)" in titles[0] and f"model input {item.input_shape[0]}×" in titles[0]
+    for m, t in zip(item.maps, titles[1:]):
+        assert m.map.shape[0] != m.map.shape[1] and f"{m.map.shape[0]}×{m.map.shape[1]} (H×W)" in t
+
+
+def test_detection_labels_fit_a_small_image():
+    """On a 128-px image the boxes and labels are drawn at display size: they cover a small part of the panel, and
+    each box sits where the detection is."""
+    from ultralytics.engine.results import Results
+
+    from attn_yolo.heatmap import ImageHeatmaps
+    from attn_yolo.heatmap.figure import detections_image
+
+    image = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    boxes = torch.tensor([[10, 10, 40, 40, 0.91, 0], [60, 12, 110, 50, 0.88, 1], [15, 70, 55, 118, 0.77, 2],
+                          [70, 70, 120, 120, 0.65, 3], [40, 40, 80, 80, 0.5, 1]], dtype=torch.float32)
+    result = Results(image, path="s.jpg", names={0: "circle", 1: "square", 2: "triangle", 3: "cross"}, boxes=boxes)
+    item = ImageHeatmaps(Path("s.jpg"), image, (128, 128), result, [])
+    size = (400, 400)
+    drawn = detections_image(item, size)
+    plain = cv2.resize(image, size, interpolation=cv2.INTER_LINEAR)
+    changed = np.abs(drawn.astype(int) - plain.astype(int)).max(2) > 40
+    assert changed.mean() < 0.25  # drawn at 128 px and enlarged, the labels covered 64 % of it
+    _, y1, x2, y2 = (v * 400 / 128 for v in (70, 70, 120, 120))  # the 4th box, scaled to the panel
+    assert changed[round((y1 + y2) / 2), round(x2) - 3 : round(x2) + 3].any()  # its right edge
+    assert not changed[round((y1 + y2) / 2), round(x2) + 8 : round(x2) + 20].any()  # nothing right of it
 
 
 def test_gate_table_names_real_gates():

@@ -63,11 +63,15 @@ def test_render_shapes_and_sizes():
     assert lab.ndim == 2 and lab.shape[1] == 5
 
 
-def test_existing_dataset_is_kept_and_foreign_folder_refused(tmp_path):
+def test_existing_dataset_is_kept_and_foreign_folder_refused(tmp_path, capsys):
     data_yaml = synthetic.generate(tmp_path / "ds", **SMALL)
+    err = capsys.readouterr().err  # where the data went, said when it is written
+    assert f"wrote the synthetic-shapes dataset (6 train / 3 val images, 0 MiB) to {tmp_path / 'ds'};" in err
+    assert "delete that folder to clear it" in err
     stamp = data_yaml.stat().st_mtime_ns
     assert synthetic.generate(tmp_path / "ds", **SMALL) == data_yaml
     assert data_yaml.stat().st_mtime_ns == stamp
+    assert capsys.readouterr().err == ""  # reused: nothing written, nothing said
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("not a dataset")
     with pytest.raises(FileExistsError):

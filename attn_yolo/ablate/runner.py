@@ -18,7 +18,7 @@ from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_
 from attn_yolo.ablate.records import RunSpec, new_record
 from attn_yolo.ablate.report import duration, write_report
 from attn_yolo.ablate.results import read_results, write_results
-from attn_yolo.ablate.train import execute_run
+from attn_yolo.ablate.train import execute_run, first_run_estimate
 
 UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a run's result
 
@@ -177,7 +177,7 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None)
     done_before = len(specs) - len(todo)
     if done_before:
         print(f"attn-yolo ablate: {done_before}/{len(specs)} run(s) already finished in {csv_path}; skipping them")
-    durations, begun = [], {}
+    durations, begun, estimate = [], {}, {}
     n_workers = max(1, len(ab.devices))
 
     def ordered_rows() -> list[dict]:
@@ -187,7 +187,16 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None)
         k = done_before + len(begun) + 1
         begun[(spec.variant, spec.seed)] = time.perf_counter()
         left = len(todo) - len(durations)
-        eta = duration(statistics.fmean(durations) * left / n_workers) if durations else "after the first run"
+        if durations:
+            eta = duration(statistics.fmean(durations) * left / n_workers)
+        else:  # before any run has ended: from the dataset size, the epochs and one timed training step
+            if not estimate:
+                try:
+                    estimate["s"], estimate["basis"] = first_run_estimate(spec, ab.nc, device)
+                except Exception as e:  # noqa: BLE001  an estimate must never stop the ablation
+                    estimate["s"], estimate["basis"] = None, first_line(e, 120)
+            eta = (f"~{duration(estimate['s'] * left / n_workers)} (estimated from {estimate['basis']}; measured "
+                   "from run 1 on)" if estimate["s"] is not None else f"unknown until run 1 ends ({estimate['basis']})")
         dev = f" device={device}" if device is not None else ""
         print(f"\n[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev} — ETA {eta}", flush=True)
 

@@ -66,6 +66,99 @@ def measure_latency(weights: str | Path, imgsz: int, device=None, repeats: int =
     return statistics.median(times) * 1e3
 
 
+def count_images(split) -> int:
+    """Images of a dataset split as Ultralytics lists them: a folder (searched recursively), a ``.txt`` list of image
+    paths, or a list of these."""
+    from ultralytics.data.utils import IMG_FORMATS
+
+    n = 0
+    for p in map(Path, split if isinstance(split, list) else [split]):
+        if p.is_dir():
+            n += sum(f.suffix[1:].lower() in IMG_FORMATS for f in p.rglob("*.*"))
+        elif p.is_file():
+            n += sum(1 for line in p.read_text(encoding="utf-8-sig").splitlines() if line.strip())
+    return n
+
+
+def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s: float) -> float:
+    """Seconds one run should take, from the dataset size and the epochs, before any run has finished.
+
+    ``ceil(n_train · fraction / batch)`` training steps per epoch × ``epochs``, plus validation batches (twice the
+    training batch, as Ultralytics validates) after every epoch (``val: false``: after the last one only) and once
+    more for best.pt, plus the latency forwards at batch 1. Data loading, augmentation, NMS and start-up are not
+    counted, so it is a lower estimate; the ETA after run 1 uses measured run times.
+
+    Args:
+        spec: the run (``train`` args ``epochs``, ``batch``, ``fraction``, ``val``; ``latency``).
+        n_train, n_val: images in the train and val splits.
+        step_s: seconds of one training step (forward + backward) of a batch; ``val_s``: of one validation
+            forward of a batch of twice that size.
+    """
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    tr = {**DEFAULT_CFG_DICT, **spec.train}
+    batch = tr["batch"] if isinstance(tr["batch"], int) and tr["batch"] > 0 else 16  # auto batch: Ultralytics' 16
+    frac = tr["fraction"]
+    used = frac if isinstance(frac, int) and not isinstance(frac, bool) and frac > 1 else round(n_train * frac)
+    steps = math.ceil(max(1, min(used, n_train)) / batch) * tr["epochs"]
+    vals = (tr["epochs"] if tr["val"] else 1) + 1
+    latency = (spec.latency.get("repeats", 0) + spec.latency.get("warmup", 0)) * val_s / (2 * batch)
+    return steps * step_s + vals * math.ceil(n_val / (2 * batch)) * val_s + latency
+
+
+def time_steps(spec: RunSpec, nc: int, device=None) -> tuple[float, float]:
+    """``(step_s, val_s)`` for ``estimate_run_s``: one timed forward + backward of the run's model on a random
+    training batch (``batch × 3 × imgsz²``), and one forward without gradients of twice that batch, after one
+    untimed step each. No weights are saved; the run itself builds its own model."""
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+    from ultralytics.utils.torch_utils import select_device
+
+    batch = spec.train.get("batch", 16)
+    batch = batch if isinstance(batch, int) and batch > 0 else 16
+    dev = select_device(str(device if device is not None else spec.train.get("device", "")).split(",")[0],
+                        verbose=False)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    model = DetectionModel(spec.model_dict or spec.model, nc=nc, verbose=False).to(dev)
+    x = torch.rand(batch, 3, spec.imgsz, spec.imgsz, device=dev)
+
+    def total(o):  # a scalar from the model's training output (tensors, lists or dicts of them)
+        if torch.is_tensor(o):
+            return o.float().sum()
+        return sum(total(v) for v in (o.values() if isinstance(o, dict) else o))
+
+    def step():
+        model.train()
+        total(model(x)).backward()
+
+    def val():
+        model.eval()
+        with torch.no_grad():
+            model(torch.cat([x, x]))
+
+    out = []
+    for fn in (step, val):
+        fn()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        out.append(time.perf_counter() - t0)
+    return out[0], out[1]
+
+
+def first_run_estimate(spec: RunSpec, nc: int, device=None) -> tuple[float, str]:
+    """``(seconds, basis)``: ``estimate_run_s`` of ``spec`` with its dataset's image counts and ``time_steps`` measured
+    now; ``basis`` says what it rests on, e.g. ``"1000 train / 200 val images, 2 epochs"``."""
+    from ultralytics.data.utils import check_det_dataset
+
+    info = check_det_dataset(spec.data, autodownload=False)
+    n_train, n_val = count_images(info["train"]), count_images(info.get("val") or [])
+    epochs = spec.train.get("epochs", 100)
+    seconds = estimate_run_s(spec, n_train, n_val, *time_steps(spec, nc, device))
+    return seconds, f"{n_train} train / {n_val} val images, {epochs} epoch{'s' * (epochs != 1)}"
+
+
 def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     """Train one variant with one seed, validate its best checkpoint, time it; never raises for a failed run.
 

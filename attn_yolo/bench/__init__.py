@@ -47,7 +47,7 @@ import torch
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.bench.attention import attention_section
 from attn_yolo.bench.blocks import VARIANTS, blocks_section
-from attn_yolo.bench.common import Section, default_mem_limit_gb
+from attn_yolo.bench.common import SMOKE_WARNING, Section, default_mem_limit_gb
 from attn_yolo.bench.gpu import gpu_section
 from attn_yolo.bench.report import report
 from attn_yolo.bench.timm_compare import timm_section
@@ -179,12 +179,14 @@ def run(cfg: dict, argv: list[str] | None = None) -> tuple[list[Section], str]:
     torch.set_num_threads(cfg["threads"])
     t0 = time.perf_counter()
     sections = []
+    if cfg["quick"]:
+        print(f"attn-yolo bench: {SMOKE_WARNING.strip('*')}", flush=True)
     for name in cfg["sections"]:
         print(f"attn-yolo bench: {name} ...", flush=True)
         torch.set_num_threads(cfg["threads"])  # Ultralytics' select_device (export, trainer) resets it
         ts = time.perf_counter()
         s = RUNNERS[name](cfg)
-        s.seconds = time.perf_counter() - ts
+        s.seconds, s.smoke = time.perf_counter() - ts, bool(cfg["quick"])
         print("\n" + s.markdown(), flush=True)
         sections.append(s)
     text = report(sections, cfg, argv or [], time.perf_counter() - t0)

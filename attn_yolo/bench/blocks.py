@@ -102,6 +102,8 @@ def export_onnx_cached(yaml: str, imgsz: int, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp, contextlib.chdir(tmp), _quiet_ultralytics():
         f = export_onnx(build_detector(yaml), imgsz=imgsz)
         shutil.move(str(Path(tmp) / f), dst)
+    print(f"attn-yolo bench: cached ONNX export {dst} (cache folder {cache}: reused by later runs; delete it to clear, "
+          "or set cache=)", flush=True)
     return dst
 
 

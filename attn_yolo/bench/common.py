@@ -19,17 +19,26 @@ MIB = 2**20
 
 
 # -------------------------------------------------------------------------------------------------- tables and timing
+SMOKE_WARNING = "**QUICK SMOKE RUN (`quick=True`): tiny sizes, 1-2 repeats. These timings and ratios mean nothing.**"
+SMOKE_TABLE_TAG = "_Smoke run (`quick=True`): the numbers in this table mean nothing._"
+
+
 @dataclass
 class Section:
-    """One benchmark section: its Markdown body, target checks and run time."""
+    """One benchmark section: its Markdown body, target checks and run time. ``smoke`` marks a quick run: its Markdown
+    then opens with ``SMOKE_WARNING`` and every table is preceded by ``SMOKE_TABLE_TAG``."""
 
     title: str
     body: list[str] = field(default_factory=list)
     targets: list[tuple[str, str, str, str]] = field(default_factory=list)  # (target, measured, status, note)
     seconds: float = 0.0
+    smoke: bool = False
 
     def markdown(self) -> str:
-        return "\n".join([f"## {self.title}", "", *self.body, "", f"_Section time: {self.seconds:.0f} s._", ""])
+        body = self.body
+        if self.smoke:  # tables are body entries that start with "|"
+            body = [SMOKE_WARNING, "", *(x for b in body for x in ([SMOKE_TABLE_TAG, "", b] if b[:1] == "|" else [b]))]
+        return "\n".join([f"## {self.title}", "", *body, "", f"_Section time: {self.seconds:.0f} s._", ""])
 
 
 def md_table(headers: list[str], rows: list[list]) -> str:

@@ -9,7 +9,7 @@ import platform
 
 import torch
 
-from attn_yolo.bench.common import Section, md_table
+from attn_yolo.bench.common import SMOKE_TABLE_TAG, SMOKE_WARNING, Section, md_table
 
 
 def machine_table(cfg: dict) -> str:
@@ -58,8 +58,10 @@ def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) 
         machine_table(cfg),
         "",
     ]
+    if cfg["quick"]:
+        lines[1:1] = ["", SMOKE_WARNING]
     if targets:
-        quick = ["**Quick smoke run: statuses below mean nothing.**", ""] if cfg["quick"] else []
+        quick = [SMOKE_TABLE_TAG, ""] if cfg["quick"] else []
         table = md_table(["target", "measured", "status", "note"], [list(t) for t in targets])
         lines += ["## Targets", "", *quick, table, ""]
     lines += [s.markdown() for s in sections]

@@ -20,9 +20,13 @@ A block with a residual gate (``init_values``) applies ``x + γ ⊙ (block(x) �
 (bilinear) to the letterboxed model input, the letterbox padding is cropped, and the rest resized onto the image.
 
 The fused SDPA kernel returns no weights, so while capturing, a hook re-runs the block with explicit attention
-(``MHSA.explicit_attention``) on the input it received and records the largest difference between that output and the
-block's actual output (``AttentionMap.check``, ~1e-6). The model's own outputs are untouched; hooks are removed on exit,
-also after an error.
+(``explicit_attention_maps``) on the input it received and records the largest difference between that output and the
+block's actual output (``AttentionMap.check``, ~1e-6). The explicit weights are computed ``QUERY_CHUNK`` queries at a
+time and never held whole: memory grows as ``N · chunk``, not ``N²`` (P3 at 1280 px has N = 25,600 tokens). The model's
+own outputs are untouched; hooks are removed on exit, also after an error.
+
+Blocks are found in every layer, also inside the ``nn.Sequential`` Ultralytics builds for a row with ``repeats > 1``;
+such a block's maps carry its path in the layer (``AttentionMap.part``, e.g. ``"1"`` for the second repeat).
 
 Statistics (``map_stats``): min, max, mean, std over the feature grid (letterbox padding included: it is what the block
 saw); Shannon entropy of the map normalised to sum 1, in nats, and divided by ``ln N`` (``entropy_norm``; 1.0 =
@@ -33,8 +37,8 @@ Optional ``cam=eigencam`` or ``cam=gradcam`` (needs ``grad-cam``: ``pip install 
 class-activation map over the layers that feed ``Detect``, also for models without attention blocks.
 
 Which block yields which maps is two tables: ``GATE_MAPS`` (block class → its gates and the map kind each gives;
-``GATE_MAP_FNS`` turns a recorded gate into its map) and ``ATTENTION_WEIGHTS`` (blocks whose ``explicit_attention``
-gives ``received`` and ``query<k>`` maps).
+``GATE_MAP_FNS`` turns a recorded gate into its map) and ``ATTENTION_WEIGHTS`` (blocks whose attention weights give
+``received`` and ``query<k>`` maps).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +65,7 @@ UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
 CAM_METHODS = ("eigencam", "gradcam")
 MIN_SIDE = 10  # pixels: the smallest image side accepted, as Ultralytics' dataset check (verify_image_label) requires
+QUERY_CHUNK = 256  # queries per block of explicit attention weights (explicit_attention_maps)
 
 
 class HeatmapError(ValueError):
@@ -85,6 +91,8 @@ class AttentionMap:
         check (float | None): ``MHSA``: max |explicit-attention output − the block's actual output|.
         gamma (float | None): mean ``|γ|`` of the block's residual gate (``init_values``), None without one. The
             block applies ``x + γ ⊙ (block(x) − x)``: with ``γ ≈ 0`` even a structured map changes nothing.
+        part (str): the block's path inside layer ``layer``: ``""`` when the layer is the block, ``"1"`` for the
+            second block of a row with ``repeats > 1`` (Ultralytics wraps those in an ``nn.Sequential``).
     """
 
     layer: int
@@ -95,15 +103,23 @@ class AttentionMap:
     query: tuple[float, float] | None = None
     check: float | None = None
     gamma: float | None = None
+    part: str = ""
     stats: dict = field(init=False)
 
     def __post_init__(self):
         self.stats = map_stats(self.map)
 
     @property
+    def where(self) -> str:
+        """The block's place in the model: ``"6"``, or ``"6.1"`` for the second repeat of layer 6."""
+        return f"{self.layer}.{self.part}" if self.part else str(self.layer)
+
+    @property
     def name(self) -> str:
-        """File-name friendly id, e.g. ``L06_CBAM_spatial`` or ``L15_MHSA_query0``."""
-        return f"L{self.layer:02d}_{self.block}_{self.kind}" if self.layer >= 0 else f"{self.block}_{self.kind}"
+        """File-name friendly id, e.g. ``L06_CBAM_spatial``, ``L06.1_CBAM_spatial`` or ``L15_MHSA_query0``."""
+        if self.layer < 0:
+            return f"{self.block}_{self.kind}"
+        return f"L{self.layer:02d}{'.' + self.part if self.part else ''}_{self.block}_{self.kind}"
 
 
 def map_stats(m: np.ndarray) -> dict:
@@ -173,8 +189,62 @@ GATE_MAP_FNS = {
 output."""
 
 ATTENTION_WEIGHTS = (MHSA,)
-"""Blocks whose ``explicit_attention(x)`` returns ``(y, weights (B, heads, N, N))``: maps ``received`` and
-``query<k>``."""
+"""Blocks whose ``tokens_forward(x)`` computes its attention through ``self.attend(q, k, v) -> (out, weights)`` on
+``(B, heads, N, d)`` tensors, and gates its output with ``self.scale``: maps ``received`` and ``query<k>``
+(``explicit_attention_maps``)."""
+
+
+def attention_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Explicit attention weights ``softmax(QKᵀ/√d)`` of the queries ``q`` ``(B, h, n, d)`` over the keys ``k``
+    ``(B, h, N, d)``: ``(B, h, n, N)``, each row summing to 1 (the arithmetic of ``MHSA.attend`` with
+    ``fused = False``)."""
+    return ((q * (1 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)).softmax(-1)
+
+
+@torch.no_grad()
+def explicit_attention_maps(block: nn.Module, x: torch.Tensor, chunk: int = QUERY_CHUNK) -> tuple[torch.Tensor, dict]:
+    """Re-run an ``ATTENTION_WEIGHTS`` block with explicit softmax attention, ``chunk`` queries at a time.
+
+    The block's own ``attend`` is replaced for this one call (restored after, also on error) by one that computes the
+    weights of ``chunk`` queries, ``(B, h, chunk, N)``, uses them for those queries' outputs and adds them into the
+    attention each location receives, then drops them. The ``N×N`` matrix never exists.
+
+    Peak memory: the block's own activations, ``O(B·N·C)``, plus one weight block and its softmax, about
+    ``2 · B·h·chunk·N`` floats: ``O(N · chunk)``. For P3 of a 1280-px input (N = 25,600 tokens, h = 4, fp32) with
+    ``chunk = 256`` that is 2 × 105 MB, where the whole matrix would take 2 × 10.5 GB (measured on CPU: 216 MiB
+    extra peak resident memory for the whole call).
+
+    Args:
+        block: an ``ATTENTION_WEIGHTS`` block (``MHSA``), in eval mode (attention dropout is not applied).
+        x: its input ``(B, C, H, W)``.
+        chunk: queries per weight block, ``>= 1``.
+
+    Returns:
+        ``(y, maps)``: the block output ``(B, C, H, W)`` with explicit attention (equal to the fused output up to
+        float rounding), and ``{"received": (B, N)`` attention each location receives, averaged over heads and
+        queries (sums to 1), ``"q"``, ``"k"``: ``(B, h, N, d)`` for single query rows (``attention_rows``)``}``.
+    """
+    from attn_yolo.nn.layer_scale import gated
+
+    maps = {}
+
+    def attend(q, k, v):
+        b, h, n, _ = q.shape
+        out, received = torch.empty_like(q), q.new_zeros(b, n, dtype=torch.float32)
+        for s in range(0, n, chunk):
+            w = attention_rows(q[:, :, s : s + chunk], k)  # (B, h, chunk, N)
+            out[:, :, s : s + chunk] = w @ v
+            received += w.float().sum((1, 2))
+            del w
+        maps.update(received=received / (h * n), q=q, k=k)
+        return out, None
+
+    block.attend = attend  # instance attribute: shadows the method for this call only
+    try:
+        y, _ = block.tokens_forward(x)
+    finally:
+        del block.attend
+    return gated(x, y, block.scale), maps
 
 
 def block_gates(block: nn.Module) -> dict[str, nn.Module]:
@@ -199,22 +269,39 @@ def as_model(model, trust: bool = False) -> nn.Module:
     return load_model(model, "model", HeatmapError, trust=trust)
 
 
-def attention_layers(model) -> dict[int, nn.Module]:
-    """``{layer index: block}`` for every attention block (``attn_yolo.MODULES``) among the model's layers."""
-    blocks = tuple(MODULES.values())
-    return {i: m for i, m in enumerate(as_model(model).model) if isinstance(m, blocks)}
+def _blocks_in(module: nn.Module, path: str = ""):
+    """``(path, block)`` for every attention block in ``module``: the outermost ones (CBAM's gates are parts of it)."""
+    if isinstance(module, tuple(MODULES.values())):
+        yield path, module
+        return
+    for name, child in module.named_children():
+        yield from _blocks_in(child, f"{path}.{name}" if path else name)
 
 
-def resolve_layers(model, layers="all") -> dict[int, nn.Module]:
-    """Attention blocks selected by ``layers``: ``"all"``/None, an index, a list, or ``"5,8"``.
+def attention_blocks(model) -> dict[tuple[int, str], nn.Module]:
+    """``{(layer index, path in the layer): block}`` for every attention block (``attn_yolo.MODULES``) of the model.
+
+    The path is ``""`` when the layer is the block itself, ``"0"``, ``"1"``, ... for the blocks of a row with
+    ``repeats > 1`` (Ultralytics builds those as an ``nn.Sequential``), or the submodule path where a layer holds a
+    block deeper inside.
+    """
+    return {(i, path): m for i, layer in enumerate(as_model(model).model) for path, m in _blocks_in(layer)}
+
+
+def resolve_layers(model, layers="all") -> dict[tuple[int, str], nn.Module]:
+    """Attention blocks selected by ``layers`` (``"all"``/None, an index, a list, or ``"5,8"``): every block of each
+    chosen layer, keyed as ``attention_blocks``.
 
     Raises:
         NoAttentionError: the model has no attention block.
         HeatmapError: an index that is not an attention layer (the message lists the attention layers).
     """
     model = as_model(model)
-    found = attention_layers(model)
-    listing = ", ".join(f"{i} ({type(m).__name__})" for i, m in found.items())
+    found = attention_blocks(model)
+    per_layer: dict[int, list[str]] = {}
+    for (i, _), m in found.items():
+        per_layer.setdefault(i, []).append(type(m).__name__)
+    listing = ", ".join(f"{i} ({' + '.join(names)})" for i, names in per_layer.items())
     if not found:
         raise NoAttentionError(
             f"the model has no attention blocks ({', '.join(MODULES)}) among its {len(model.model)} layers: "
@@ -234,11 +321,11 @@ def resolve_layers(model, layers="all") -> dict[int, nn.Module]:
         ) from None
     n = len(model.model)
     for i in idx:
-        if i not in found:
+        if i not in per_layer:
             what = f"layer {i} is {type(model.model[i]).__name__}, not an attention block" if -n <= i < n else (
                 f"there is no layer {i} (the model has layers 0..{n - 1})")
             raise HeatmapError(f"layers={layers}: {what}. Attention layers: {listing}")
-    return {i: found[i] for i in idx}
+    return {key: m for i in idx for key, m in found.items() if key[0] == i}
 
 
 def cam_hint() -> str:
@@ -261,22 +348,25 @@ class AttentionCapture:
         >>> maps = cap.maps()  # list[AttentionMap] of image 0 of the batch
 
     Only the last forward pass is kept. Hooks record, never modify: outputs are identical with and without capture.
+    ``chunk``: queries per block of explicit attention weights for ``ATTENTION_WEIGHTS`` blocks
+    (``explicit_attention_maps``; memory ``O(N · chunk)``).
     """
 
-    def __init__(self, model, layers="all"):
+    def __init__(self, model, layers="all", chunk: int = QUERY_CHUNK):
         self.model = as_model(model)
         self.blocks = resolve_layers(self.model, layers)
+        self.chunk = chunk
         self.handles: list = []
-        self.records: dict[int, dict[str, torch.Tensor]] = {}
+        self.records: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
         self.input_shape: tuple[int, int] | None = None
 
     def __enter__(self) -> AttentionCapture:
         try:
             self.handles.append(self.model.register_forward_pre_hook(self._on_input))
-            for i, b in self.blocks.items():
-                self.handles.append(b.register_forward_hook(self._on_block(i)))
-                for key, gate in block_gates(b).items():
-                    self.handles.append(gate.register_forward_hook(self._on_gate(i, key)))
+            for key, b in self.blocks.items():
+                self.handles.append(b.register_forward_hook(self._on_block(key)))
+                for kind, gate in block_gates(b).items():
+                    self.handles.append(gate.register_forward_hook(self._on_gate(key, kind)))
         except BaseException:
             self.remove()
             raise
@@ -295,20 +385,20 @@ class AttentionCapture:
         self.records.clear()
         self.input_shape = tuple(args[0].shape[-2:])
 
-    def _on_gate(self, i: int, key: str):
+    def _on_gate(self, key: tuple[int, str], kind: str):
         def hook(module, args, out):
-            self.records.setdefault(i, {})[key] = out.detach()
+            self.records.setdefault(key, {})[kind] = out.detach()
 
         return hook
 
-    def _on_block(self, i: int):
+    def _on_block(self, key: tuple[int, str]):
         def hook(module, args, out):
-            rec = self.records.setdefault(i, {})
+            rec = self.records.setdefault(key, {})
             x = args[0].detach()
             rec["x"] = x
             if isinstance(module, ATTENTION_WEIGHTS):
-                y, w = module.explicit_attention(x)  # no_grad; the fused forward already produced `out`
-                rec["w"] = w.mean(1)  # (B, N, N) mean over heads
+                y, maps = explicit_attention_maps(module, x, self.chunk)  # the fused forward already produced `out`
+                rec.update(maps)
                 rec["check"] = (y - out.detach()).abs().amax()
 
         return hook
@@ -324,8 +414,8 @@ class AttentionCapture:
         if self.input_shape is None:
             raise RuntimeError("AttentionCapture.maps(): no forward pass was captured")
         out = []
-        for i, block in self.blocks.items():
-            rec, name = self.records.get(i), type(block).__name__
+        for (i, part), block in self.blocks.items():
+            rec, name = self.records.get((i, part)), type(block).__name__
             if rec is None:
                 continue  # the forward pass did not reach this layer
             x = rec["x"]
@@ -335,18 +425,20 @@ class AttentionCapture:
 
             def add(kind, m, **kw):
                 m = m.float().cpu().numpy().astype(np.float32)
-                out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, **kw))
+                out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, part=part, **kw))
 
             for kind in block_gates(block):
                 add(kind, GATE_MAP_FNS[kind](x, rec[kind])[b])
             if isinstance(block, ATTENTION_WEIGHTS):
                 h, w = x.shape[-2:]
-                weights, check = rec["w"][b], float(rec["check"])
-                add("received", weights.mean(0).reshape(h, w), check=check)
+                check = float(rec["check"])
+                add("received", rec["received"][b].reshape(h, w), check=check)
                 for k, ((xi, yi), orig) in enumerate(query_cells or []):
                     r = min(max(int(yi // stride), 0), h - 1)
                     c = min(max(int(xi // stride), 0), w - 1)
-                    add(f"query{k}", weights[r * w + c].reshape(h, w), query=orig, check=check)
+                    j = r * w + c
+                    row = attention_rows(rec["q"][b : b + 1, :, j : j + 1], rec["k"][b : b + 1])  # (1, h, 1, N)
+                    add(f"query{k}", row.mean(1).reshape(h, w), query=orig, check=check)
         return out
 
 
@@ -361,6 +453,9 @@ class ImageHeatmaps:
         input_shape (tuple[int, int]): the letterboxed model input ``(H, W)``.
         result: ``ultralytics.engine.results.Results`` with the detections (original-image coordinates).
         maps (list[AttentionMap]): captured maps, in layer order (CAM last).
+        name (str): the image as named in outputs: its file name, or, where several images of one call share a file
+            name, its path relative to their common folder (``a/img.jpg``, ``b/img.jpg``); see ``image_names``.
+        stem (str): prefix of its output files (``<stem>_heatmaps.png``), unique among the images of one call.
     """
 
     path: Path
@@ -368,6 +463,12 @@ class ImageHeatmaps:
     input_shape: tuple[int, int]
     result: object
     maps: list[AttentionMap]
+    name: str = ""
+    stem: str = ""
+
+    def __post_init__(self):
+        self.name = self.name or self.path.name
+        self.stem = self.stem or self.path.stem
 
     def on_image(self, m: AttentionMap) -> np.ndarray:
         """``m.map`` resized onto the original image ``(H0, W0)``: bilinear to the model input, letterbox padding
@@ -377,6 +478,33 @@ class ImageHeatmaps:
         t = torch.from_numpy(m.map)[None, None].float()
         t = F.interpolate(t, self.input_shape, mode="bilinear", align_corners=False)
         return ops.scale_masks(t, self.image.shape[:2])[0, 0].numpy()
+
+
+def image_names(files: list[Path]) -> list[tuple[str, str]]:
+    """``(name, stem)`` per image for outputs, so that no two images write the same files.
+
+    An image whose file stem no other image has keeps its file name and stem (``bus.jpg``, ``bus``). Images that
+    share a stem are named by their path relative to the common folder of those images (``a/img.jpg``, stem
+    ``a_img``), keeping the suffix in the stem where that alone differs (``img.jpg`` and ``img.png``: ``img_jpg``,
+    ``img_png``); the same file given twice gets ``-2``, ``-3``, ... appended.
+    """
+    files = [Path(f) for f in files]
+    stems = [f.stem for f in files]
+    out = [(f.name, f.stem) for f in files]
+    for stem in {s for s in stems if stems.count(s) > 1}:
+        group = [k for k, s in enumerate(stems) if s == stem]
+        root = Path(os.path.commonpath([str(files[k].resolve().parent) for k in group]))
+        rel = {k: files[k].resolve().relative_to(root) for k in group}
+        plain = {k: "_".join(rel[k].with_suffix("").parts) for k in group}
+        for k in group:
+            unique = list(plain.values()).count(plain[k]) == 1
+            out[k] = (rel[k].as_posix(), plain[k] if unique else "_".join(rel[k].parts).replace(".", "_"))
+    seen: dict[str, int] = {}
+    for k, (name, stem) in enumerate(out):
+        seen[stem] = seen.get(stem, 0) + 1
+        if seen[stem] > 1:
+            out[k] = (f"{name} ({seen[stem]})", f"{stem}-{seen[stem]}")
+    return out
 
 
 def _letterbox_gain_pad(shape0, shape1) -> tuple[float, float, float, float]:
@@ -509,7 +637,7 @@ def heatmaps(
         raise HeatmapError(f"cam={cam!r}: expected one of {', '.join(CAM_METHODS)} (or none)")
     if cam is not None and importlib.util.find_spec("pytorch_grad_cam") is None:
         raise HeatmapError(f"cam={cam} needs the grad-cam library: pip install 'attn-yolo[cam]'")
-    has_blocks = bool(attention_layers(net))
+    has_blocks = bool(attention_blocks(net))
     if has_blocks or cam is None:
         resolve_layers(net, layers)  # fail before reading any image
     if device is not None:
@@ -526,13 +654,14 @@ def heatmaps(
             raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
                                f"crop it or use a larger imgsz=")
     items = []
-    for f, im in zip(files, images):
+    for f, im, (name, stem) in zip(files, images, image_names(files)):
         if has_blocks:
             item = predict_with_maps(net, im, layers=layers, imgsz=imgsz, conf=conf, iou=iou, query=query, path=f)
         else:
             item = predict_with_maps(net, im, layers=None, imgsz=imgsz, conf=conf, iou=iou, path=f, capture=False)
         if cam is not None:
             item.maps.append(class_activation_map(net, im, str(cam).lower(), imgsz=imgsz, conf=conf))
+        item.name, item.stem = name, stem
         items.append(item)
     return items
 

@@ -70,9 +70,9 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
         ax = fig.add_axes(box(r, col, 4, iw - 8))
         ax.set_axis_off()
         if k == 0:
-            ax.imshow(cv2.resize(item.result.plot(), shown, interpolation=cv2.INTER_AREA)[..., ::-1])
-            ax.set_title(f"{item.path.name} ({item.image.shape[1]}×{item.image.shape[0]})\n{len(item.result.boxes)} "
-                         f"detections · model input {item.input_shape[1]}×{item.input_shape[0]}", fontsize=9)
+            ax.imshow(detections_image(item, shown)[..., ::-1])
+            ax.set_title(f"{item.name} {hw(*item.image.shape[:2])}\n{len(item.result.boxes)} detections · "
+                         f"model input {hw(*item.input_shape)}", fontsize=9)
             continue
         m = item.maps[k - 1]
         s = m.stats
@@ -84,10 +84,10 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
             qx, qy = m.query[0] * shown[0] / item.image.shape[1], m.query[1] * shown[1] / item.image.shape[0]
             ax.plot(qx, qy, marker="x", color="white", markersize=12, markeredgewidth=3)
         what = m.kind if m.query is None else f"query ({m.query[0]:.0f}, {m.query[1]:.0f})"
-        where = f"layer {m.layer} " if m.layer >= 0 else ""
+        where = f"layer {m.where} " if m.layer >= 0 else ""
         flag = f" [{s['flag'].upper()}]" if s["flag"] else ""
         flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
-        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {m.map.shape[1]}×{m.map.shape[0]}\n"
+        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {hw(*m.map.shape)}\n"
                      f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
                      f"{flag}", fontsize=8, color="red" if s["flag"] else "black")
         cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
@@ -97,30 +97,52 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
     return fig
 
 
+def hw(h: int, w: int) -> str:
+    """A shape as ``"20×32 (H×W)"``: height first, as the console table and stats.csv give it."""
+    return f"{h}×{w} (H×W)"
+
+
+def detections_image(item: ImageHeatmaps, size: tuple[int, int]) -> np.ndarray:
+    """The image with its detections drawn at display size ``size`` ``(width, height)``, BGR.
+
+    The image is resized first and the boxes scaled to it, then Ultralytics' ``Results.plot`` draws them with its
+    line width and font for that size. Drawn on the original image and then resized, a 128-px image would get labels
+    sized for 128 px and blown up with it, covering the image.
+    """
+    from ultralytics.engine.results import Results
+
+    h0, w0 = item.image.shape[:2]
+    boxes = item.result.boxes.data.clone()
+    boxes[:, :4] *= boxes.new_tensor([size[0] / w0, size[1] / h0] * 2)
+    small = cv2.resize(item.image, size, interpolation=cv2.INTER_AREA if size[0] < w0 else cv2.INTER_LINEAR)
+    return Results(small, path=str(item.path), names=item.result.names, boxes=boxes).plot()
+
+
 def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
-    """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out``.
+    """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out`` (``item.stem``: unique
+    among the images of one ``heatmaps`` call, also for equal file names in different folders).
 
     Returns:
         dict: ``"png"`` → the PNG, and map name → its ``.npy``.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"png": out / f"{item.path.stem}_heatmaps.png"}
+    paths = {"png": out / f"{item.stem}_heatmaps.png"}
     plot(item).savefig(paths["png"])
     for m in item.maps:
-        paths[m.name] = out / f"{item.path.stem}_{m.name}.npy"
+        paths[m.name] = out / f"{item.stem}_{m.name}.npy"
         np.save(paths[m.name], m.map)
     return paths
 
 
-STATS_FIELDS = ("image", "map", "layer", "block", "kind", "stride", "h", "w", "min", "max", "mean", "std",
+STATS_FIELDS = ("image", "map", "layer", "part", "block", "kind", "stride", "h", "w", "min", "max", "mean", "std",
                 "entropy_nats", "entropy_norm", "peak_share", "flag", "check", "gamma")
 
 
 def stats_rows(items: list[ImageHeatmaps]) -> list[dict]:
     """One row per map (fields ``STATS_FIELDS``)."""
     return [
-        {"image": it.path.name, "map": m.name, "layer": m.layer, "block": m.block, "kind": m.kind,
+        {"image": it.name, "map": m.name, "layer": m.layer, "part": m.part, "block": m.block, "kind": m.kind,
          "stride": m.stride, "h": m.map.shape[0], "w": m.map.shape[1], **m.stats,
          "check": m.check, "gamma": m.gamma}
         for it in items for m in it.maps

@@ -1,0 +1,208 @@
+"""README.md runs as written, offline: its Python example and every `attn-yolo` (and `python scripts/...`) command it
+shows, parsed from its code blocks and inline code, in README order, in a scratch folder that holds the repository's
+models/, configs/, data/ and scripts/.
+
+The data is the embedded synthetic dataset, made tiny (8 train / 4 val images at 64 px) wherever the README uses it:
+`data: synthetic` and `default_data_yaml()` (module defaults patched, cache in the scratch folder) and
+`data/synthetic-shapes.yaml` (Ultralytics' datasets_dir pointed at a tiny copy). Paths the README marks for the user
+to fill in (`path/to/...`) get tiny stand-ins. The network is cut off (socket lookups and connections fail). Commands
+that would train or measure for long get tiny overrides appended (later `key=value` tokens win). The commands later in
+the README use the files the earlier ones wrote (runs/detect/train/weights/best.pt), as a reader's would, so the cases
+run in README order.
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+import shlex
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attn_yolo import synthetic
+from attn_yolo.cli import TOOLS
+from attn_yolo.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+COCO128 = REPO.parent / "shared" / "data" / "coco128" / "data.yaml"
+TINY = {"n_train": 8, "n_val": 4, "imgsz": 64}
+TRAIN_KW = {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "device": "cpu", "plots": False}
+TRAIN = [f"{k}={v}" for k, v in TRAIN_KW.items()]
+BENCH = ["quick=True", "sections=timm", "variants=eca", "repeats=1", "rounds=1", "threads=2", "out="]
+
+
+def readme_commands(text: str = README) -> list[str]:
+    """Every `attn-yolo ...` and `python scripts/<x>.py ...` command of the README, in order, each once: lines of
+    ```bash blocks (after `&&`, without `  # comments`; comment lines are output) and inline code that is a whole
+    command (a sub-command, then `help` or key=value tokens: not `attn-yolo ...` or `attn-yolo <tool> help`)."""
+    found = []
+    for m in re.finditer(r"^```(\w*)\n(.*?)^```|`([^`]+)`", text, re.DOTALL | re.MULTILINE):
+        if m.group(3) is not None:  # inline code, possibly wrapped over lines
+            span = " ".join(m.group(3).split())
+            if re.fullmatch(r"(attn-yolo [a-z]+|python scripts/\w+\.py)( help| [\w.]+=\S+| \S+\.yaml)*", span):
+                found.append(span)
+            continue
+        if m.group(1) != "bash":
+            continue
+        for line in m.group(2).splitlines():
+            line = line.split("  #")[0].strip()
+            for part in ([] if line.startswith("#") else line.split("&&")):
+                if part.strip().startswith(("attn-yolo ", "python scripts/")):
+                    found.append(part.strip())
+    return list(dict.fromkeys(found))
+
+
+def python_examples(text: str = README) -> list[str]:
+    """The ```python blocks of the README."""
+    return re.findall(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+
+
+COMMANDS = readme_commands()
+
+
+def test_readme_commands_are_found():
+    """The parser sees the README's commands: every tool, a pass-through mode, a script, and the opening command."""
+    tools = {shlex.split(c)[1] for c in COMMANDS if c.startswith("attn-yolo ")}
+    assert set(TOOLS) <= tools and {"train", "val"} <= tools, COMMANDS
+    assert COMMANDS[0] == "attn-yolo ablate"  # the main job of the opening lines
+    assert any(c.startswith("python scripts/") for c in COMMANDS)
+    assert not any("..." in c or "<" in c for c in COMMANDS)
+    assert len(python_examples()) == 1
+
+
+def offline(name: str):
+    """A stand-in for a socket function that fails as on a machine without a network (Ultralytics' own online checks
+    then take their offline path; anything that needs a download fails the command)."""
+
+    def refuse(*args, **kwargs):
+        raise OSError(f"network disabled in the README test ({name})")
+
+    return refuse
+
+
+def test_readme_install_and_caches(monkeypatch):
+    """The opening commands stay; the CPU-only torch install comes from PyTorch's CPU index before the project; the
+    caches the code writes are listed where the code puts them; scale-letter model names are explained."""
+    from attn_yolo.bench import parse_args
+
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", README, re.DOTALL | re.MULTILINE)
+    bash = "\n".join(body for lang, body in blocks if lang == "bash")
+    lines = [line.split("  #")[0].strip() for line in bash.splitlines()]
+    assert lines[:2] == ["pip install -e . && attn-yolo ablate", 'pip install -e ".[dev]" && pytest']
+    cpu = "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cpu"
+    assert lines[lines.index(cpu) + 1] == "pip install -e ."
+    caches = README[README.index("## Files and caches"):].split("\n## ")[0]
+    monkeypatch.delenv("ATTN_YOLO_DATA", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    home_cache = "~/" + synthetic.cache_dir().relative_to(Path.home()).as_posix()
+    shapes = yaml.safe_load((REPO / "data" / "synthetic-shapes.yaml").read_text())["path"]
+    bench_cache = Path(parse_args([])["cache"])
+    assert bench_cache.parent == Path(tempfile.gettempdir())
+    for where in ("$ATTN_YOLO_DATA", f"{home_cache}/synthetic-shapes-v{synthetic.VERSION}-<key>/",
+                  f"<datasets_dir>/{shapes}/", f"`<temp folder>/{bench_cache.name}/`"):
+        assert where in caches, where
+    for name in re.findall(r"models/yolo11[nslmx]-\w+\.yaml", README):  # no such files: the scale letter says why
+        assert not (REPO / name).exists() and (REPO / re.sub(r"yolo11[nslmx]-", "yolo11-", name)).is_file()
+    assert "There is no file models/yolo11n-cbam.yaml: Ultralytics reads the scale letter n from the name" in README
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A scratch working directory as a reader's checkout, with tiny data; returns (folder, placeholder paths)."""
+    from ultralytics import YOLO
+
+    root = tmp_path_factory.mktemp("readme")
+    for name in ("models", "configs", "data", "scripts"):
+        (root / name).symlink_to(REPO / name)
+    tiny = synthetic.generate(root / "tiny", **TINY)
+    shapes = yaml.safe_load((REPO / "data" / "synthetic-shapes.yaml").read_text())["path"]
+    synthetic.generate(root / "datasets" / shapes, **TINY)  # data/synthetic-shapes.yaml finds its images here
+    images = root / "images"
+    images.mkdir()
+    for f in sorted((tiny.parent / "images" / "val").glob("*.jpg"))[:2]:
+        (images / f.name).write_bytes(f.read_bytes())
+    YOLO("yolo11n.yaml").save(str(root / "yolo11n.pt"))
+    fill = {"path/to/data.yaml": tiny, "path/to/coco128/data.yaml": tiny, "path/to/yolo11n.pt": root / "yolo11n.pt",
+            "path/to/images": images}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket, "getaddrinfo", offline("getaddrinfo"))  # offline: any lookup or connection fails
+        mp.setattr(socket.socket, "connect", offline("connect"))
+        mp.setattr(socket.socket, "connect_ex", offline("connect_ex"))
+        mp.chdir(root)
+        mp.setenv("ATTN_YOLO_DATA", str(root / "cache"))  # data: synthetic, default_data_yaml()
+        for key, value in TINY.items():
+            mp.setattr(synthetic, key.upper(), value)
+        mp.setattr("ultralytics.data.utils.DATASETS_DIR", root / "datasets")
+        mp.setattr(sys, "argv", list(sys.argv))  # the pass-through CLI sets sys.argv
+        yield root, {k: str(v) for k, v in fill.items()}
+
+
+def tiny_overrides(argv: list[str], root: Path) -> list[str]:
+    """Tokens appended to a README command so that it runs in seconds (none for `help` and quick commands)."""
+    tool = argv[0]
+    if "help" in argv:
+        return []
+    if tool in ("ablate", "scripts/ablate.py"):
+        return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}"]
+    if tool in ("bench", "scripts/bench.py"):
+        return BENCH
+    if tool in ("export", "heatmap"):
+        return ["imgsz=64"]
+    if tool not in TOOLS:  # an Ultralytics mode (train, val): Ultralytics would write under its own runs_dir
+        return [*TRAIN, f"project={root / 'runs' / 'detect'}"]
+    return []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(c, marks=pytest.mark.slow) if "coco128-quick.yaml" in c and "path/to" not in c else c
+     for c in COMMANDS],
+)
+def test_readme_command(command, workspace, capsys):
+    """The command as the README shows it, placeholders filled in, tiny overrides appended: exit code 0."""
+    root, fill = workspace
+    if "coco128-quick.yaml" in command and "path/to" not in command and not COCO128.exists():
+        pytest.skip(f"COCO128 not found at {COCO128}")  # the config's data lies beside the repository
+    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
+        assert placeholder in fill, f"README placeholder {placeholder!r} has no stand-in in this test"
+        command = command.replace(placeholder, fill[placeholder])
+    argv = shlex.split(command)
+    if argv[0] == "python":  # python scripts/<x>.py ...: the script as __main__
+        script, args = argv[1], argv[2:]
+        args += tiny_overrides([script, *args], root)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "argv", [script, *args])
+            with pytest.raises(SystemExit) as e:
+                runpy.run_path(str(REPO / script), run_name="__main__")
+        code = e.value.code
+    else:
+        args = argv[1:] + tiny_overrides(argv[1:], root)
+        with pytest.MonkeyPatch.context() as mp:  # Ultralytics' CLI reads the sys.argv it saw at import, not ours
+            mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
+            code = cli_main(args)
+    out = capsys.readouterr()
+    assert code == 0, f"{command}\n{out.out[-3000:]}\n{out.err[-3000:]}"
+
+
+def test_readme_python_example(workspace, monkeypatch):
+    """The Python example, executed as written; Ultralytics' train gets the tiny overrides."""
+    from ultralytics.engine.model import Model
+
+    root, _ = workspace
+    train, seen = Model.train, []
+
+    def tiny_train(self, **kw):
+        seen.append(kw)
+        return train(self, **{**kw, **TRAIN_KW, "project": str(root / "runs" / "python")})
+
+    monkeypatch.setattr(Model, "train", tiny_train)
+    (code,) = python_examples()
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102  the README example, as a reader runs it
+    assert len(seen) == 1 and Path(seen[0]["data"]) == synthetic.default_data_yaml()  # the embedded data, no download
+    assert list((root / "runs" / "python").glob("*/weights/best.pt"))
