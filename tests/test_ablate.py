@@ -417,11 +417,13 @@ def test_foreign_folder_in_the_way_is_kept(tmp_path, tiny_data, capsys):
     with pytest.raises(UsageError, match="cbam-seed1: a file"):
         ablate.run(cfg, runner=counting(calls))
     mine.unlink()
+    mine.mkdir()  # an empty folder: nothing to lose
     assert ablate.run(cfg, runner=counting(calls)) == 0 and len(calls) == 4
     assert (mine / ".attn-yolo-run").is_file()  # the runner's own folder, replaced when the run is redone
     calls.clear()
     assert ablate.run(cfg, ["imgsz=96"], runner=counting(calls)) == 0 and len(calls) == 4
-    assert "out=" in capsys.readouterr().out
+    assert (mine / "weights.txt").read_text() == "cbam 1" and len(list(mine.iterdir())) == 3  # + record, marker
+    assert f"out={tmp_path / 'out'} (outside the working directory {Path.cwd()})" in capsys.readouterr().out
 
 
 def test_copy_data_replaces_only_its_own_copy(tmp_path, tiny_data):

@@ -104,28 +104,40 @@ def is_ours(folder: Path, marker: str) -> bool:
 
 
 def check_replaceable(folder: Path, marker: str) -> None:
-    """Refuse a path the runner would replace but did not create.
+    """Refuse a path the runner would replace but did not create (an empty folder is fine: nothing to lose).
 
     Raises:
         UsageError: ``folder`` exists and is not a folder with ``marker`` (a user's file or folder is never deleted).
     """
     folder = Path(folder)
-    if (folder.exists() or folder.is_symlink()) and not is_ours(folder, marker):
+    empty = folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())  # nothing to lose
+    if (folder.exists() or folder.is_symlink()) and not is_ours(folder, marker) and not empty:
         kind = "folder" if folder.is_dir() and not folder.is_symlink() else "file"
         raise UsageError(f"{folder}: a {kind} that attn-yolo ablate did not create (no {marker} marker) is where the "
                          "ablation writes; move it away or choose another out=")
 
 
 def claim(folder: Path, marker: str, info: dict) -> Path:
-    """Make ``folder`` empty and mark it as the runner's: a folder with ``marker`` is replaced, anything else refused.
+    """Make ``folder`` empty and mark it as the runner's: a folder with ``marker`` is emptied, anything else refused.
+
+    The marker is written first and deleted never, so that a signal at any point leaves a folder that is still
+    recognisably the runner's (or an empty one).
 
     Raises:
         UsageError: see ``check_replaceable``.
     """
     folder = Path(folder)
     check_replaceable(folder, marker)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / marker).write_text(json.dumps({"made_by": "attn-yolo ablate", **info}) + "\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"made_by": "attn-yolo ablate", **info}) + "\n"
+    if not (folder / marker).exists():
+        (folder / marker).write_text(text)
+    for child in folder.iterdir():
+        if child.name == marker:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    (folder / marker).write_text(text)
     return folder

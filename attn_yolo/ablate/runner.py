@@ -21,7 +21,7 @@ from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_repl
 from attn_yolo.ablate.records import RunSpec, complete, write_record
 from attn_yolo.ablate.report import duration, write_report
 from attn_yolo.ablate.results import check_index, collect_records, write_results
-from attn_yolo.ablate.scheduling import schedule_local, schedule_ray, stop_on_signals
+from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
 from attn_yolo.ablate.train import execute_run
 from attn_yolo.checkpoint import atomic_write
 
@@ -139,15 +139,16 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None)
         UsageError: another ablation holds ``out``, or a file or folder the runner did not create is where it writes.
     """
     t_start = time.perf_counter() if started is None else started
+    fired = []  # signals received
     try:
-        with stop_on_signals(), OutLock(ab.out):
-            return _run_locked(ab, runner, t_start)
+        with stop_on_signals(fired), OutLock(ab.out):
+            return _run_locked(ab, runner, t_start, fired)
     except KeyboardInterrupt as e:  # before or after the runs (during them, _run_locked reports and returns)
         print(f"\nattn-yolo ablate: interrupted ({e}); run the same command again to continue", file=sys.stderr)
-        return getattr(e, "code", 130)
+        return exit_code(fired)
 
 
-def _run_locked(ab: Ablation, runner, t_start: float) -> int:
+def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
     csv_path = ab.out / "results.csv"
     atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
     specs = plan(ab, ab.data)
@@ -219,8 +220,8 @@ def _run_locked(ab: Ablation, runner, t_start: float) -> int:
             schedule_ray(todo, ab.ray_address, ab.resources, runner, on_start, on_done)
         else:
             schedule_local(todo, ab.devices, runner, on_start, on_done)
-    except KeyboardInterrupt as e:
-        code = getattr(e, "code", 130)
+    except KeyboardInterrupt:
+        code = exit_code(fired)
         print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(durations)} run(s) of "
               f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
               flush=True)

@@ -12,8 +12,8 @@ Backends (``backend:`` in the config):
   failed record. Without ``ray_address`` a local Ray instance is started and shut down here.
 
 The driver (this process) writes every record and run folder; a callback ``on_done(row)`` gets each record.
-SIGINT and SIGTERM raise ``Interrupted`` (exit code 130 / 143) in the driver; the schedulers then stop their workers
-(process groups: SIGTERM, then SIGKILL; Ray: tasks cancelled, a local instance shut down) so that no process is left.
+SIGINT and SIGTERM raise ``KeyboardInterrupt`` (exit code 130 / 143) in the driver; the schedulers then stop their
+workers (process groups: SIGTERM, then SIGKILL; Ray: tasks cancelled, a local instance shut down), leaving no process.
 """
 
 from __future__ import annotations
@@ -35,27 +35,20 @@ from attn_yolo.ablate.records import RunSpec, new_record
 STOP_GRACE_S = 5.0  # seconds a stopped worker gets between SIGTERM and SIGKILL
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM reached the ablation; ``code`` is the exit code, 128 + the signal number (130, 143)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.code = 128 + signum
-
-
 @contextlib.contextmanager
-def stop_on_signals():
-    """Within the block, SIGINT and SIGTERM raise ``Interrupted`` in the main thread; only the first one does, so that
-    the cleanup that follows is not cut short. No-op outside the main thread."""
+def stop_on_signals(fired: list):
+    """Within the block, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and append their number to
+    ``fired``; only the first one raises, so that the cleanup that follows is not cut short. No-op outside the main
+    thread. (Ray's ``wait`` re-raises any exception from a handler as a plain ``KeyboardInterrupt``: ``fired`` is what
+    tells SIGTERM from SIGINT.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = []
 
     def handler(signum, frame):
-        if not fired:
-            fired.append(signum)
-            raise Interrupted(signum)
+        fired.append(signum)
+        if len(fired) == 1:
+            raise KeyboardInterrupt(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -63,6 +56,12 @@ def stop_on_signals():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def exit_code(fired: list) -> int:
+    """The exit code after an interruption: 128 + the first signal's number (SIGINT 130, SIGTERM 143); 130 for a
+    ``KeyboardInterrupt`` without a signal."""
+    return 128 + fired[0] if fired else 130
 
 
 # --------------------------------------------------------------------------------------------------- local backend
@@ -174,12 +173,15 @@ def ray_task(runner, spec: RunSpec, device: str) -> tuple[dict, bytes, str]:
     Returns:
         (record, the run folder as a tar archive, the run folder's path on this node).
     """
+    from attn_yolo import synthetic
     from attn_yolo.registry import register
 
     register()
     with tempfile.TemporaryDirectory(prefix="attn-yolo-ray-") as tmp:
         local = dataclasses.replace(spec, run_dir=str(Path(tmp) / Path(spec.run_dir).name))
         Path(local.run_dir).mkdir()
+        if not Path(spec.data).exists() and Path(spec.data).parent.name.startswith(f"{synthetic.NAME}-v"):
+            synthetic.default_data_yaml()  # `data: synthetic`, generated on this node (same path: same attn-yolo)
         if Path(spec.data).exists():
             row = runner(local, device)
         else:
