@@ -2,6 +2,7 @@
 plots, resume, an injected failing variant), interruption, parallel devices and the dataset copy."""
 
 import csv
+import json
 import math
 import os
 import re
@@ -226,6 +227,38 @@ def test_overrides():
         ablate.apply_overrides(raw, ["epochs"])
 
 
+def test_backend_keys(tmp_path, tiny_data):
+    """backend, ray_address and resources: validated with the rest, before any run; settable on the command line."""
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate({**raw, "backend": "spark", "ray_address": "auto", "resources": {"num_gpu": 1, "num_cpus": 0}},
+                        tmp_path)
+    assert sorted(e.value.problems) == [
+        "backend: 'spark'; expected one of local, ray",
+        "ray_address: only with backend=ray",
+        "resources.num_cpus: 0; expected a number > 0",
+        "resources.num_gpu: unknown key (did you mean 'num_gpus'?); allowed: num_cpus, num_gpus",
+    ]
+    pytest.importorskip("ray")
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate({**raw, "backend": "ray", "devices": ["cpu"], "train": {**raw["train"], "device": "0"}},
+                        tmp_path)
+    assert sorted(e.value.problems) == [
+        "devices: not with backend=ray (Ray places each run; set resources.num_gpus)",
+        "train.device: '0' not with backend=ray; runs get their device from resources.num_gpus (0: cpu)",
+        "train.device: not with `devices` (each run gets one of `devices`); remove one of them",
+    ]
+    raw = ablate.apply_overrides(raw, ["backend=ray", "ray_address=ray://head:10001"])
+    assert ablate.validate(raw, tmp_path).train["device"] == "cpu"  # consistent with num_gpus: 0
+    del raw["train"]["device"]
+    ab = ablate.validate({**raw, "resources": {"num_cpus": 4, "num_gpus": 0.5}}, tmp_path)
+    assert (ab.backend, ab.ray_address, ab.resources) == ("ray", "ray://head:10001", {"num_cpus": 4, "num_gpus": 0.5})
+    from attn_yolo.ablate.scheduling import ray_device
+
+    assert [ray_device({"num_gpus": g}) for g in (0, 0.5, 1, 2)] == ["cpu", "0", "0", "0,1"]
+
+
 # ------------------------------------------------------------------------------------------- a real tiny ablation
 
 
@@ -306,13 +339,15 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
 
 
 def fake_runner(spec, device):
-    """Stands in for execute_run: no training; module-level so that worker processes can unpickle it."""
+    """Stands in for execute_run: no training (writes a stand-in weights file); module-level so that worker processes
+    can unpickle it."""
     time.sleep(0.3)
+    Path(spec.run_dir, "weights.txt").write_text(f"{spec.variant} {spec.seed}")
     return {"variant": spec.variant, "seed": spec.seed, "status": "ok", "params": spec.params, "gflops": spec.gflops,
             "precision": 0.5, "recall": 0.5, "map50": 0.5, "map50_95": 0.1 * (spec.seed + 1), "best_epoch": 1,
             "epochs": 1, "train_time_s": 0.3, "latency_ms": 1.0 + spec.seed, "device": device,
-            "run_dir": f"{spec.run_dir}|pid={os.getpid()}", "model": spec.model, "error": "",
-            "fingerprint": spec.fingerprint}
+            "run_dir": spec.run_dir, "model": spec.model, "error": "", "fingerprint": spec.fingerprint,
+            "pid": os.getpid()}
 
 
 def test_interrupt_resume_and_changed_settings(tmp_path, tiny_data):
@@ -353,13 +388,277 @@ def test_parallel_devices(tmp_path, tiny_data, capsys):
     assert ablate.run(cfg, runner=fake_runner) == 0
     rows = read_csv(tmp_path / "out" / "results.csv")
     assert len(rows) == 4 and {r["device"] for r in rows} == {"cpu"}
-    pids = {r["run_dir"].split("pid=")[1] for r in rows}
-    assert len(pids) == 2 and str(os.getpid()) not in pids
+    pids = {json.loads((Path(r["run_dir"]) / "result.json").read_text())["pid"] for r in rows}
+    assert len(pids) == 2 and os.getpid() not in pids  # one worker process per device
     assert capsys.readouterr().out.count("device=cpu — ETA") == 4
 
     raw["train"]["device"] = "cpu"  # both: ambiguous
     with pytest.raises(ablate.ConfigError, match="train.device: not with `devices`"):
         ablate.validate(raw, tmp_path)
+
+
+# ------------------------------------------------------------------------- faults: records, folders, lock, signals
+
+
+def counting(calls: list):
+    """A fake runner that notes each run it is asked to train."""
+    return lambda spec, device: calls.append(f"{spec.variant}-seed{spec.seed}") or fake_runner(spec, device)
+
+
+def test_damaged_results_csv_loses_nothing(tmp_path, tiny_data, capsys):
+    """results.csv is an index of the records in the run folders: damaged, foreign or deleted, it is rebuilt (one
+    warning naming the file and the bad line) and no finished run is retrained."""
+    cfg = write_config(tmp_path, tiny_data)
+    assert ablate.run(cfg, runner=fake_runner) == 0
+    csv_path = tmp_path / "out" / "results.csv"
+    good = csv_path.read_bytes()
+    lines = good.decode().splitlines(keepends=True)
+    damages = {  # damage → what the warning says
+        "garbage line": (lambda: csv_path.write_text("".join(lines[:2] + ["baseline,1,ok,x,y,z\n"] + lines[2:]),
+                                                     newline=""), "line 3 'baseline,1,ok,x,y,z' matches no run record"),
+        "damaged header": (lambda: csv_path.write_text("".join(["variant;seed;stat\n"] + lines[1:]), newline=""),
+                           "line 1 'variant;seed;stat' is not the results.csv header"),
+        "deleted": (csv_path.unlink, "not found"),
+        "foreign": (lambda: csv_path.write_text("epoch,time,train/box_loss\n1,2.0,0.5\n"),
+                    "line 1 'epoch,time,train/box_loss' is not the results.csv header"),
+        "lost row": (lambda: csv_path.write_text("".join(lines[:-1]), newline=""), "lacks 1 of 4 run record(s)"),
+    }  # fmt: skip
+    for damage, (do, want) in damages.items():
+        do()
+        capsys.readouterr()
+        calls = []
+        assert ablate.run(cfg, runner=counting(calls)) == 0
+        assert calls == [], damage  # no finished run is retrained
+        assert csv_path.read_bytes() == good, damage
+        for r in read_csv(csv_path):  # the run folders are kept
+            assert (Path(r["run_dir"]) / "weights.txt").read_text() == f"{r['variant']} {r['seed']}"
+        warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+        assert len(warnings) == 1 and f"{csv_path}: {want}" in warnings[0], (damage, warnings)
+    capsys.readouterr()
+    assert ablate.run(cfg, runner=fake_runner) == 0 and "warning" not in capsys.readouterr().err  # intact: quiet
+
+
+def test_foreign_folder_in_the_way_is_kept(tmp_path, tiny_data, capsys):
+    """Only folders with the runner's marker are replaced; anything else stops the ablation (exit 2) before any run."""
+    cfg = write_config(tmp_path, tiny_data)
+    mine = tmp_path / "out" / "runs" / "cbam-seed1"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("my notes")
+    assert cli_main(["ablate", str(cfg)]) == 2
+    assert f"{mine}: a folder that attn-yolo ablate did not create" in capsys.readouterr().err
+    calls = []
+    with pytest.raises(UsageError, match="cbam-seed1: a folder"):
+        ablate.run(cfg, runner=counting(calls))
+    assert calls == [] and (mine / "notes.txt").read_text() == "my notes"
+    (mine / "notes.txt").rename(tmp_path / "notes.txt")
+    mine.rmdir()
+    mine.write_text("a file")  # a file in the way: also kept
+    with pytest.raises(UsageError, match="cbam-seed1: a file"):
+        ablate.run(cfg, runner=counting(calls))
+    mine.unlink()
+    mine.mkdir()  # an empty folder: nothing to lose
+    assert ablate.run(cfg, runner=counting(calls)) == 0 and len(calls) == 4
+    assert (mine / ".attn-yolo-run").is_file()  # the runner's own folder, replaced when the run is redone
+    calls.clear()
+    assert ablate.run(cfg, ["imgsz=96"], runner=counting(calls)) == 0 and len(calls) == 4
+    assert (mine / "weights.txt").read_text() == "cbam 1" and len(list(mine.iterdir())) == 3  # + record, marker
+    assert f"out={tmp_path / 'out'} (outside the working directory {Path.cwd()})" in capsys.readouterr().out
+
+
+def test_copy_data_replaces_only_its_own_copy(tmp_path, tiny_data):
+    from types import SimpleNamespace
+
+    ab = SimpleNamespace(data=str(tiny_data), copy_data=True, out=tmp_path / "out")
+    dest = tmp_path / "out" / "data" / tiny_data.parent.name
+    dest.mkdir(parents=True)
+    (dest / "mine.txt").write_text("mine")
+    with pytest.raises(UsageError, match=f"{dest}: a folder that attn-yolo ablate did not create"):
+        prepare_data(ab)
+    assert (dest / "mine.txt").read_text() == "mine"
+    (dest / "mine.txt").unlink()
+    dest.rmdir()
+    copied = Path(prepare_data(ab))
+    assert copied == dest / "data.yaml" and (dest / ".attn-yolo-data").is_file()
+    copied.unlink()  # an interrupted copy (data.yaml is written last) of ours is redone
+    (dest / "stale.txt").write_text("left by an interrupted copy")
+    assert Path(prepare_data(ab)) == copied and not (dest / "stale.txt").exists()
+
+
+DRIVER = """
+import multiprocessing, os, sys, time
+from pathlib import Path
+from attn_yolo import ablate
+from attn_yolo.ablate.records import new_record
+
+def runner(spec, device):
+    if os.environ.get("RUN_LOG"):
+        with open(os.environ["RUN_LOG"], "a") as f:
+            f.write(f"{spec.variant}-seed{spec.seed}\\n")
+    if spec.variant in os.environ.get("HANG", "").split(","):  # a child process (like a dataloader worker), then hang
+        multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,), daemon=True).start()
+        Path(spec.run_dir, "started").write_text(str(os.getpid()))
+        time.sleep(600)
+    Path(spec.run_dir, "started").write_text(str(os.getpid()))
+    while os.environ.get("GATE") and not Path(os.environ["GATE"]).exists():
+        time.sleep(0.1)
+    return {**new_record(spec, device), "status": "ok", "precision": 0.5, "recall": 0.5, "map50": 0.5,
+            "map50_95": 0.25, "epochs": 1, "best_epoch": 1, "train_time_s": 0.1, "latency_ms": 1.0}
+
+if __name__ == "__main__":
+    sys.exit(ablate.run(sys.argv[1], sys.argv[2:], runner=runner))
+"""
+
+
+def start_driver(tmp_path: Path, cfg: Path, *overrides: str, **env):
+    """``ablate.run(cfg)`` in a subprocess (its own session) with the fake runner of DRIVER."""
+    import subprocess
+
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    return subprocess.Popen([sys.executable, str(script), str(cfg), *overrides], start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **env})
+
+
+def wait_for(condition, timeout: float = 180.0, what: str = "condition"):
+    t0 = time.time()
+    while not condition():
+        assert time.time() - t0 < timeout, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_second_ablation_into_the_same_out_exits_2(tmp_path, tiny_data, capsys):
+    import socket
+
+    cfg = write_config(tmp_path, tiny_data)
+    log, gate = tmp_path / "runs.log", tmp_path / "go"
+    first = start_driver(tmp_path, cfg, RUN_LOG=str(log), GATE=str(gate))
+    try:
+        holder = tmp_path / "out" / ".attn-yolo-ablate.lock.json"
+        wait_for(lambda: (tmp_path / "out/runs/baseline-seed0/started").exists(), what="the first run")
+        assert json.loads(holder.read_text())["pid"] == first.pid
+        assert cli_main(["ablate", str(cfg)]) == 2  # the second ablation stops at once
+        err = capsys.readouterr().err
+        assert f"is in use by another ablation (pid {first.pid} on host {socket.gethostname()}" in err
+        calls = []
+        with pytest.raises(UsageError, match=f"pid {first.pid}"):
+            ablate.run(cfg, runner=counting(calls))
+        assert calls == []
+        gate.touch()
+        assert first.wait(timeout=180) == 0
+    finally:
+        first.kill()
+    assert sorted(log.read_text().split()) == sorted(f"{v}-seed{s}" for v in ("baseline", "cbam") for s in (0, 1))
+    assert not holder.exists()
+    assert ablate.run(cfg, runner=counting(calls)) == 0 and calls == []  # released: the next ablation runs (nothing)
+
+
+def test_stale_lock_is_taken_over(tmp_path, tiny_data, capsys):
+    import socket
+    import subprocess
+
+    cfg = write_config(tmp_path, tiny_data, seeds=[0])
+    holder = tmp_path / "out" / ".attn-yolo-ablate.lock.json"
+    holder.parent.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    holder.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": time.time()}))
+    assert ablate.run(cfg, runner=fake_runner) == 0  # the holder died without releasing: taken over
+    err = capsys.readouterr().err
+    assert f"{holder}: taking over the stale lock of the ablation (pid {dead.pid} on host {socket.gethostname()}" in err
+    assert not holder.exists()
+
+    alive = subprocess.Popen(["sleep", "60"])  # a live holder whose lock file was deleted: still refused
+    try:
+        holder.write_text(json.dumps({"pid": alive.pid, "host": socket.gethostname(), "started": time.time()}))
+        with pytest.raises(UsageError, match=f"pid {alive.pid} on host .*delete {holder}"):
+            ablate.run(cfg, runner=fake_runner)
+        assert holder.exists()
+    finally:
+        alive.kill()
+
+
+def session_processes(sid: int) -> list:
+    """Live (not zombie) processes of a session."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getsid(p.pid) == sid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return out
+
+
+@pytest.mark.parametrize("sig, devices, code", [("SIGTERM", ["cpu", "cpu"], 143), ("SIGINT", None, 130)])
+def test_signal_stops_every_process_and_keeps_finished_runs(tmp_path, tiny_data, sig, devices, code):
+    """SIGTERM (parallel workers) and SIGINT (in-process run): exit 143 / 130, no process left in the session, the
+    finished runs kept and not retrained."""
+    import signal
+
+    pytest.importorskip("psutil")
+    cfg = write_config(tmp_path, tiny_data)
+    if devices:
+        raw = yaml.safe_load(cfg.read_text())
+        del raw["train"]["device"]
+        cfg.write_text(yaml.safe_dump({**raw, "devices": devices}))
+    proc = start_driver(tmp_path, cfg, HANG="cbam")
+    try:
+        hanging = ["cbam-seed0", "cbam-seed1"] if devices else ["cbam-seed0"]
+        wait_for(lambda: all((tmp_path / "out/runs" / r / "started").exists() for r in hanging), what="hanging runs")
+        assert len(session_processes(proc.pid)) >= 1 + len(hanging)  # driver, workers, their children
+        os.kill(proc.pid, getattr(signal, sig))
+        assert proc.wait(timeout=60) == code
+        wait_for(lambda: not session_processes(proc.pid), timeout=20, what="every process of the session to end")
+    finally:
+        for p in session_processes(proc.pid):
+            p.kill()
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert [(r["variant"], r["seed"], r["status"]) for r in rows] == [("baseline", "0", "ok"), ("baseline", "1", "ok")]
+    calls = []
+    assert ablate.run(cfg, ["devices=[cpu]"] if devices else [], runner=counting(calls)) == 0  # in this process
+    assert sorted(calls) == ["cbam-seed0", "cbam-seed1"]
+
+
+# ------------------------------------------------------------------------------------------- experiment tracking
+
+
+def test_mlflow_groups_the_runs_of_an_ablation(tmp_path, tiny_data, monkeypatch):
+    """With Ultralytics' MLflow integration on, every run goes to one experiment named after the ablation, named
+    <variant>-seed<k>; summary.md and results.csv are artifacts of a `summary` run. MLflow's local file store."""
+    mlflow = pytest.importorskip("mlflow")
+    from ultralytics.utils import SETTINGS
+
+    if not SETTINGS["mlflow"]:
+        pytest.skip("Ultralytics' MLflow integration is off (yolo settings mlflow=False)")
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps the file store in maintenance mode
+    for k in ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN"):
+        monkeypatch.delenv(k, raising=False)
+    cfg = write_config(tmp_path, tiny_data, seeds=[0])
+    raw = yaml.safe_load(cfg.read_text())
+    raw["train"]["imgsz"] = 32
+    cfg.write_text(yaml.safe_dump(raw))
+    assert ablate.run(cfg) == 0
+
+    client = mlflow.MlflowClient(store.as_uri())
+    experiments = {e.name: e for e in client.search_experiments()}
+    assert "ablation" in experiments  # the config file's name
+    runs = client.search_runs([experiments["ablation"].experiment_id])
+    by_name = {r.info.run_name: r for r in runs}
+    assert sorted(by_name) == ["baseline-seed0", "cbam-seed0", "summary"] and len(runs) == 3
+    for name in ("baseline-seed0", "cbam-seed0"):
+        assert by_name[name].info.status == "FINISHED"
+        assert "metrics/mAP50-95B" in by_name[name].data.metrics
+    artifacts = {a.path for a in client.list_artifacts(by_name["summary"].info.run_id)}
+    assert {"summary.md", "results.csv"} <= artifacts
+    got = Path(client.download_artifacts(by_name["summary"].info.run_id, "results.csv", str(tmp_path / "dl")))
+    assert got.read_text() == (tmp_path / "out" / "results.csv").read_text()
+    other = [r.info.run_name for e in experiments.values() if e.name != "ablation"
+             for r in client.search_runs([e.experiment_id])]
+    assert other == []  # nothing logged elsewhere (e.g. under Ultralytics' default, the project folder)
 
 
 # -------------------------------------------------------------------------------------------- data, pretrained

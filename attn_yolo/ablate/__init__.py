@@ -3,6 +3,7 @@
     attn-yolo ablate                                          # quick default: synthetic-shapes, baseline vs CBAM
     attn-yolo ablate configs/ablation/coco128-quick.yaml
     attn-yolo ablate my.yaml out=runs/ablate/try2 epochs=5 seeds=[0,1]   # overrides: config keys or train args
+    attn-yolo ablate my.yaml backend=ray ray_address=auto                # every run a Ray task on a cluster
 
 Config (YAML). Input paths (``data``, ``model``, ``base``, ``train.pretrained``) resolve relative to the config
 file's folder first, then as given (working directory, Ultralytics' built-in configs); ``out`` resolves relative to
@@ -20,26 +21,37 @@ the working directory, like Ultralytics' ``project``::
     devices: [0, 1]                 # optional: run in parallel, one run per device at a time
     copy_data: auto                 # copy the dataset into out/data first: auto (if read-only) | true | false
     trust: false                    # true: load train.pretrained by a full unpickle (may run code); else weights-only
+    backend: local                  # local (this host) | ray (one Ray task per run, placed by Ray's scheduler)
+    ray_address: auto               # backend ray: auto, ray://host:port; absent: a local Ray instance for this run
+    resources: {num_cpus: 4, num_gpus: 1}   # backend ray: per run
 
-Outputs in ``out``: ``results.csv`` (one row per run, rewritten as each run ends), ``summary.md`` (mean ± std per
-variant, paired differences to the baseline with 95% CI, p-value and verdict), ``ablation.png`` (mAP50-95 vs GFLOPs),
-``curves.png`` (validation mAP per epoch), ``config.yaml`` (the resolved config) and ``runs/<variant>-seed<k>/``
-(Ultralytics' run folders).
+Outputs in ``out``: ``runs/<variant>-seed<k>/`` (Ultralytics' run folder, plus ``result.json``: the run's record,
+written atomically), ``results.csv`` (an index of the records, rebuilt from the run folders as each run ends: a
+damaged, edited or deleted results.csv loses nothing), ``summary.md`` (mean ± std per variant, paired differences to
+the baseline with 95% CI, p-value and verdict), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP
+per epoch) and ``config.yaml`` (the resolved config). With Ultralytics' MLflow integration on, the runs are grouped in
+one MLflow experiment named after the ablation (``attn_yolo.ablate.tracking``).
 
-Re-running the same command skips runs recorded ``ok`` in results.csv with the same settings; it redoes runs that are
-missing (interrupted), that failed, or whose settings changed (model, data, train args or seed). The exit code is 0
-when every run is ok, 1 when any failed, 130 after Ctrl-C and 2 for a bad config.
+Re-running the same command skips runs recorded ``ok`` with the same settings; it redoes runs that are missing
+(interrupted), that failed, or whose settings changed (model, data, train args or seed). Safety: one ablation at a
+time per ``out`` (a lock; a second one exits 2 naming the holder's pid and host); the runner deletes or replaces only
+folders it created (a marker file in each; anything else in the way: exit 2 naming it); SIGINT/SIGTERM stop every
+worker and keep the finished runs. Exit code: 0 every run ok, 1 some run failed, 2 bad config or ``out`` in use or
+in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
 # The package, bottom layer first (a module imports only modules listed above it):
-#   config   the embedded default, loading, overrides, validation → Ablation
-#   records  one run: RunSpec (what it trains) and its record (the metrics it yields)
-#   results  results.csv: the index of every run's record
-#   stats    mean ± std, paired differences, CIs, p-values, verdicts (the only place they are computed)
-#   report   summary.md, ablation.png, curves.png
-#   train    one training run → its record
-#   runner   dataset preparation, the plan of runs, scheduling over devices, resuming
-#   here     the `attn-yolo ablate` command
+#   config     the embedded default, loading, overrides, validation → Ablation
+#   outdir     the lock on out; marker files: only folders the runner made are replaced
+#   records    one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
+#   results    results.csv: the index of every run's record, rebuilt from the run folders
+#   stats      mean ± std, paired differences, CIs, p-values, verdicts (the only place they are computed)
+#   report     summary.md, ablation.png, curves.png
+#   tracking   MLflow: one experiment per ablation, the summary as artifacts
+#   train      one training run → its record
+#   scheduling where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
+#   runner     the lock, dataset preparation, the plan of runs, resuming, the report
+#   here       the `attn-yolo ablate` command
 
 from __future__ import annotations
 

@@ -48,7 +48,10 @@ out: runs/ablate/synthetic-quick  # relative to the working directory
 latency: {repeats: 50, warmup: 10}
 """
 
-CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust")
+CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
+               "ray_address", "resources")
+BACKENDS = ("local", "ray")
+RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
@@ -107,6 +110,9 @@ class Ablation:
     copy_data: bool | str
     config: dict  # resolved config as written to out/config.yaml
     trust: bool = False  # load train.pretrained by a full unpickle (may run code it contains); else weights-only
+    backend: str = "local"  # local (this host: sequential or `devices`) | ray (one Ray task per run)
+    ray_address: str | None = None  # None: a local Ray instance started and stopped by the run; `auto`, ray://...
+    resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -406,6 +412,41 @@ def _check_devices(raw) -> tuple[list, list[str]]:
     return [str(d) for d in devices], problems
 
 
+def _check_backend(raw: dict, devices: list, train: dict) -> tuple[str, str | None, dict, list[str]]:
+    """``backend``, ``ray_address`` and ``resources``; returns (backend, address, resources, problems)."""
+    backend, address, res = raw.get("backend", "local"), raw.get("ray_address"), raw.get("resources")
+    problems, resources = [], dict(RESOURCE_DEFAULTS)
+    if backend not in BACKENDS:
+        problems.append(f"backend: {backend!r}; expected one of {', '.join(BACKENDS)}")
+    if address is not None and (not isinstance(address, str) or not address):
+        problems.append(f"ray_address: {address!r}; expected auto, ray://host:port or host:port")
+    if res is not None and not isinstance(res, dict):
+        problems.append(f"resources: expected a mapping with keys {', '.join(RESOURCE_DEFAULTS)}, got {res!r}")
+    elif res:
+        problems += _unknown(res, RESOURCE_DEFAULTS, "resources.")
+        for k, lo in (("num_cpus", 0), ("num_gpus", 0)):
+            v = res.get(k, resources[k])
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo or (k == "num_cpus" and v == 0):
+                problems.append(f"resources.{k}: {v!r}; expected a number {'> 0' if k == 'num_cpus' else '>= 0'}")
+            else:
+                resources[k] = v
+    if backend != "ray":
+        if address is not None:
+            problems.append("ray_address: only with backend=ray")
+        return backend, address, resources, problems
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        problems.append("backend: ray is not installed; pip install 'attn-yolo[ray]'")
+    if devices:
+        problems.append("devices: not with backend=ray (Ray places each run; set resources.num_gpus)")
+    dev = str(train.get("device", "cpu")).lower()
+    if dev != "cpu" or ("device" in train and resources["num_gpus"]):
+        problems.append(f"train.device: {train['device']!r} not with backend=ray; runs get their device from "
+                        "resources.num_gpus (0: cpu)")
+    return backend, address, resources, problems
+
+
 def _check_int_list(raw, key: str, default: list[int]) -> tuple[list[int], list[str]]:
     if raw is None:
         return default, []
@@ -439,6 +480,8 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     devices, p = _check_devices(raw.get("devices"))
     problems += p
     train, p = _check_train(raw.get("train"), base, bool(devices))
+    problems += p
+    backend, ray_address, resources, p = _check_backend(raw, devices, train)
     problems += p
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
@@ -491,7 +534,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "devices": devices,
         "copy_data": copy_data,
         "trust": trust is True,
+        "backend": backend,
+        "ray_address": ray_address,
+        "resources": resources,
         "source": source,
     }
     return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config, trust is True)
+                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources)

@@ -1,11 +1,19 @@
-"""One run of an ablation: what it trains (``RunSpec``) and its record, the metrics it yields (one results.csv row)."""
+"""One run of an ablation: what it trains (``RunSpec``) and its record, the metrics it yields, kept in its run folder.
+
+The record (``<run folder>/result.json``, written atomically) is the truth about a run: results.csv is an index
+rebuilt from the records (``attn_yolo.ablate.results``).
+"""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
+import socket
 from pathlib import Path
+
+from attn_yolo.checkpoint import atomic_write
 
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
@@ -14,6 +22,7 @@ FIELDS = (
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
 FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "train_time_s", "latency_ms"}
+RECORD_NAME = "result.json"  # a run's record, in its run folder
 
 
 @dataclasses.dataclass
@@ -33,6 +42,7 @@ class RunSpec:
     gflops: float
     fingerprint: str
     trust: bool = False  # load train.pretrained by a full unpickle (the config's `trust`)
+    env: dict = dataclasses.field(default_factory=dict)  # environment variables set during the run (tracking)
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:
@@ -47,8 +57,41 @@ def new_record(spec: RunSpec, device: str, model: str | None = None, error: str 
     return {
         "variant": spec.variant, "seed": spec.seed, "status": "failed", "params": spec.params, "gflops": spec.gflops,
         "device": device, "run_dir": spec.run_dir, "model": spec.model if model is None else model, "error": error,
-        "fingerprint": spec.fingerprint,
+        "fingerprint": spec.fingerprint, "host": socket.gethostname(),
     }  # fmt: skip
+
+
+def complete(row: dict) -> dict:
+    """A record with every field (None where a failed run has no value), fields in results.csv order, extras after."""
+    return {k: row.get(k) for k in FIELDS} | {k: v for k, v in row.items() if k not in FIELDS}
+
+
+def write_record(row: dict) -> Path:
+    """Write a run's record to ``<row["run_dir"]>/result.json`` atomically (never half-written); returns the path."""
+    path = Path(row["run_dir"]) / RECORD_NAME
+    atomic_write(path, lambda p: Path(p).write_text(json.dumps(row, indent=1) + "\n"))
+    return path
+
+
+def read_record(run_dir: str | Path) -> dict | None:
+    """The record in a run folder, with ``run_dir`` set to where the folder is now; None when it has none.
+
+    Raises:
+        ValueError: the record is not a JSON object with the record fields (naming the file).
+    """
+    path = Path(run_dir) / RECORD_NAME
+    if not path.is_file():
+        return None
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: unreadable run record ({e})") from None
+    if not isinstance(row, dict) or not {"variant", "seed", "status", "fingerprint"} <= row.keys():
+        raise ValueError(f"{path}: not a run record (expected the keys variant, seed, status, fingerprint)")
+    old, row["run_dir"] = str(row.get("run_dir") or ""), str(Path(run_dir))
+    if old and isinstance(row.get("model"), str) and row["model"].startswith(old + "/"):  # out was moved
+        row["model"] = row["run_dir"] + row["model"][len(old):]
+    return complete(row)
 
 
 def box_metrics(metrics) -> dict | None:

@@ -1,7 +1,8 @@
-"""Running an ablation: the dataset to train on, the plan of runs, scheduling them over devices, and resuming."""
+"""Running an ablation: the lock on out, the dataset, the plan of runs, resuming from the run records, the report."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -14,11 +15,15 @@ from pathlib import Path
 
 import yaml
 
+from attn_yolo.ablate import tracking
 from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config, validate
-from attn_yolo.ablate.records import RunSpec, new_record
+from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_replaceable, claim
+from attn_yolo.ablate.records import RunSpec, complete, write_record
 from attn_yolo.ablate.report import duration, write_report
-from attn_yolo.ablate.results import read_results, write_results
+from attn_yolo.ablate.results import check_index, collect_records, write_results
+from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
 from attn_yolo.ablate.train import execute_run, first_run_estimate
+from attn_yolo.checkpoint import atomic_write
 
 UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a run's result
 
@@ -37,7 +42,11 @@ def prepare_data(ab: Ablation) -> str:
     """Return the dataset YAML to train on; copies the dataset into ``out/data/<name>`` when ``copy_data`` says so.
 
     Ultralytics writes a labels ``*.cache`` next to each labels folder; ``copy_data: auto`` copies a dataset whose
-    labels folders are read-only (like ../shared/data/coco128) so that nothing is written there.
+    labels folders are read-only (like ../shared/data/coco128) so that nothing is written there. The copy holds a
+    marker file; an ``out/data/<name>`` without it is never used nor replaced.
+
+    Raises:
+        UsageError: ``out/data/<name>`` exists but the runner did not create it.
     """
     from ultralytics.data.utils import check_det_dataset, img2label_paths
 
@@ -53,7 +62,8 @@ def prepare_data(ab: Ablation) -> str:
     root = Path(info["path"]).resolve()
     dest = ab.out / "data" / root.name
     target = dest / "data.yaml"
-    if target.exists():
+    check_replaceable(dest, DATA_MARKER)
+    if target.exists():  # written last: the copy is complete
         return str(target)
     rel = {}
     for k, v in splits.items():
@@ -65,14 +75,13 @@ def prepare_data(ab: Ablation) -> str:
             rel[k].append(str(p.relative_to(root)))
         rel[k] = rel[k] if isinstance(v, list) else rel[k][0]
     print(f"attn-yolo ablate: copying dataset {root} -> {dest} (copy_data={ab.copy_data})", flush=True)
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(root, dest, ignore=shutil.ignore_patterns("*.cache"))
+    claim(dest, DATA_MARKER, {"source": str(root)})
+    shutil.copytree(root, dest, ignore=shutil.ignore_patterns("*.cache"), dirs_exist_ok=True)
     for f in dest.rglob("*"):  # the copy must be writable for Ultralytics' label cache
         f.chmod(f.stat().st_mode | stat.S_IWUSR)
     dest.chmod(dest.stat().st_mode | stat.S_IWUSR)
     meta = {**yaml.safe_load(Path(ab.data).read_text()), "path": str(dest), **rel}
-    target.write_text(yaml.safe_dump(meta, sort_keys=False))  # written last: marks the copy complete
+    atomic_write(target, lambda p: Path(p).write_text(yaml.safe_dump(meta, sort_keys=False)))  # last: copy complete
     return str(target)
 
 
@@ -92,100 +101,104 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
     return specs
 
 
-def _schedule(specs: list[RunSpec], devices: list, runner, on_start, on_done) -> None:
-    """Run ``specs``: in this process when there is at most one device, else one worker process per device, each
-    running one run at a time. ``on_start(spec, device)`` and ``on_done(row)`` are called in order per run."""
-    if len(devices) <= 1:
-        device = devices[0] if devices else None
-        for spec in specs:
-            on_start(spec, device)
-            on_done(runner(spec, device))
-        return
+def _warn(msg: str) -> None:
+    print(f"attn-yolo ablate: warning: {msg}", file=sys.stderr, flush=True)
 
-    import multiprocessing
-    import queue
-    import threading
-    from concurrent.futures import ProcessPoolExecutor
 
-    todo: queue.Queue = queue.Queue()
-    for spec in specs:
-        todo.put(spec)
-    lock, stop = threading.Lock(), threading.Event()
-    ctx = multiprocessing.get_context("spawn")  # CUDA-safe; each worker selects its own device
-    pools = [ProcessPoolExecutor(1, mp_context=ctx) for _ in devices]
-
-    def work(k: int, device: str) -> None:
-        while not stop.is_set():
-            try:
-                spec = todo.get_nowait()
-            except queue.Empty:
-                return
-            with lock:
-                on_start(spec, device)
-            try:
-                row = pools[k].submit(runner, spec, device).result()
-            except Exception as e:  # the worker process died (killed, segfault): record and replace it
-                row = new_record(spec, device, error=f"worker process failed: {first_line(e)}")
-                pools[k].shutdown(wait=False, cancel_futures=True)
-                pools[k] = ProcessPoolExecutor(1, mp_context=ctx)
-            except BaseException:  # Ctrl-C reached the worker
-                stop.set()
-                return
-            with lock:
-                on_done(row)
-
-    threads = [threading.Thread(target=work, args=(k, d), daemon=True) for k, d in enumerate(devices)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        stop.set()
-        for p in pools:
-            p.shutdown(wait=False, cancel_futures=True)
+def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
+    """The plan printout: runs, where they execute, and ``out`` (saying so when it lies outside the working
+    directory ``cwd``)."""
+    cwd = Path.cwd() if cwd is None else cwd
+    n = len(ab.variants) * len(ab.seeds)
+    if ab.backend == "ray":
+        how = (f"backend ray ({f'cluster {ab.ray_address}' if ab.ray_address else 'a local Ray instance'}), per run "
+               + ", ".join(f"{k}={v}" for k, v in ab.resources.items()))
+    elif len(ab.devices) > 1:
+        how = f"backend local, {len(ab.devices)} worker processes on devices {', '.join(map(str, ab.devices))}"
+    else:
+        dev = ab.devices[0] if ab.devices else ab.train.get("device", "auto")
+        how = f"backend local, one run at a time in this process (device {dev})"
+    where = "" if ab.out.is_relative_to(cwd.resolve()) else f" (outside the working directory {cwd})"
+    return [f"attn-yolo ablate: {ab.name}: {len(ab.variants)} variant(s) x {len(ab.seeds)} seed(s) = {n} run(s), "
+            f"{n_todo} to run; {how}", f"attn-yolo ablate: out={ab.out}{where}"]
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None) -> int:
-    """Run every unfinished run of ``ab``, recording each in results.csv as it ends, then write the report.
+    """Run every unfinished run of ``ab``, recording each in its run folder and in results.csv as it ends, then write
+    the report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
 
     Args:
         ab: validated ablation (``validate``).
-        runner: ``runner(spec, device) -> row``; ``execute_run`` (replaceable for tests).
+        runner: ``runner(spec, device) -> row``; ``execute_run`` (replaceable for tests; picklable for parallel and
+            Ray runs).
         started: ``time.perf_counter()`` when the command started (for the wall time in the summary).
 
     Returns:
-        Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (Ctrl-C).
+        Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
+
+    Raises:
+        UsageError: another ablation holds ``out``, or a file or folder the runner did not create is where it writes.
     """
     t_start = time.perf_counter() if started is None else started
-    ab.out.mkdir(parents=True, exist_ok=True)
-    (ab.out / "config.yaml").write_text(yaml.safe_dump(ab.config, sort_keys=False))
-    data = prepare_data(ab)
-    specs = plan(ab, data)
+    fired = []  # signals received
+    try:
+        with stop_on_signals(fired), OutLock(ab.out):
+            return _run_locked(ab, runner, t_start, fired)
+    except KeyboardInterrupt as e:  # before or after the runs (during them, _run_locked reports and returns)
+        print(f"\nattn-yolo ablate: interrupted ({e}); run the same command again to continue", file=sys.stderr)
+        return exit_code(fired)
+
+
+def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
     csv_path = ab.out / "results.csv"
-    rows = {(r["variant"], r["seed"]): r for r in read_results(csv_path)}
+    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
+    specs = plan(ab, ab.data)
+    records, problems = collect_records(ab.out)
+    for msg in problems:
+        _warn(msg)
+    rows = {(r["variant"], r["seed"]): r for r in records}
     planned = {(s.variant, s.seed): s for s in specs}
-    extra = [k for k in rows if k not in planned]
-    if extra:
-        print(f"attn-yolo ablate: {len(extra)} row(s) of results.csv are not in this config (kept, not summarised)")
-    changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
-    if changed:
-        print(f"attn-yolo ablate: {len(changed)} run(s) in results.csv used other settings (model, data, train args) "
-              "and are redone; use another out= to keep both")
-    todo = [s for s in specs
-            if rows.get((s.variant, s.seed), {}).get("status") != "ok" or (s.variant, s.seed) in changed]
-    done_before = len(specs) - len(todo)
-    if done_before:
-        print(f"attn-yolo ablate: {done_before}/{len(specs)} run(s) already finished in {csv_path}; skipping them")
-    durations, begun, estimate = [], {}, {}
-    n_workers = max(1, len(ab.devices))
 
     def ordered_rows() -> list[dict]:
         return [rows[k] for k in planned if k in rows] + [rows[k] for k in rows if k not in planned]
 
+    if msg := check_index(csv_path, ordered_rows()):
+        _warn(msg)
+    extra = [k for k in rows if k not in planned]
+    if extra:
+        print(f"attn-yolo ablate: {len(extra)} run record(s) in {ab.out / 'runs'} are not in this config (kept, not "
+              "summarised)")
+    changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
+    if changed:
+        print(f"attn-yolo ablate: {len(changed)} finished run(s) used other settings (model, data, train args) and "
+              "are redone; use another out= to keep both")
+    todo = [s for s in specs
+            if rows.get((s.variant, s.seed), {}).get("status") != "ok" or (s.variant, s.seed) in changed]
+    for line in describe(ab, len(todo)):
+        print(line)
+    done_before = len(specs) - len(todo)
+    if done_before:
+        print(f"attn-yolo ablate: {done_before}/{len(specs)} run(s) already finished in {ab.out / 'runs'}; skipping "
+              "them")
+    for s in todo:  # before any work: never replace what the runner did not create
+        check_replaceable(Path(s.run_dir), RUN_MARKER)
+    data = prepare_data(ab)
+    uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
+    todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri)
+                                if uri else {}) for s in todo]  # fmt: skip
+    write_results(csv_path, ordered_rows())
+    durations, begun, estimate = [], {}, {}
+    n_workers = max(1, len(ab.devices))
+
     def on_start(spec: RunSpec, device) -> None:
+        key = (spec.variant, spec.seed)
+        claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed})
+        rows.pop(key, None)  # its old record went with the folder
         k = done_before + len(begun) + 1
-        begun[(spec.variant, spec.seed)] = time.perf_counter()
+        begun[key] = time.perf_counter()
+        if ab.backend == "ray":
+            print(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}: submitted to Ray", flush=True)
+            return
         left = len(todo) - len(durations)
         if durations:
             eta = duration(statistics.fmean(durations) * left / n_workers)
@@ -203,22 +216,36 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None)
     def on_done(row: dict) -> None:
         key = (row["variant"], row["seed"])
         durations.append(time.perf_counter() - begun.get(key, time.perf_counter()))
+        row = complete({**row, "run_dir": planned[key].run_dir})  # the record lives in the run folder
+        write_record(row)
         rows[key] = row
         write_results(csv_path, ordered_rows())
         msg = f"mAP50-95 {row['map50_95']:.4f}" if row["status"] == "ok" else f"FAILED: {row['error']}"
-        print(f"[done] variant={row['variant']} seed={row['seed']}: {msg}", flush=True)
+        host = f" on {row.get('host')}" if ab.backend == "ray" else ""
+        print(f"[done] variant={row['variant']} seed={row['seed']}{host}: {msg}", flush=True)
 
     code = 0
     try:
-        _schedule(todo, ab.devices, runner, on_start, on_done)
+        if ab.backend == "ray":
+            schedule_ray(todo, ab.ray_address, ab.resources, runner, on_start, on_done)
+        else:
+            schedule_local(todo, ab.devices, runner, on_start, on_done)
     except KeyboardInterrupt:
-        code = 130
-        print(f"\nattn-yolo ablate: interrupted; {len(durations)} run(s) of this session recorded in {csv_path}. "
-              "Run the same command again to continue.", file=sys.stderr, flush=True)
-    rows = {(r["variant"], r["seed"]): r for r in read_results(csv_path)}  # the report reads what results.csv holds
+        code = exit_code(fired)
+        print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(durations)} run(s) of "
+              f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
+              flush=True)
+    write_results(csv_path, ordered_rows())
     current = [rows[k] for k, s in planned.items() if k in rows and rows[k]["fingerprint"] == s.fingerprint]
     text = write_report(ab, current, time.perf_counter() - t_start)
     print("\n" + text)
+    if uri:
+        try:
+            run_id = tracking.log_summary(ab.name, uri, [ab.out / "summary.md", csv_path])
+            print(f"attn-yolo ablate: MLflow experiment {tracking.experiment_name(ab.name)!r} at {uri}: runs "
+                  f"<variant>-seed<k>, summary.md and results.csv in run {run_id}")
+        except Exception as e:  # tracking never fails an ablation
+            _warn(f"MLflow: could not log the summary: {e}")
     print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md, ablation.png, curves.png)")
     if code == 0 and any(r["status"] != "ok" for r in current):
         code = 1

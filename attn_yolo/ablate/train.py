@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-import shutil
+import os
 import statistics
 import time
 import traceback
@@ -159,11 +160,26 @@ def first_run_estimate(spec: RunSpec, nc: int, device=None) -> tuple[float, str]
     return seconds, f"{n_train} train / {n_val} val images, {epochs} epoch{'s' * (epochs != 1)}"
 
 
+@contextlib.contextmanager
+def environment(env: dict):
+    """Set environment variables for the duration of a ``with`` block, then restore them."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     """Train one variant with one seed, validate its best checkpoint, time it; never raises for a failed run.
 
-    The run folder is emptied first (a run is redone from scratch). An insert spec's model dict is written to the
-    run folder as YAML and trained from there.
+    Trains into ``spec.run_dir``, which the runner has emptied (created if missing). An insert spec's model dict is
+    written to the run folder as YAML and trained from there. ``spec.env`` is set during the run (tracking names).
 
     Args:
         spec: the run.
@@ -175,9 +191,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     from ultralytics import YOLO  # attn_yolo (this package) has registered the blocks in this process
 
     run_dir = Path(spec.run_dir)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     model = spec.model
     if spec.model_dict is not None:
         model = str(run_dir / spec.model)
@@ -187,37 +201,37 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     if device is not None:
         train["device"] = device
     row = new_record(spec, str(train.get("device", "")) or "auto", model)
-    t0 = time.perf_counter()
-    try:
-        yolo = YOLO(model)
-        if isinstance(train.get("pretrained"), str):  # carry every weight to its layer, also past inserted blocks
-            from attn_yolo.insertion import transfer
+    with environment(spec.env):  # read by Ultralytics callbacks (MLflow experiment and run names)
+        t0 = time.perf_counter()
+        try:
+            yolo = YOLO(model)
+            if isinstance(train.get("pretrained"), str):  # carry every weight to its layer, also past inserted blocks
+                from attn_yolo.insertion import transfer
 
-            report = transfer(train.pop("pretrained"), yolo, strict=False, verbose=False, trust=spec.trust)
-            print(f"attn-yolo ablate: {report}")
-        yolo.add_callback("on_train_epoch_end", check_finite_loss)
-        metrics = yolo.train(
-            data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **train
-        )
-        row["train_time_s"] = time.perf_counter() - t0
-        best = run_dir / "weights" / "best.pt"
-        if not best.exists():
-            raise FileNotFoundError(f"training wrote no {best}")
-        box = box_metrics(metrics)
-        if box is None:  # e.g. multi-GPU training validates in its worker: validate best.pt here
-            box = box_metrics(YOLO(str(best)).val(
-                data=spec.data, imgsz=spec.imgsz, batch=train.get("batch", 16),
-                device=str(train.get("device", "")).split(",")[0],
-                plots=False, project=str(run_dir), name="val", exist_ok=True,
-            ))  # fmt: skip
-        row.update(box)
-        row.update(epoch_fields(run_dir))
-        if not all(math.isfinite(v) for v in box.values()):
-            raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
-        row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency)
-        row["status"] = "ok"
-    except Exception as e:
-        row.setdefault("train_time_s", time.perf_counter() - t0)
-        row["error"] = first_line(e)
-        (run_dir / "error.txt").write_text(traceback.format_exc())
+                print(f"attn-yolo ablate: {transfer(train.pop('pretrained'), yolo, strict=False, verbose=False, trust=spec.trust)}")
+            yolo.add_callback("on_train_epoch_end", check_finite_loss)
+            metrics = yolo.train(
+                data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **train
+            )
+            row["train_time_s"] = time.perf_counter() - t0
+            best = run_dir / "weights" / "best.pt"
+            if not best.exists():
+                raise FileNotFoundError(f"training wrote no {best}")
+            box = box_metrics(metrics)
+            if box is None:  # e.g. multi-GPU training validates in its worker: validate best.pt here
+                box = box_metrics(YOLO(str(best)).val(
+                    data=spec.data, imgsz=spec.imgsz, batch=train.get("batch", 16),
+                    device=str(train.get("device", "")).split(",")[0],
+                    plots=False, project=str(run_dir), name="val", exist_ok=True,
+                ))  # fmt: skip
+            row.update(box)
+            row.update(epoch_fields(run_dir))
+            if not all(math.isfinite(v) for v in box.values()):
+                raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
+            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency)
+            row["status"] = "ok"
+        except Exception as e:
+            row.setdefault("train_time_s", time.perf_counter() - t0)
+            row["error"] = first_line(e)
+            (run_dir / "error.txt").write_text(traceback.format_exc())
     return row

@@ -1,0 +1,143 @@
+"""The ablation's output folder: one ablation at a time (a lock), and only folders the runner made are ever replaced.
+
+Lock: ``out/.attn-yolo-ablate.lock`` is held with ``filelock`` (an OS file lock: released by the kernel when the holder
+dies) while an ablation runs; ``out/.attn-yolo-ablate.lock.json`` names the holder (pid, host, start time, command).
+A second ablation into the same ``out`` stops at once with a ``UsageError`` naming the holder. A holder file left by
+a process that died without releasing the lock is taken over with a warning.
+
+Markers: every run folder (``out/runs/<variant>-seed<k>``) and dataset copy (``out/data/<name>``) the runner creates
+holds a marker file. Only folders with the marker are deleted or replaced; anything else in the way is refused with
+a ``UsageError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+
+from attn_yolo.args import UsageError
+from attn_yolo.checkpoint import atomic_write
+
+LOCK_NAME = ".attn-yolo-ablate.lock"
+HOLDER_NAME = ".attn-yolo-ablate.lock.json"
+RUN_MARKER = ".attn-yolo-run"  # in each run folder the runner created
+DATA_MARKER = ".attn-yolo-data"  # in each dataset copy (copy_data) the runner created
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def _holder_text(h: dict) -> str:
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h.get("started", 0)))
+    return f"pid {h.get('pid')} on host {h.get('host')}, started {since}"
+
+
+class OutLock:
+    """Exclusive lock on an ablation's ``out`` folder; a context manager (creates ``out``).
+
+    Raises:
+        UsageError: another ablation holds the lock (the message names its pid and host).
+    """
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        self.holder_file = self.out / HOLDER_NAME
+        self._lock = None
+
+    def _read_holder(self) -> dict | None:
+        try:
+            h = json.loads(self.holder_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return h if isinstance(h, dict) else None
+
+    def _refuse(self, holder: dict | None) -> UsageError:
+        who = _holder_text(holder) if holder else "holder unknown"
+        return UsageError(f"out={str(self.out)!r} is in use by another ablation ({who}); wait for it to end, or use "
+                          "another out=")
+
+    def __enter__(self) -> OutLock:
+        from filelock import FileLock, Timeout
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(self.out / LOCK_NAME)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise self._refuse(self._read_holder()) from None
+        old = self._read_holder()
+        if old is not None:
+            same_host = old.get("host") == socket.gethostname()
+            if same_host and isinstance(old.get("pid"), int) and old["pid"] != os.getpid() and _alive(old["pid"]):
+                lock.release()  # the lock file was removed under a live holder, whose lock is on the old file
+                raise UsageError(f"{self._refuse(old)} (if no ablation is running there, delete {self.holder_file})")
+            print(f"attn-yolo ablate: warning: {self.holder_file}: taking over the stale lock of the ablation "
+                  f"({_holder_text(old)}) that ended without releasing it", file=sys.stderr, flush=True)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "argv": sys.argv}
+        atomic_write(self.holder_file, lambda p: Path(p).write_text(json.dumps(info) + "\n"))
+        self._lock = lock
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.holder_file.unlink(missing_ok=True)
+        self._lock.release()
+        self._lock = None
+
+
+def is_ours(folder: Path, marker: str) -> bool:
+    """Whether ``folder`` is a real folder (not a link) holding the runner's ``marker`` file."""
+    folder = Path(folder)
+    return folder.is_dir() and not folder.is_symlink() and (folder / marker).is_file()
+
+
+def check_replaceable(folder: Path, marker: str) -> None:
+    """Refuse a path the runner would replace but did not create (an empty folder is fine: nothing to lose).
+
+    Raises:
+        UsageError: ``folder`` exists and is not a folder with ``marker`` (a user's file or folder is never deleted).
+    """
+    folder = Path(folder)
+    empty = folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())  # nothing to lose
+    if (folder.exists() or folder.is_symlink()) and not is_ours(folder, marker) and not empty:
+        kind = "folder" if folder.is_dir() and not folder.is_symlink() else "file"
+        raise UsageError(f"{folder}: a {kind} that attn-yolo ablate did not create (no {marker} marker) is where the "
+                         "ablation writes; move it away or choose another out=")
+
+
+def claim(folder: Path, marker: str, info: dict) -> Path:
+    """Make ``folder`` empty and mark it as the runner's: a folder with ``marker`` is emptied, anything else refused.
+
+    The marker is written first and deleted never, so that a signal at any point leaves a folder that is still
+    recognisably the runner's (or an empty one).
+
+    Raises:
+        UsageError: see ``check_replaceable``.
+    """
+    folder = Path(folder)
+    check_replaceable(folder, marker)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"made_by": "attn-yolo ablate", **info}) + "\n"
+    if not (folder / marker).exists():
+        (folder / marker).write_text(text)
+    for child in folder.iterdir():
+        if child.name == marker:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    (folder / marker).write_text(text)
+    return folder

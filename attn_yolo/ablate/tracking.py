@@ -1,0 +1,67 @@
+"""Experiment tracking: an ablation's runs grouped under one MLflow experiment, its summary logged as artifacts.
+
+Active when Ultralytics' MLflow integration is (``yolo settings mlflow=True``, the default, and ``mlflow``
+installed). Ultralytics' own callback (``ultralytics/utils/callbacks/mlflow.py``) logs each training run; it reads
+the experiment and run names from ``MLFLOW_EXPERIMENT_NAME`` and ``MLFLOW_RUN``, which ``run_env`` sets for every run:
+the experiment is the ablation's name (a ``MLFLOW_EXPERIMENT_NAME`` set by the user wins), runs are named
+``<variant>-seed<k>``. ``log_summary`` adds one run named ``summary`` holding summary.md and results.csv. The tracking
+URI (``MLFLOW_TRACKING_URI``, else MLflow's default) is resolved once by the driver and passed to every run, so that
+worker processes and Ray workers log to the same store.
+
+TensorBoard (``yolo settings tensorboard=True``) needs nothing here: Ultralytics writes its event files into each run
+folder, so ``tensorboard --logdir <out>/runs`` shows the ablation's runs side by side, named ``<variant>-seed<k>``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+SUMMARY_RUN = "summary"
+
+
+def mlflow_enabled() -> bool:
+    """Whether Ultralytics' MLflow callback will log training runs (setting on, ``mlflow`` importable).
+
+    As in that callback, runs under pytest are not logged, except in tests whose name contains ``test_mlflow``.
+    """
+    from ultralytics.utils import SETTINGS, TESTS_RUNNING
+
+    if not SETTINGS.get("mlflow") or importlib.util.find_spec("mlflow") is None:
+        return False
+    return not TESTS_RUNNING or "test_mlflow" in os.environ.get("PYTEST_CURRENT_TEST", "")
+
+
+def experiment_name(ablation_name: str) -> str:
+    """The MLflow experiment of an ablation: ``MLFLOW_EXPERIMENT_NAME`` if the user set it, else the ablation's name."""
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or ablation_name
+
+
+def tracking_uri() -> str:
+    """The tracking URI the driver logs to (``MLFLOW_TRACKING_URI``, else MLflow's default), resolved here."""
+    import mlflow
+
+    return mlflow.get_tracking_uri()
+
+
+def run_env(ablation_name: str, run_name: str, uri: str) -> dict[str, str]:
+    """Environment variables for one training run, read by Ultralytics' MLflow callback."""
+    return {"MLFLOW_EXPERIMENT_NAME": experiment_name(ablation_name), "MLFLOW_RUN": run_name,
+            "MLFLOW_TRACKING_URI": uri}  # fmt: skip
+
+
+def log_summary(ablation_name: str, uri: str, files: list[Path]) -> str:
+    """Log ``files`` (summary.md, results.csv) as artifacts of the experiment's ``summary`` run (made once, then
+    reused on reruns); returns the run id."""
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    exp = mlflow.set_experiment(experiment_name(ablation_name))
+    found = mlflow.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{SUMMARY_RUN}'",
+                               output_format="list", max_results=1)  # fmt: skip
+    with mlflow.start_run(run_id=found[0].info.run_id if found else None, run_name=SUMMARY_RUN) as run:
+        for f in files:
+            if Path(f).exists():
+                mlflow.log_artifact(str(f))
+        return run.info.run_id

@@ -1,0 +1,178 @@
+#!/usr/bin/env python
+"""GPU check, at most 5 minutes on one CUDA GPU; prints a Markdown block to paste into BENCHMARKS.md.
+
+    python scripts/gpu_check.py                    # runs under a temporary folder
+    python scripts/gpu_check.py out=runs/gpu-check # keeps the training runs there
+
+1. SDPA backends: MHSA(128, heads=4) with flash, memory-efficient, cuDNN and math attention forced in turn, plus the
+   explicit and Ultralytics variants, under fp16 and bf16 autocast at 1,600 / 6,400 / 25,600 tokens (the benchmark's
+   GPU section, ``attn_yolo.bench.sdpa_backend_rows``): kernel that ran, median ms, peak MiB.
+2. AMP training: one epoch of yolo11n + MHSA and yolo11n + CBAM (``models/yolo11n-mhsa.yaml``, ``-cbam.yaml``) on the
+   synthetic-shapes data (``attn_yolo.synthetic``), with fp16 AMP and, where the GPU supports it, bf16 AMP. Passes
+   when AMP stayed on, the training loss is finite and mAP50-95 > 0.
+3. A 2-variant x 1-seed ablation (yolo11n vs + CBAM, one epoch) with ``devices: [0]``: every run ok.
+
+Exit code: 0 every check passed, 1 some check failed, 2 no CUDA device (said at once, before any work).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("YOLO_OFFLINE", "1")  # GPU machines may have no internet; nothing here downloads
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without `pip install`
+
+TOKENS = (1600, 6400, 25600)
+MODELS = {"yolo11n + MHSA": REPO / "models/yolo11n-mhsa.yaml", "yolo11n + CBAM": REPO / "models/yolo11n-cbam.yaml"}
+EPOCH_ARGS = {"epochs": 1, "val": True, "plots": False, "workers": 4}  # on top of synthetic.QUICK_TRAIN_ARGS
+
+
+def sdpa_section(device: str, tokens=TOKENS, repeats: int = 10) -> tuple[str, bool]:
+    """The SDPA backend table; passes when at least one fused backend ran at every (dtype, tokens)."""
+    from attn_yolo.bench.common import md_table
+    from attn_yolo.bench.gpu import sdpa_backend_rows
+
+    rows = sdpa_backend_rows(device, tokens, repeats=repeats)
+    fused_ran = {(r[0], r[1]) for r in rows if r[2].startswith("MHSA fused") and str(r[5])[:1].isdigit()}
+    ok = fused_ran == {(r[0], r[1]) for r in rows}
+    head = ["dtype", "N", "implementation", "pass", "kernel", "median ms", "peak MiB"]
+    return md_table(head, rows), ok
+
+
+def amp_dtypes() -> list[str]:
+    """fp16, and bf16 where the GPU supports it."""
+    import torch
+
+    return ["fp16", "bf16"] if torch.cuda.is_bf16_supported() else ["fp16"]
+
+
+def amp_training_section(device: str, data: str, out: Path, dtypes, models=MODELS, **train) -> tuple[str, bool]:
+    """One epoch of each model with each AMP dtype; a row per training with the pass/fail reason."""
+    import torch
+    from ultralytics import YOLO
+
+    from attn_yolo.bench.common import md_table
+    from attn_yolo.synthetic import QUICK_TRAIN_ARGS
+
+    args = {**QUICK_TRAIN_ARGS, **EPOCH_ARGS, **train}
+    rows, ok = [], True
+    for dt in dtypes:
+        for label, yaml_path in models.items():
+            seen = {}
+
+            def note(trainer, seen=seen):  # the epoch's mean training loss (box + cls + dfl) and whether AMP ran
+                losses = trainer.tloss.values() if isinstance(trainer.tloss, dict) else [trainer.tloss.sum()]
+                seen.update(amp=bool(trainer.amp), loss=sum(float(v) for v in losses))
+
+            if device != "cpu":
+                torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+            try:
+                model = YOLO(str(yaml_path))
+                model.add_callback("on_train_epoch_end", note)
+                amp = True if dt == "fp16" else dt
+                metrics = model.train(data=data, device=device, amp=amp, seed=0, project=str(out),
+                                      name=f"amp-{dt}-{yaml_path.stem}", exist_ok=True, **args)  # fmt: skip
+                m50, m, loss = float(metrics.box.map50), float(metrics.box.map), seen.get("loss", math.nan)
+                checks = (("AMP off", not seen.get("amp")), (f"loss {loss}", not math.isfinite(loss)),
+                          ("mAP50-95 = 0", not m > 0))  # fmt: skip
+                problems = [p for p, bad in checks if bad]
+            except Exception as e:  # report and go on with the other checks
+                m50 = m = None
+                problems = [f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"]
+            mib = torch.cuda.max_memory_allocated() / 2**20 if device != "cpu" else None
+            ok &= not problems
+            rows.append([dt, label, "on" if seen.get("amp") else "off", _f(seen.get("loss")), _f(m50), _f(m),
+                         f"{time.perf_counter() - t0:.1f}", _f(mib, 0), "; ".join(problems) or "pass"])  # fmt: skip
+    head = ["AMP", "model", "AMP active", "train loss", "mAP50", "mAP50-95", "wall s", "peak MiB", "check"]
+    return md_table(head, rows), ok
+
+
+def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, bool]:
+    """A 2-variant x 1-seed ablation on ``devices: [device]``; the results.csv rows."""
+    import yaml
+
+    from attn_yolo import ablate
+    from attn_yolo.ablate.results import read_results
+    from attn_yolo.bench.common import md_table
+    from attn_yolo.synthetic import QUICK_TRAIN_ARGS
+
+    cfg = {
+        "data": data,
+        "variants": [{"name": "baseline", "model": "yolo11n.yaml"},
+                     {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]}],
+        "seeds": [0],
+        "train": {**QUICK_TRAIN_ARGS, **EPOCH_ARGS, **train},
+        "out": str(out / "ablation"),
+        "latency": {"repeats": 20, "warmup": 5},
+        "devices": [device],
+    }  # fmt: skip
+    path = out / "gpu-check-ablation.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    t0 = time.perf_counter()
+    code = ablate.run(path)
+    rows = read_results(out / "ablation" / "results.csv")
+    table = md_table(["variant", "seed", "status", "device", "mAP50", "mAP50-95", "train s", "latency ms", "error"],
+                     [[r["variant"], r["seed"], r["status"], r["device"], _f(r["map50"]), _f(r["map50_95"]),
+                       _f(r["train_time_s"], 1), _f(r["latency_ms"], 2), r["error"] or ""] for r in rows])  # fmt: skip
+    ok = code == 0 and len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+    return f"exit code {code}, wall {time.perf_counter() - t0:.0f} s\n\n{table}", ok
+
+
+def _f(v, dec: int = 4):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{dec}f}"
+
+
+def main(argv: list[str]) -> int:
+    from attn_yolo.args import UsageError, kv_args
+
+    try:
+        opts = kv_args(argv, {"out": None}, "gpu_check")
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"gpu_check: no CUDA device (torch {torch.__version__}, built for CUDA {torch.version.cuda}, "
+              f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run it on a machine with an "
+              "NVIDIA GPU", file=sys.stderr)  # fmt: skip
+        return 2
+    import ultralytics
+
+    from attn_yolo.synthetic import default_data_yaml
+
+    t_start = time.perf_counter()
+    out = Path(opts["out"] or tempfile.mkdtemp(prefix="attn-yolo-gpu-check-")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name(0)
+    cap = ".".join(map(str, torch.cuda.get_device_capability(0)))
+    mem = torch.cuda.get_device_properties(0).total_memory / 2**30
+    data = str(default_data_yaml())
+    sections, all_ok = [], True
+    for title, fn in (
+        ("SDPA backends: MHSA(128, heads=4), autocast, median of 10", lambda: sdpa_section("cuda")),
+        ("AMP training: 1 epoch on synthetic-shapes (1000 images, 128 px)",
+         lambda: amp_training_section("0", data, out, amp_dtypes())),
+        ("Ablation: yolo11n vs + CBAM, 1 seed, 1 epoch, devices: [0]", lambda: ablation_section("0", data, out)),
+    ):  # fmt: skip
+        t0 = time.perf_counter()
+        body, ok = fn()
+        all_ok &= ok
+        sections.append(f"### {title} ({'pass' if ok else 'FAIL'}, {time.perf_counter() - t0:.0f} s)\n\n{body}\n")
+    print("\n\n## GPU check (`scripts/gpu_check.py`)\n")
+    print(f"{name} (compute capability {cap}, {mem:.0f} GiB), torch {torch.__version__} (CUDA {torch.version.cuda}), "
+          f"ultralytics {ultralytics.__version__}, {time.strftime('%Y-%m-%d')}; total "
+          f"{time.perf_counter() - t_start:.0f} s; result: {'pass' if all_ok else 'FAIL'}\n")
+    print("\n".join(sections))
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
