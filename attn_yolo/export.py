@@ -38,7 +38,7 @@ import torch
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import load_yolo
 from attn_yolo.images import read_image, read_sources
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
+from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 
 ULTRALYTICS_MIN_OPSET = 9
 """Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
@@ -53,6 +53,13 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
         "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
         "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
     ),
+    CoordAtt: (10, "Slice with the input's H as a dynamic bound (splitting the pooled H and W parts), ReduceMean"),
+    EMA: (13, "Reshape into groups (torch's exporter maps aten::unflatten from opset 13), Slice, MatMul, Softmax"),
+    SimAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, Sub, Mul, Div, Sqrt, Sigmoid"),
+    GAM: (ULTRALYTICS_MIN_OPSET, "Conv (1×1 and 7×7, BatchNorm folded), Relu, Sigmoid, Mul"),
+    ShuffleAttention: (13, "Reshape into groups and the channel shuffle (aten::unflatten from opset 13), GroupNorm"),
+    TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
+    NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 

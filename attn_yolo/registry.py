@@ -24,17 +24,38 @@ import inspect
 import torch
 
 from attn_yolo import build
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, LayerScale
+from attn_yolo.nn import (
+    CBAM,
+    ECA,
+    EMA,
+    GAM,
+    MHSA,
+    NAM,
+    SAM,
+    SE,
+    CoordAtt,
+    LayerScale,
+    ShuffleAttention,
+    SimAM,
+    TripletAttention,
+)
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import C1, AttnBuildError
+from attn_yolo.nn.triplet import ZPoolGate
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
+MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
+MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
 """YAML name → attention block class."""
 
 ALIASES: dict[str, str] = {}
+ALIASES |= {"CA": "CoordAtt", "CoordAttention": "CoordAtt", "CoordinateAttention": "CoordAtt"}
+ALIASES |= {"EMA_attention": "EMA", "EMAttention": "EMA", "simam_module": "SimAM", "GAM_Attention": "GAM"}
+ALIASES |= {"SA": "ShuffleAttention", "sa_layer": "ShuffleAttention", "ShuffleAttBlock": "ShuffleAttention"}
+ALIASES |= {"Triplet": "TripletAttention", "NAMAttention": "NAM", "NAM_Attention": "NAM"}
 """Other names public YAMLs use for a block → its name in ``MODULES`` (e.g. ``"SEAttention": "SE"``)."""
 
-SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale]
+SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
 
 
 class UnknownModuleError(KeyError):

@@ -60,6 +60,30 @@ def check(ok: bool, where: str, what: str, value, allowed: str) -> None:
         raise AttnBuildError(f"{where}: {what}={value!r} is invalid; allowed: {allowed}")
 
 
-def check_r(r, where: str) -> None:
-    """Check a channel reduction ratio ``r`` (SE, CBAM): an int >= 1."""
-    check(isinstance(r, int) and not isinstance(r, bool) and r >= 1, where, "r", r, "an int >= 1 (paper: 16)")
+def is_int(v) -> bool:
+    """``v`` is an int and not a bool (YAML ``true`` must not pass as 1)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_r(r, where: str, name: str = "r", paper: int = 16) -> None:
+    """Check a channel reduction ratio (SE, CBAM ``r``; CoordAtt ``r``, paper 32; GAM ``rate``, paper 4): an int >= 1."""
+    check(is_int(r) and r >= 1, where, name, r, f"an int >= 1 (paper: {paper})")
+
+
+def check_odd_k(k, where: str, paper: int = 7) -> None:
+    """Check a convolution kernel size ``k`` that keeps the map size with padding ``k // 2``: a positive odd int."""
+    check(is_int(k) and k >= 1 and k % 2 == 1, where, "k", k, f"a positive odd int (paper: {paper})")
+
+
+def group_count(groups, allowed: list[int], paper: int, where: str, name: str) -> int:
+    """A block's group count: ``groups`` if given, which must be in ``allowed``; if None, the largest allowed value
+    ``<= paper`` (the paper's count where it fits ``C``, else the nearest count below it that does).
+
+    Raises:
+        AttnBuildError: ``groups`` given and not in ``allowed``; the message lists ``allowed``.
+    """
+    if groups is None:
+        return max(g for g in allowed if g <= paper)
+    ok = is_int(groups) and groups in allowed
+    check(ok, where, name, groups, f"{allowed}, or [] for the paper's {paper} adapted to C")
+    return groups
