@@ -54,10 +54,10 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
         "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
     ),
     CoordAtt: (10, "Slice with the input's H as a dynamic bound (splitting the pooled H and W parts), ReduceMean"),
-    EMA: (13, "Reshape into groups (torch's exporter maps aten::unflatten from opset 13), Slice, MatMul, Softmax"),
+    EMA: (10, "Slice with the input's H as a dynamic bound (as CoordAtt), Reshape into groups, MatMul, Softmax"),
     SimAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, Sub, Mul, Div, Sqrt, Sigmoid"),
     GAM: (ULTRALYTICS_MIN_OPSET, "Conv (1×1 and 7×7, BatchNorm folded), Relu, Sigmoid, Mul"),
-    ShuffleAttention: (13, "Reshape into groups and the channel shuffle (aten::unflatten from opset 13), GroupNorm"),
+    ShuffleAttention: (ULTRALYTICS_MIN_OPSET, "Reshape, Transpose (groups, channel shuffle), InstanceNormalization"),
     TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
     NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
 }

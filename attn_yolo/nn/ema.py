@@ -65,13 +65,13 @@ class EMA(nn.Module):
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, w = x.shape[2:]
-        g = x.unflatten(1, (self.groups, -1)).flatten(0, 1)  # (B·G, c, H, W)
+        b, c, h, w = x.shape
+        g = x.reshape(b * self.groups, c // self.groups, h, w)  # (B·G, c, H, W)
         f = self.conv1x1(torch.cat((g.mean(3, keepdim=True), g.mean(2, keepdim=True).transpose(2, 3)), 2))
         x1 = self.gn(g * self.gate_h(f[:, :, :h]) * self.gate_w(f[:, :, h:].transpose(2, 3)))
         x2 = self.conv3x3(g)
         a1 = x1.mean((2, 3)).softmax(-1).unsqueeze(1)  # (B·G, 1, c)
         a2 = x2.mean((2, 3)).softmax(-1).unsqueeze(1)
         m = a1 @ x2.flatten(2) + a2 @ x1.flatten(2)  # (B·G, 1, H·W)
-        y = g * self.gate(m.unflatten(2, (h, w)))
+        y = g * self.gate(m.reshape(-1, 1, h, w))
         return gated(x, y.reshape(x.shape), self.scale)

@@ -16,7 +16,8 @@ def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
     Input channel ``g · (C / groups) + i`` goes to output channel ``i · groups + g``. A permutation; its inverse is
     ``channel_shuffle(·, C / groups)``. ``groups`` must divide ``C``. Shapes: ``(B, C, H, W) -> (B, C, H, W)``.
     """
-    return x.unflatten(1, (groups, -1)).transpose(1, 2).flatten(1, 2)
+    b, c, h, w = x.shape  # explicit sizes: torch's ONNX exporter loses the batch size of unflatten/flatten here
+    return x.reshape(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
 
 
 class ShuffleAttention(nn.Module):
@@ -72,7 +73,9 @@ class ShuffleAttention(nn.Module):
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x0, x1 = x.unflatten(1, (self.groups, -1)).flatten(0, 1).chunk(2, 1)  # 2 × (B·G, c, H, W)
+        b, _, h, w = x.shape
+        g = x.reshape(b * self.groups, 2 * self.c, h, w)
+        x0, x1 = g[:, : self.c], g[:, self.c :]  # 2 × (B·G, c, H, W)
         xn = x0 * self.gate_c(self.cweight * x0.mean((2, 3), keepdim=True) + self.cbias)
         xs = x1 * self.gate_s(self.sweight * F.group_norm(x1, self.c) + self.sbias)
         y = torch.cat((xn, xs), 1).reshape(x.shape)

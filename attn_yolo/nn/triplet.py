@@ -45,9 +45,10 @@ class TripletAttention(nn.Module):
     * ``s_hc = ZPoolGate(Z-pool over W)`` on the ``(H, C)`` plane, broadcast over ``W`` (height-channel interaction);
     * ``s_hw = ZPoolGate(Z-pool over C)`` on the ``(H, W)`` plane, broadcast over ``C`` (spatial attention).
 
-    The paper "rotates" the map by 90°; the authors' code permutes axes (a rotation without the flip of one axis), and
-    so does this block: a flip would only mirror the ``k×k`` kernel, the same function class. Plane orientation,
-    Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches pool with
+    The paper "rotates" the map by 90°, which is an axis transposition plus a flip of one axis; the authors' code only
+    transposes (permutes axes), and so does this block. Rotated as ``torch.rot90(k=1)`` the flip falls on the pooled
+    axis and changes nothing; rotated the other way it mirrors the ``k×k`` kernel, the same function class. Plane
+    orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches pool with
     reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
 
     YAML: ``[-1, 1, TripletAttention, []]`` or ``[-1, 1, TripletAttention, [k]]``.
