@@ -84,7 +84,7 @@ def test_coordatt_hidden_width():
 # ------------------------------------------------------------------------------------------------------------- EMA
 def ema_reference(m: EMA, x: torch.Tensor) -> torch.Tensor:
     """EMA group by group (Ouyang et al. 2023, Fig. 2): 1×1 branch, 3×3 branch, cross-spatial softmax aggregation."""
-    b, c, h, w = x.shape
+    b, c = x.shape[:2]
     g, cg = m.groups, c // m.groups
     w1, b1 = m.conv1x1.weight[:, :, 0, 0], m.conv1x1.bias
     out = torch.empty_like(x)
@@ -132,7 +132,9 @@ def minimal_energy(x: torch.Tensor, lam: float) -> torch.Tensor:
     var = ((x - mu) ** 2).mean((2, 3), keepdim=True).expand_as(x)
     t = x
     # ∂e/∂w = 0 and ∂e/∂b = 0:  [[t² + μ² + σ² + λ, t + μ], [t + μ, 2]] [w, b]ᵀ = [t − μ, 0]ᵀ
-    a = torch.stack([torch.stack([t**2 + mu**2 + var + lam, t + mu], -1), torch.stack([t + mu, 2 * torch.ones_like(t)], -1)], -2)
+    row_w = torch.stack([t**2 + mu**2 + var + lam, t + mu], -1)
+    row_b = torch.stack([t + mu, 2 * torch.ones_like(t)], -1)
+    a = torch.stack([row_w, row_b], -2)
     rhs = torch.stack([t - mu, torch.zeros_like(t)], -1)
     w, b = torch.linalg.solve(a, rhs).unbind(-1)
     return (1 - w * t - b) ** 2 + (-1 - w * mu - b) ** 2 + w**2 * var + lam * w**2
@@ -248,7 +250,8 @@ def test_triplet_averages_three_rotated_branches(train):
     x = x64(2, 6, 5, 7)
     seen = capture(m, ["cw.gate", "hc.gate", "hw.gate"])
     torch.testing.assert_close(m(x), triplet_reference(m, x, train), **TOL)
-    assert [tuple(seen[k].shape) for k in ("cw.gate", "hc.gate", "hw.gate")] == [(2, 1, 6, 7), (2, 1, 5, 6), (2, 1, 5, 7)]
+    shapes = [tuple(seen[k].shape) for k in ("cw.gate", "hc.gate", "hw.gate")]
+    assert shapes == [(2, 1, 6, 7), (2, 1, 5, 6), (2, 1, 5, 7)]  # (C, W), (H, C), (H, W) planes
     one = triplet_reference(m, x, train) * 3 - (x * seen["hw.gate"])  # without averaging it would differ
     assert (m(x) - one).abs().max() > 1e-2
 
@@ -307,7 +310,7 @@ def test_autocast_finite_on_large_inputs(name, dtype):
 
 def test_aliases_resolve_to_modules():
     assert set(ALIASES.values()) <= set(attn_yolo.MODULES)
-    for alias, name in {"CA": "CoordAtt", "CoordAttention": "CoordAtt", "EMA_attention": "EMA", "SA": "ShuffleAttention",
-                        "GAM_Attention": "GAM", "NAMAttention": "NAM"}.items():
-        assert ALIASES[alias] == name
+    issue = {"CA": "CoordAtt", "CoordAttention": "CoordAtt", "EMA_attention": "EMA", "SA": "ShuffleAttention",
+             "GAM_Attention": "GAM", "NAMAttention": "NAM"}  # names from public YAMLs
+    assert {k: ALIASES[k] for k in issue} == issue
     assert not set(ALIASES) & set(attn_yolo.MODULES)

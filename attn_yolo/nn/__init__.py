@@ -1,9 +1,9 @@
 """The attention blocks, one file per family; plain ``nn.Module`` classes that know nothing of Ultralytics.
 
 Their module paths are part of the checkpoint format (Ultralytics pickles whole models): ``attn_yolo.nn.se.SE``,
-``attn_yolo.nn.eca.ECA``, ``attn_yolo.nn.cbam.CBAM`` / ``SAM``, ``attn_yolo.nn.mhsa.MHSA``, ``attn_yolo.nn.coordatt.CoordAtt``,
-``attn_yolo.nn.ema.EMA``, ``attn_yolo.nn.simam.SimAM``, ``attn_yolo.nn.gam.GAM``, ``attn_yolo.nn.shuffle.ShuffleAttention``,
-``attn_yolo.nn.triplet.TripletAttention``, ``attn_yolo.nn.nam.NAM``.
+``attn_yolo.nn.eca.ECA``, ``attn_yolo.nn.cbam.CBAM`` / ``SAM``, ``attn_yolo.nn.mhsa.MHSA``,
+``attn_yolo.nn.coordatt.CoordAtt``, ``attn_yolo.nn.ema.EMA``, ``attn_yolo.nn.simam.SimAM``, ``attn_yolo.nn.gam.GAM``,
+``attn_yolo.nn.shuffle.ShuffleAttention``, ``attn_yolo.nn.triplet.TripletAttention``, ``attn_yolo.nn.nam.NAM``.
 """
 
 from attn_yolo.nn.cbam import CBAM, SAM

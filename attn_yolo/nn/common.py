@@ -66,7 +66,7 @@ def is_int(v) -> bool:
 
 
 def check_r(r, where: str, name: str = "r", paper: int = 16) -> None:
-    """Check a channel reduction ratio (SE, CBAM ``r``; CoordAtt ``r``, paper 32; GAM ``rate``, paper 4): an int >= 1."""
+    """Check a channel reduction ratio (SE, CBAM, CoordAtt ``r``; GAM ``rate``): an int >= 1."""
     check(is_int(r) and r >= 1, where, name, r, f"an int >= 1 (paper: {paper})")
 
 

@@ -48,8 +48,9 @@ class TripletAttention(nn.Module):
     The paper "rotates" the map by 90°, which is an axis transposition plus a flip of one axis; the authors' code only
     transposes (permutes axes), and so does this block. Rotated as ``torch.rot90(k=1)`` the flip falls on the pooled
     axis and changes nothing; rotated the other way it mirrors the ``k×k`` kernel, the same function class. Plane
-    orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches pool with
-    reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
+    orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches
+    pool with reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as
+    ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
 
     YAML: ``[-1, 1, TripletAttention, []]`` or ``[-1, 1, TripletAttention, [k]]``.
 
