@@ -65,8 +65,8 @@ class EMA(nn.Module):
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, c, h, w = x.shape
-        g = x.reshape(b * self.groups, c // self.groups, h, w)  # (B·G, c, H, W)
+        b, _, h, w = x.shape
+        g = x.reshape(b * self.groups, self.c1 // self.groups, h, w)  # (B·G, c, H, W)
         f = self.conv1x1(torch.cat((g.mean(3, keepdim=True), g.mean(2, keepdim=True).transpose(2, 3)), 2))
         x1 = self.gn(g * self.gate_h(f[:, :, :h]) * self.gate_w(f[:, :, h:].transpose(2, 3)))
         x2 = self.conv3x3(g)

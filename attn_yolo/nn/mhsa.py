@@ -123,7 +123,7 @@ class MHSA(nn.Module):
         o = self.proj(o.transpose(1, 2).reshape(b, h * w, c))
         t = _add(t, o, inplace)
         del o
-        if inplace:  # the MLP's output is never wider than t (autocast narrows it), so += keeps t + mlp's dtype
+        if inplace:  # the MLP's output dtype is t's or narrower (autocast), so += gives t + mlp's dtype
             step = max(1, self.MLP_CHUNK // (b * c))
             for i in range(0, h * w, step):
                 part = t[:, i : i + step]

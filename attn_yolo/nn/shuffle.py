@@ -63,11 +63,9 @@ class ShuffleAttention(nn.Module):
         half = c1 // 2
         self.groups = group_count(groups, [g for g in range(1, half + 1) if half % g == 0], 64, where, "groups")
         self.c1, self.c = c1, half // self.groups  # channels per half-group
-        c = self.c
-        self.cweight = nn.Parameter(torch.zeros(1, c, 1, 1))
-        self.cbias = nn.Parameter(torch.ones(1, c, 1, 1))
-        self.sweight = nn.Parameter(torch.zeros(1, c, 1, 1))
-        self.sbias = nn.Parameter(torch.ones(1, c, 1, 1))
+        shape = (1, self.c, 1, 1)
+        self.cweight, self.cbias = nn.Parameter(torch.zeros(shape)), nn.Parameter(torch.ones(shape))
+        self.sweight, self.sbias = nn.Parameter(torch.zeros(shape)), nn.Parameter(torch.ones(shape))
         self.gate_c = nn.Sigmoid()
         self.gate_s = nn.Sigmoid()
         self.scale = None if init_values is None else LayerScale(c1, init_values)
