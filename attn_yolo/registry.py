@@ -27,11 +27,28 @@ import torch
 
 from attn_yolo import build
 from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, LayerScale
+from attn_yolo.nn import (
+    CBAM,
+    ECA,
+    EMA,
+    GAM,
+    MHSA,
+    NAM,
+    SAM,
+    SE,
+    CoordAtt,
+    LayerScale,
+    ShuffleAttention,
+    SimAM,
+    TripletAttention,
+)
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import AttnBuildError, is_int
+from attn_yolo.nn.triplet import ZPoolGate
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
+MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
+MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
 """YAML name → attention block class."""
 
 ALIASES: dict[str, str] = {
@@ -48,11 +65,28 @@ ALIASES: dict[str, str] = {
     "CBAMBlock": "CBAM",
     "CBAMAttention": "CBAM",
     "MultiHeadSelfAttention": "MHSA",
+    "CA": "CoordAtt",
+    "CoordAttention": "CoordAtt",
+    "CoordinateAttention": "CoordAtt",
+    "EMA_attention": "EMA",
+    "EMAttention": "EMA",
+    "simam_module": "SimAM",
+    "GAM_Attention": "GAM",
+    "SA": "ShuffleAttention",
+    "sa_layer": "ShuffleAttention",  # the SA-Net authors' class name
+    "ShuffleAttBlock": "ShuffleAttention",
+    "Triplet": "TripletAttention",
+    "NAMAttention": "NAM",
+    "NAM_Attention": "NAM",
 }
 """Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
 heatmaps, export and insert see one block); a row naming it logs one line saying so."""
 
-ALIAS_NOTES: dict[str, str] = {}
+ALIAS_NOTES: dict[str, str] = {
+    "SA": "in YOLO YAMLs SA (with a group count) is Shuffle Attention (SA-Net, Zhang & Yang 2021), not spatial "
+    "attention; for CBAM's spatial attention write SAM",
+    "CA": "CA is Coordinate Attention (Hou et al. 2021), not channel attention; for a channel gate write SE or ECA",
+}
 """For a short alias that names two blocks in the literature: what the log line says about the meaning chosen
 (e.g. ``"SA": "in YOLO YAMLs SA with a group count is Shuffle Attention, not spatial attention (SAM)"``)."""
 
@@ -68,7 +102,7 @@ NOT_PROVIDED = (
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""
 
-SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale]
+SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
 
 
 class UnknownModuleError(KeyError):

@@ -214,6 +214,24 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
     assert cli_main(["ablate", str(tmp_path / "bad.yaml")]) == 2
 
 
+def test_insert_specs_take_the_new_blocks(tmp_path, tiny_data):
+    """Insert specs name the seven newer blocks like the others; a group count that does not fit is reported."""
+    raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
+    raw["variants"] = [
+        {"name": "baseline", "model": "yolo11n.yaml"},
+        {"name": "ema", "base": "yolo11n.yaml", "module": "EMA", "at": "backbone", "args": [16]},
+        {"name": "sa", "base": "yolo11n.yaml", "module": "ShuffleAttention", "at": "neck"},
+    ]
+    ab = ablate.validate(raw, tmp_path, "t")
+    base, ema, sa = ab.variants
+    assert [r[2:] for r in ema.model_dict["backbone"] if r[2] == "EMA"] == [["EMA", [16]]] * 3
+    assert ema.params > base.params and sa.params > base.params
+    raw["variants"][2]["args"] = [5]
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate(raw, tmp_path, "t")
+    assert "variants[2] (sa): does not build" in e.value.problems[0] and "groups=5 is invalid" in e.value.problems[0]
+
+
 def test_overrides():
     raw = {"data": "d.yaml", "train": {"epochs": 5}}
     out = ablate.apply_overrides(raw, ["epochs=1", "imgsz=64", "out=runs/x", "seeds=[0, 1]", "devices=cpu,cpu"])

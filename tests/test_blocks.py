@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import attn_yolo
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
+from attn_yolo.nn import EMA, GAM, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 from attn_yolo.nn.eca import eca_kernel_size
 
 
@@ -15,13 +16,21 @@ from attn_yolo.nn.eca import eca_kernel_size
 @pytest.mark.parametrize("c", [3, 16, 24, 256])
 def test_shape_preserved(name, c):
     kw = {"heads": 1} if name == "MHSA" and c < 32 else {"r": 2} if name in ("SE", "CBAM") and c < 16 else {}
+    kw = {"rate": 1} if name == "GAM" and c < 4 else kw
+    if name == "ShuffleAttention" and c % 2:  # each group is halved: the one width it refuses
+        with pytest.raises(AttnBuildError, match=f"input channels C={c} is invalid; allowed: an even number"):
+            attn_yolo.MODULES[name](c)
+        return
     m = attn_yolo.MODULES[name](c, **kw)
     x = torch.randn(2, c, 7, 11)
     assert m(x).shape == x.shape
 
 
 def test_module_table():
-    assert attn_yolo.MODULES == {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
+    assert attn_yolo.MODULES == {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA, "CoordAtt": CoordAtt,
+                                 "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention,
+                                 "TripletAttention": TripletAttention, "NAM": NAM}
+    assert all(cls.__module__ == f"attn_yolo.nn.{cls.__module__.split('.')[-1]}" for cls in attn_yolo.MODULES.values())
 
 
 @pytest.mark.parametrize("c", [16, 32, 64, 128, 256, 512, 1024])
@@ -160,6 +169,50 @@ def test_mhsa_head_dim_and_sdpa_inputs_contiguous():
     assert all(t.is_contiguous() and t.shape == (1, 4, 50, 32) for t in (q, k, v))
 
 
+def test_mhsa_without_autograd_adds_in_place_and_chunks_the_mlp():
+    """No grad: the residual adds go into the position conv's buffer (the output is that buffer) and the MLP runs on
+    token chunks; the output equals the autograd path (one MLP call on all tokens) to 1e-6, and x is untouched."""
+    torch.manual_seed(0)
+    m = MHSA(32, heads=2).eval()
+    m.MLP_CHUNK = 2 * 32 * 5  # at batch 2: 5 tokens per chunk, 63 tokens → 13 chunks
+    x = torch.randn(2, 32, 7, 9)
+    x0 = x.clone()
+    rows, pos = [], []
+    m.mlp[0].register_forward_hook(lambda mod, i, o: rows.append(i[0].shape[1]))
+    m.pos.register_forward_hook(lambda mod, i, o: pos.append(o.data_ptr()))
+    with torch.no_grad():
+        y = m(x)
+    assert rows == [5] * 12 + [3] and y.data_ptr() == pos[0] and torch.equal(x, x0)
+    rows.clear()
+    y_autograd = m(x)
+    assert rows == [63] and y_autograd.requires_grad
+    torch.testing.assert_close(y, y_autograd.detach(), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(y, mhsa_reference(m, x), atol=1e-5, rtol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # no in-place add that would narrow the fp32 residual stream
+        with torch.no_grad():
+            a = m(x)
+        assert a.dtype == m(x).dtype == torch.float32
+
+
+def test_mhsa_training_gradients_unchanged():
+    """Training (autograd on) takes the plain path: no chunks, and the gradients of the explicit reference."""
+    torch.manual_seed(0)
+    m = MHSA(32, heads=2).train()
+    m.MLP_CHUNK = 32  # would chunk if it applied
+    x = torch.randn(2, 32, 5, 6, requires_grad=True)
+    rows = []
+    m.mlp[0].register_forward_hook(lambda mod, i, o: rows.append(i[0].shape[1]))
+    m(x).square().sum().backward()
+    assert rows == [30]
+    got = {n: p.grad.clone() for n, p in m.named_parameters()} | {"x": x.grad.clone()}
+    m.zero_grad()
+    x.grad = None
+    mhsa_reference(m, x).square().sum().backward()
+    want = {n: p.grad for n, p in m.named_parameters()} | {"x": x.grad}
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], atol=1e-5, rtol=1e-5, msg=n)
+
+
 def test_identity_at_init_and_gate_learns():
     x = torch.randn(2, 32, 6, 6)
     for cls in attn_yolo.MODULES.values():
@@ -199,6 +252,13 @@ def test_identity_at_init_and_gate_learns():
         (lambda: MHSA(64, mlp_ratio=0), r"^MHSA: mlp_ratio=0 is invalid"),
         (lambda: SE(), r"^SE: input channels c1=c1; expected a positive int"),
         (lambda: SE(0), r"^SE: input channels c1=0; expected a positive int"),
+        (lambda: CoordAtt(64, r=0), r"CoordAtt: r=0 is invalid; allowed: an int >= 1 \(paper: 32\)"),
+        (lambda: EMA(48, factor=5), r"EMA: factor=5 is invalid; allowed: \[1, 2, 3, 4, 6, 8, 12, 16, 24, 48\]"),
+        (lambda: SimAM(8, e_lambda=0), r"SimAM: e_lambda=0 is invalid; allowed: a number > 0"),
+        (lambda: GAM(64, rate=2.5), r"GAM: rate=2.5 is invalid; allowed: an int in 1..64 \(hidden width C // rate >= 1 at C=64; paper: 4\)"),
+        (lambda: ShuffleAttention(64, groups=64), r"ShuffleAttention: groups=64 is invalid; allowed: \[1, 2, 4, 8, 16"),
+        (lambda: TripletAttention(8, k=4), r"TripletAttention: k=4 is invalid; allowed: a positive odd int \(paper: 7"),
+        (lambda: NAM(0), r"NAM: input channels c1=0; expected a positive int"),
     ],
 )
 def test_bad_hyperparameters(make, match):

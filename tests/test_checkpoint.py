@@ -103,3 +103,24 @@ print('loaded', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()))
     assert "references types outside the supported Ultralytics checkpoint format" in out
     assert "Unsupported global: GLOBAL attn_yolo.nn.cbam.CBAM was not an allowed global" in out
     assert "loaded 3" in out
+
+
+def test_new_blocks_reload_with_safe_load(tmp_path, assets):
+    """A checkpoint holding CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention and NAM (and every class
+    they pickle) loads under weights-only unpickling in a fresh process."""
+    import attn_yolo
+    from ultralytics import YOLO
+
+    new = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
+    attn_yolo.insert("yolo11n.yaml", new, "backbone", out=tmp_path / "yolo11n-seven.yaml")
+    YOLO(str(tmp_path / "yolo11n-seven.yaml")).save(tmp_path / "seven.pt")
+    code = f"""
+import attn_yolo
+from ultralytics import YOLO
+from ultralytics.nn.tasks import _SafeLoad
+assert _SafeLoad.restricted()
+model = YOLO({str(tmp_path / 'seven.pt')!r})
+r = model.predict({str(assets / 'bus.jpg')!r}, imgsz=64, verbose=False)[0]
+print('ok', sorted({{type(m).__name__ for m in model.model.model}} & set(attn_yolo.MODULES)), r.orig_shape)
+"""
+    assert f"ok {sorted(new)} (1080, 810)" in run(code, tmp_path, ULTRALYTICS_SAFE_LOAD="1")

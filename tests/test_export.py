@@ -30,7 +30,12 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
-BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2]}
+BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
+              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}  # EMA, SA: 4 channels a group
+MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
+REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
+              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set()}
+"""The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 
 
@@ -153,8 +158,7 @@ def test_block_static_at_min_opset(tiny, block):
     assert [c.case for c in r.checks if c.name == "raw"] == ["b1 96x160 (2 images)"]
     assert nms_boxes(r) > 0, r.summary()
     assert not ops(f) & {"AveragePool", "MaxPool"}  # global pools are reductions, not pools sized at export
-    if block != "MHSA":
-        assert "ReduceMean" in ops(f)
+    assert REDUCTIONS[block] <= ops(f)
 
     y = YOLO(tiny(block))
     identity_block(y.model, cls)  # the same file against a model without the block must fail
@@ -177,6 +181,7 @@ def test_block_dynamic_other_sizes(tiny, block):
             assert c.value <= 1e-4 and c.detail["shape"][0] in (2, 3)
     assert nms_boxes(r) > 0, r.summary()
     assert json.loads(r.save(overwrite=True).read_text())["passed"] is True
+    assert not ops(f) & {"AveragePool", "MaxPool"}
 
 
 @pytest.mark.parametrize("variant", ["se", "eca", "sam", "cbam", "mhsa"])
@@ -193,6 +198,24 @@ def test_yolo11n_variant_dynamic(tmp_path, monkeypatch, variant):
     assert [c.case for c in r.checks if c.name == "raw"] == [
         "b1 160x160 (1 images)", "b3 160x160", "b1 192x192 (1 images)", "b1 128x192 (1 images)", "b3 128x192"]
     assert nms_boxes(r) > 0, r.summary()
+
+
+def test_mhsa_export_not_frozen_to_the_traced_token_count(tmp_path):
+    """Exporting runs without autograd, but MHSA's chunked MLP must not be traced: a loop over the traced tokens
+    would freeze the chunk bounds, and a larger input would skip the MLP on its later tokens."""
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    m = attn_yolo.MHSA(32, heads=2).eval()
+    m.MLP_CHUNK = 32 * 4  # 4 tokens a chunk: 12 traced tokens would be 3 chunks
+    f = tmp_path / "mhsa.onnx"
+    with torch.no_grad():
+        torch.onnx.export(m, torch.randn(1, 32, 3, 4), f, dynamo=False, opset_version=18, input_names=["x"],
+                          dynamic_axes={"x": {0: "b", 2: "h", 3: "w"}})
+        x = torch.randn(2, 32, 6, 7)
+        ref = m(x).numpy()
+    out = ort.InferenceSession(str(f), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    assert np.abs(out - ref).max() < 1e-4
 
 
 def test_opset_too_old_names_block_and_minimum(tiny, tmp_path, capsys):

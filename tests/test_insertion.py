@@ -176,11 +176,16 @@ def test_relative_indices_are_rewritten():
     assert rows(d)[6][2] == "SE"
 
 
+NEW = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
+
+
 def test_shipped_model_yamls_are_reproduced():
-    for name, site, args in [("se", "backbone", []), ("eca", "backbone", []), ("sam", "backbone", [7]),
-                             ("cbam", "backbone", [16, 7]), ("mhsa", "sppf", [4])]:
+    old = [("SE", "backbone", []), ("ECA", "backbone", []), ("SAM", "backbone", [7]), ("CBAM", "backbone", [16, 7]),
+           ("MHSA", "sppf", [4])]
+    for module, site, args in old + [(m, "backbone", []) for m in NEW]:
+        name = module.lower()
         shipped = yaml.safe_load((ROOT / "models" / f"yolo11-{name}.yaml").read_text())
-        d = insert_dict("yolo11.yaml", name.upper(), site, args, check=False)
+        d = insert_dict("yolo11.yaml", module, site, args, check=False)
         assert d["backbone"] == shipped["backbone"] and d["head"] == shipped["head"], name
         assert {k: d[k] for k in shipped if k not in ("backbone", "head")} == {
             k: v for k, v in shipped.items() if k not in ("backbone", "head")
@@ -455,6 +460,28 @@ def test_identity_at_init_reproduces_base_predictions(ckdir, base):
         assert len(ref) == len(out) and all(a.shape == b.shape for a, b in zip(ref, out))
         assert max((a - b).abs().max().item() for a, b in zip(ref, out)) <= 1e-5
         assert max((a - b).abs().max().item() for a, b in zip(ref, other)) > 1e-3  # without identity it changes
+
+
+def test_new_blocks_identity_at_init_reproduce_base_predictions(ckdir):
+    """The seven blocks chained at P3/P4/P5 with init_values=0.0 (what pretrained= inserts) predict as the base."""
+    path = base_ckpt("yolo11n.yaml", ckdir)
+    src = load_checkpoint(path)[0].eval()
+    model = transfer(path, insert("yolo11n.yaml", NEW, "backbone", identity=True, check=False), verbose=False).model
+    assert sum(type(m).__name__ in NEW for m in model.model) == 21
+    x = letterboxed("bus.jpg", 256)
+    with torch.no_grad():
+        ref, out = tensors(src(x)), tensors(model.eval()(x))
+    assert max((a - b).abs().max().item() for a, b in zip(ref, out)) <= 1e-5
+
+
+def test_cli_inserts_every_new_block(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name in NEW:  # module names are case-insensitive
+        assert main(["base=yolo11n.yaml", f"module={name.lower()}", "at=backbone"]) == 0
+        text = (tmp_path / f"yolo11n-{name.lower()}.yaml").read_text()
+        assert f"  - [-1, 1, {name}, []] # 5 inserted after base 4" in text
+        assert MODULES[name].__doc__.split("(")[1].split(",")[0] in text  # the paper's first author
+    assert "EMA [factor=adaptive] after base layer 4 (P3/8) -> layer 5" in capsys.readouterr().out
 
 
 def test_transfer_errors(ckdir):

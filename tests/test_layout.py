@@ -33,8 +33,16 @@ PINNED_CLASSES = {
     "SAM": "attn_yolo.nn.cbam.SAM",
     "CBAM": "attn_yolo.nn.cbam.CBAM",
     "MHSA": "attn_yolo.nn.mhsa.MHSA",
+    "CoordAtt": "attn_yolo.nn.coordatt.CoordAtt",
+    "EMA": "attn_yolo.nn.ema.EMA",
+    "SimAM": "attn_yolo.nn.simam.SimAM",
+    "GAM": "attn_yolo.nn.gam.GAM",
+    "ShuffleAttention": "attn_yolo.nn.shuffle.ShuffleAttention",
+    "TripletAttention": "attn_yolo.nn.triplet.TripletAttention",
+    "NAM": "attn_yolo.nn.nam.NAM",
 }
-PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate", "attn_yolo.nn.layer_scale.LayerScale"}
+PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate", "attn_yolo.nn.layer_scale.LayerScale",
+                  "attn_yolo.nn.triplet.ZPoolGate"}
 
 
 def modules() -> dict[str, Path]:
@@ -147,8 +155,7 @@ def test_checkpoint_class_paths_are_pinned_and_reload_without_import(tmp_path):
     from attn_yolo.checkpoint import save_checkpoint
     from ultralytics.nn.tasks import DetectionModel
 
-    assert {k: f"{c.__module__}.{c.__qualname__}" for k, c in attn_yolo.MODULES.items() if k in PINNED_CLASSES} == \
-        PINNED_CLASSES
+    assert {k: f"{c.__module__}.{c.__qualname__}" for k, c in attn_yolo.MODULES.items()} == PINNED_CLASSES
     rows = [[-1, 1, "Conv", [32, 3, 2]]] + [[-1, 1, name, []] for name in PINNED_CLASSES] + [[-1, 1, "SE", [4, 0.0]]]
     d = {"nc": 2, "backbone": rows, "head": [[[-1], 1, "Detect", ["nc"]]]}
     ckpt = save_checkpoint(DetectionModel(d, verbose=False), tmp_path / "all.pt")

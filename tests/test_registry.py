@@ -1,5 +1,6 @@
 """Registration with Ultralytics: YAML names resolve, widths are inferred at every scale, errors name the row."""
 
+import functools
 import subprocess
 import sys
 from copy import deepcopy
@@ -16,6 +17,7 @@ from ultralytics.utils.torch_utils import get_flops
 
 import attn_yolo
 from attn_yolo import MHSA, AttnBuildError, ModelYamlError, UnknownModuleError
+from attn_yolo.insertion import insert_dict
 from attn_yolo.registry import ALIASES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +53,42 @@ def test_every_block_every_scale_forward_backward(block, scale):
     blocks = [m for m in model.modules() if type(m) in attn_yolo.MODULES.values()]
     assert len(blocks) == (1 if block == "mhsa" else 3)
     assert all(p.grad is not None for b in blocks for p in b.parameters())
+
+
+NEW = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
+
+
+@pytest.mark.parametrize("base", ["yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x", "yolov8n"])
+def test_new_blocks_every_scale_forward_backward(base):
+    """All seven blocks chained after each backbone output (P3/P4/P5) of every yolo11 scale and of yolov8n, widths
+    from the rows (64 to 768 channels): training forward and backward on a rectangular batch; at scale n also the
+    built DetectionModel's eval forwards, square and rectangular. (The larger scales run the parsed layers directly:
+    DetectionModel's own 256×256 stride pass would cost more than the test.)"""
+    d = insert_dict(f"{base}.yaml", NEW, at="backbone", check=False)
+    if base.endswith("n"):
+        model = DetectionModel(d, verbose=False)
+        layers, save = model.model, model.save
+    else:
+        layers, save = tasks.parse_model(d, 3, verbose=False)
+    blocks = [m for m in layers if type(m) in attn_yolo.MODULES.values()]
+    assert [type(m).__name__ for m in blocks] == NEW * 3
+    widths = {"yolo11n": [128, 128, 256], "yolo11s": [256, 256, 512], "yolo11m": [512] * 3, "yolo11l": [512] * 3,
+              "yolo11x": [768] * 3, "yolov8n": [64, 128, 256]}[base]
+    assert [m.c1 for m in blocks] == [c for c in widths for _ in NEW]
+    layers.train()
+    x, y = torch.rand(2, 3, 64, 96), []
+    for m in layers:  # DetectionModel._predict_once
+        if m.f != -1:
+            x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+        x = m(x)
+        y.append(x if m.i in save else None)
+    total(x).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for b in blocks for p in b.parameters())
+    if base.endswith("n"):
+        model.eval()
+        with torch.no_grad():
+            for shape in [(1, 3, 64, 64), (1, 3, 96, 64)]:
+                assert model(torch.rand(shape))[0].shape[:2] == (1, 84)
 
 
 def stock_yamls() -> list[Path]:
@@ -167,6 +205,11 @@ def test_unknown_module_lowercase_hint():
         ([-1, 1, "CBAM", [16, 9]], "l", r"row 11 \(scale l\) CBAM: k=9 is invalid; allowed: the int 3 or 7"),
         ([-1, 1, "MHSA", [3]], "n", r"row 11 \(scale n\) MHSA: heads=3 is invalid; allowed: a divisor of C=256"),
         ([-1, 1, "MHSA", [5]], "x", r"row 11 \(scale x\) MHSA: heads=5 is invalid; allowed: a divisor of C=768"),
+        ([-1, 1, "EMA", [7]], "n", r"row 11 \(scale n\) EMA: factor=7 is invalid; allowed: \[1, 2, 4, 8, 16, 32, 64"),
+        ([-1, 1, "ShuffleAttention", [3]], "s", r"row 11 \(scale s\) ShuffleAttention: groups=3 is invalid; allowed: "
+                                                r"\[1, 2, 4, 8, 16, 32, 64, 128, 256\]"),
+        ([-1, 1, "TripletAttention", [6]], "m", r"row 11 \(scale m\) TripletAttention: k=6 is invalid"),
+        ([-1, 1, "CoordAtt", [0]], "l", r"row 11 \(scale l\) CoordAtt: r=0 is invalid"),
     ],
 )
 def test_bad_hyperparameters_name_row_and_scale(row, scale, match):
@@ -204,6 +247,51 @@ def test_gflops_count_mhsa_attention_matmuls():
     added = (get_flops(model, 640) - get_flops(base, 640)) * 1e9
     assert fc.get_total_flops() > attention
     assert abs(added - fc.get_total_flops()) / fc.get_total_flops() < 0.02
+
+
+def small_detector(block: str | None) -> dict:
+    """Convs to 128, 128 and 256 channels at strides 8, 16, 32 (yolo11n's backbone widths), ``block`` after each."""
+    rows = [[-1, 1, "Conv", [16, 3, 2]], [-1, 1, "Conv", [32, 3, 2]]]
+    for c in (128, 128, 256):
+        rows += [[-1, 1, "Conv", [c, 3, 2]]] + ([[-1, 1, block, []]] if block else [])
+    levels = [3, 5, 7] if block else [2, 3, 4]
+    return {"nc": 2, "backbone": rows, "head": [[levels, 1, "Detect", ["nc"]]]}
+
+
+@functools.lru_cache
+def small_detector_gflops() -> float:
+    return get_flops(DetectionModel(small_detector(None), verbose=False), 100)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_gflops_count_new_blocks(name):
+    """Ultralytics' get_flops (thop) counts each block within 10 % of torch's FlopCounterMode on the same image.
+
+    FlopCounterMode counts convolutions and matrix products only; thop also counts normalisation layers (8 FLOPs per
+    element with affine), which is the whole difference here: NAM (only a BatchNorm) counts exactly that, SimAM and
+    ShuffleAttention (elementwise only, their GroupNorm functional) count 0 in both. At 100×100 get_flops profiles the
+    image itself; at stride multiples (640) it extrapolates from one-stride-tall proxies, which overstates any cost
+    that does not grow with H·W (SE's and CBAM's too), so this checks what is counted, at an exact size.
+    """
+    model = DetectionModel(small_detector(name), verbose=False).eval()
+    added = (get_flops(model, 100) - small_detector_gflops()) * 1e9
+    blocks = [m for m in model.model if type(m) is attn_yolo.MODULES[name]]
+    inputs = []
+    handles = [b.register_forward_hook(lambda m, i, o: inputs.append(i[0])) for b in blocks]
+    with torch.no_grad():
+        model(torch.rand(1, 3, 100, 100))
+    for h in handles:
+        h.remove()
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        for b, x in zip(blocks, inputs):
+            b(x)
+    counted = fc.get_total_flops()
+    if name == "NAM":
+        assert counted == 0 and added == pytest.approx(8 * sum(x.numel() for x in inputs))
+    elif name in ("SimAM", "ShuffleAttention"):
+        assert counted == added == 0
+    else:
+        assert counted > 0 and abs(added - counted) / counted < 0.10, (added, counted)
 
 
 def test_fuse_keeps_blocks_working():

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from attn_yolo.checkpoint import check_out, load_yolo
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
+from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 
 ULTRALYTICS_MIN_OPSET = 9
 """Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
@@ -28,6 +28,13 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
         "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
         "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
     ),
+    CoordAtt: (10, "Slice with the input's H as a dynamic bound (splitting the pooled H and W parts), ReduceMean"),
+    EMA: (10, "Slice with the input's H as a dynamic bound (as CoordAtt), Reshape into groups, MatMul, Softmax"),
+    SimAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, Sub, Mul, Div, Sqrt, Sigmoid"),
+    GAM: (ULTRALYTICS_MIN_OPSET, "Conv (1×1 and 7×7, BatchNorm folded), Relu, Sigmoid, Mul"),
+    ShuffleAttention: (ULTRALYTICS_MIN_OPSET, "Reshape, Transpose (groups, channel shuffle), InstanceNormalization"),
+    TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
+    NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 

@@ -236,7 +236,11 @@ def block_args(name: str, args, identity: bool) -> list:
     return args
 
 
-_NONE_MEANS = {("ECA", "k"): "adaptive"}  # what a None hyperparameter means, where it is worth saying
+_NONE_MEANS = {  # what a None hyperparameter means, where it is worth saying
+    ("ECA", "k"): "adaptive",
+    ("EMA", "factor"): "adaptive",
+    ("ShuffleAttention", "groups"): "adaptive",
+}
 
 
 def _describe_args(name: str, args: list) -> str:

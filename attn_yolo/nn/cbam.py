@@ -105,7 +105,7 @@ class CBAM(nn.Module):
     def __init__(self, c1: int = C1, r: int = 16, k: int = 7, init_values: float | None = None):
         super().__init__()
         c1, where, (r, k, init_values) = resolve(c1, "CBAM", r, k, init_values)
-        check_r(r, c1, where)
+        check_r(r, where, c1)
         check_kernel(k, where)
         check_init_values(init_values, where)
         self.c1, self.r, self.k = c1, r, k

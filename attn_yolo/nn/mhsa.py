@@ -15,6 +15,11 @@ MAX_MLP_RATIO = 16
 """Largest feed-forward expansion ``mlp_ratio`` accepted (ViT uses 4): a larger one is a typo, not a design."""
 
 
+def _add(a: torch.Tensor, b: torch.Tensor, inplace: bool) -> torch.Tensor:
+    """``a + b``; written into ``a`` when ``inplace`` and the sum keeps ``a``'s dtype (it would not under autocast)."""
+    return a.add_(b) if inplace and a.dtype == torch.promote_types(a.dtype, b.dtype) else a + b
+
+
 class MHSA(nn.Module):
     """Multi-head self-attention block over the H·W tokens of a feature map (Vaswani et al., NeurIPS 2017).
 
@@ -54,6 +59,9 @@ class MHSA(nn.Module):
             or another option is out of range (non-finite, ``mlp_ratio > 16``, ...); the message lists the head counts
             allowed at ``C``.
     """
+
+    MLP_CHUNK = 2**18
+    """Without autograd, the MLP runs on token chunks of at most this many ``(B, N, C)`` elements (1 MiB in fp32)."""
 
     def __init__(
         self,
@@ -109,12 +117,29 @@ class MHSA(nn.Module):
         return F.dropout(w, p) @ v, w
 
     def tokens_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The block on ``(B, C, H, W)``: output ``(B, C, H, W)`` and attention weights ``(B, h, N, N)`` or None."""
+        """The block on ``(B, C, H, W)``: output ``(B, C, H, W)`` and attention weights ``(B, h, N, N)`` or None.
+
+        Without autograd (``torch.no_grad``, inference mode) the residual adds run in place on the block's own
+        buffers, and the MLP runs over chunks of ``MLP_CHUNK`` elements of ``(B, N, C)`` tokens, so its hidden
+        activations never exist for all tokens at once. The result is the same (per-token ops; the tokens are the
+        same), and peak memory drops to the attention's own inputs and output. With autograd on, nothing is done in
+        place (autograd needs the intermediates); nor while tracing or compiling (ONNX export), where a loop over
+        tokens would be frozen to the traced size.
+        """
         b, c, h, w = x.shape
-        t = (x + self.pos(x)).flatten(2).transpose(1, 2)  # (B, N, C); freed at the first residual add
+        inplace = not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
+        t = _add(self.pos(x), x, inplace).flatten(2).transpose(1, 2)  # (B, N, C) view of a (B, C, N) buffer
         o, weights = self.attend(*self.qkv_heads(self.norm1(t)))
-        t = t + self.proj(o.transpose(1, 2).reshape(b, h * w, c))
-        t = t + self.mlp(self.norm2(t))
+        o = self.proj(o.transpose(1, 2).reshape(b, h * w, c))
+        t = _add(t, o, inplace)
+        del o
+        if inplace:  # the MLP's output dtype is t's or narrower (autocast), so += gives t + mlp's dtype
+            step = max(1, self.MLP_CHUNK // (b * c))
+            for i in range(0, h * w, step):
+                part = t[:, i : i + step]
+                part += self.mlp(self.norm2(part))
+        else:
+            t = t + self.mlp(self.norm2(t))
         return t.transpose(1, 2).reshape(b, c, h, w), weights
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,7 @@ class SE(nn.Module):
     def __init__(self, c1: int = C1, r: int = 16, init_values: float | None = None):
         super().__init__()
         c1, where, (r, init_values) = resolve(c1, "SE", r, init_values)
-        check_r(r, c1, where)
+        check_r(r, where, c1)
         check_init_values(init_values, where)
         self.c1, self.r, self.hidden = c1, r, c1 // r
         self.fc1 = nn.Conv2d(c1, self.hidden, 1)

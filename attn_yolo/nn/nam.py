@@ -1,0 +1,53 @@
+"""Normalization-based Attention Module (NAM): channel gates weighted by BatchNorm's scale factors."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attn_yolo.nn.common import C1, check_init_values, resolve
+from attn_yolo.nn.layer_scale import LayerScale, gated
+
+
+class NAM(nn.Module):
+    """Normalization-based Attention Module, channel attention (Liu et al., arXiv 2111.12419, 2021).
+
+    Paper: Liu, Shao, Teng, Hoffmann, "NAM: Normalization-based Attention Module", arXiv 2111.12419, 2021.
+
+    ``M_c = σ(W_γ · BN(x))``, ``y = M_c ⊙ x``: each channel's BatchNorm output is weighted by its share of the scale
+    factors, ``w_i = |γ_i| / Σ_j |γ_j|`` (``channel_weights``), so a channel whose ``γ`` is small (little variance
+    kept) gets a gate near 1/2 whatever its input.
+
+    Settled by the authors' code: ``|γ|`` (the paper writes ``γ_i / Σ_j γ_j``, which a negative ``γ`` would flip),
+    and ``W_γ`` enters as a constant (they read ``weight.data``): gradients reach ``γ`` through ``BN(x)`` only. Not
+    included: the paper's optional L1 penalty on ``γ`` (a loss term, not part of the block) and its spatial
+    (pixel-normalisation) variant, which the authors did not release.
+
+    YAML: ``[-1, 1, NAM, []]``.
+
+    Args:
+        c1 (int): input channels ``C``.
+        init_values (float | None): residual gate init, as in ``SE`` (0.0: identity at init; None: the paper's block).
+
+    Shapes:
+        ``(B, C, H, W) -> (B, C, H, W)``; ``self.gate`` outputs ``M_c`` of shape ``(B, C, H, W)``.
+
+    Raises:
+        AttnBuildError: ``c1`` invalid.
+    """
+
+    def __init__(self, c1: int = C1, init_values: float | None = None):
+        super().__init__()
+        self.c1, where, (init_values,) = resolve(c1, "NAM", init_values)
+        check_init_values(init_values, where)
+        self.bn = nn.BatchNorm2d(self.c1)
+        self.gate = nn.Sigmoid()
+        self.scale = None if init_values is None else LayerScale(self.c1, init_values)
+
+    def channel_weights(self) -> torch.Tensor:
+        """``W_γ``: ``|γ_i| / Σ_j |γ_j|`` of the BatchNorm, shape ``(C,)``, detached (a constant in backprop)."""
+        g = self.bn.weight.detach().abs()
+        return g / g.sum()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gated(x, x * self.gate(self.bn(x) * self.channel_weights().view(-1, 1, 1)), self.scale)
