@@ -466,7 +466,7 @@ def test_new_blocks_identity_at_init_reproduce_base_predictions(ckdir):
     """The seven blocks chained at P3/P4/P5 with init_values=0.0 (what pretrained= inserts) predict as the base."""
     path = base_ckpt("yolo11n.yaml", ckdir)
     src = load_checkpoint(path)[0].eval()
-    model = transfer(path, insert("yolo11n.yaml", NEW, "backbone", identity=True, check=False), verbose=False).model
+    model = transfer(path, insert_dict("yolo11n.yaml", NEW, "backbone", identity=True, check=False), verbose=False).model
     assert sum(type(m).__name__ in NEW for m in model.model) == 21
     x = letterboxed("bus.jpg", 256)
     with torch.no_grad():

@@ -357,8 +357,8 @@ def test_unknown_module_hints():
         return str(e.value)
 
     assert message("BAM") == (
-        "model YAML row 11 (backbone): 'BAM' is not an attn_yolo block (provided: SE, ECA, SAM, CBAM, MHSA) nor a "
-        f"module Ultralytics' YAML parser knows; aliases: {', '.join(ALIASES)}"
+        f"model YAML row 11 (backbone): 'BAM' is not an attn_yolo block (provided: {', '.join(attn_yolo.MODULES)}) "
+        f"nor a module Ultralytics' YAML parser knows; aliases: {', '.join(ALIASES)}"
     )
     assert "'SKAttention' is not an attn_yolo block" in message("SKAttention")
     assert "Did you mean 'SEAttention'?" in message("SEAttenion")  # an alias is suggested as written
