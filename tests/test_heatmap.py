@@ -695,7 +695,10 @@ def test_model_without_attention_blocks(tmp_path):
 
     plain = YOLO("yolo11n.yaml")
     src = default_sources()[0]
-    with pytest.raises(NoAttentionError, match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA\).*cam=eigencam"):
+    with pytest.raises(
+        NoAttentionError,
+        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM\).*cam=eigencam",
+    ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))
     with pytest.raises(UsageError, match="no attention blocks"):
