@@ -31,12 +31,14 @@ def modules_main(argv: list[str]) -> int:
     from attn_yolo import ALIASES, MODULES
     from attn_yolo.conventions import yaml_params
 
+    width = max(map(len, MODULES)) + 2  # one column for the longest name (ShuffleAttention, TripletAttention)
     for name, cls in MODULES.items():
         params = [inspect.signature(cls).parameters[p] for p in yaml_params(cls)]
         args = ", ".join(f"{p.name}={p.default!r}" for p in params)
         title = (cls.__doc__ or "").strip().splitlines()[0]
         aliases = [a for a, n in ALIASES.items() if n == name]
-        print(f"{name:<5} [{args}]\n      {title}" + (f"\n      also named: {', '.join(aliases)}" if aliases else ""))
+        print(f"{name:<{width}}[{args}]\n{'':<{width}}{title}")
+        print(f"{'':<{width}}also named: {', '.join(aliases) if aliases else '-'}")
     print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads"
           " (a leading channel count, as other attention code writes it, is read as such).")
     return 0

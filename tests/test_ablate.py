@@ -232,6 +232,30 @@ def test_insert_specs_take_the_new_blocks(tmp_path, tiny_data):
     assert "variants[2] (sa): does not build" in e.value.problems[0] and "groups=5 is invalid" in e.value.problems[0]
 
 
+def test_insert_specs_take_block_aliases(tmp_path, tiny_data):
+    """``module:`` takes the aliases of public YAMLs (``CA``, ``NAMAttention``), resolved as ``attn-yolo insert`` does:
+    the inserted rows carry the canonical name; a name that is no block or alias is still refused."""
+    raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
+    raw["variants"] = [
+        {"name": "baseline", "model": "yolo11n.yaml"},
+        {"name": "ca", "base": "yolo11n.yaml", "module": "CA", "at": "sppf"},
+        {"name": "nam", "base": "yolo11n.yaml", "module": "NAMAttention", "at": "sppf"},
+    ]
+    _, ca, nam = ablate.validate(raw, tmp_path, "t").variants
+    assert [r[2] for r in ca.model_dict["backbone"]][-1] == "CoordAtt"
+    assert [r[2] for r in nam.model_dict["backbone"]][-1] == "NAM"
+    raw["variants"][1]["module"] = "CoordAttn"
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate(raw, tmp_path, "t")
+    assert e.value.problems == [
+        (
+            "variants[1] (ca).module: unknown module 'CoordAttn' (did you mean CoordAtt?); one of "
+            "SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM or an alias "
+            "(`attn-yolo modules`)"
+        )
+    ]
+
+
 def test_overrides():
     raw = {"data": "d.yaml", "train": {"epochs": 5}}
     out = ablate.apply_overrides(raw, ["epochs=1", "imgsz=64", "out=runs/x", "seeds=[0, 1]", "devices=cpu,cpu"])

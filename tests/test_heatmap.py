@@ -36,6 +36,7 @@ from attn_yolo.heatmap import (
     write_stats,
 )
 from attn_yolo.images import default_sources, read_image
+from attn_yolo.nn import EMA, GAM, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 
 IMGSZ = 192
 
@@ -185,6 +186,7 @@ def test_channel_and_spatial_maps_match_block_outputs():
     net = Tiny().eval()
     x = torch.randn(2, 3, 12, 10)
     ins, outs = {}, {}
+
     def keep(i):
         def hook(m, a, o):
             ins[i], outs[i] = a[0], o
@@ -285,8 +287,14 @@ def test_blocks_inside_repeats_are_found(tmp_path):
     for h in hooks:
         h.remove()
     maps = cap.maps()
-    assert [m.name for m in maps] == ["L02.0_CBAM_channel", "L02.0_CBAM_spatial", "L02.1_CBAM_channel",
-                                      "L02.1_CBAM_spatial", "L04.0_MHSA_received", "L04.1_MHSA_received"]
+    assert [m.name for m in maps] == [
+        "L02.0_CBAM_channel",
+        "L02.0_CBAM_spatial",
+        "L02.1_CBAM_channel",
+        "L02.1_CBAM_spatial",
+        "L04.0_MHSA_received",
+        "L04.1_MHSA_received",
+    ]
     by = {m.name: m for m in maps}
     for k in (0, 1):  # the spatial gate of repeat k on repeat k's own input
         cb, xi = net.model[2][k], ins[k]
@@ -316,8 +324,9 @@ def test_chunked_attention_maps_equal_unchunked():
         torch.testing.assert_close(maps["received"], w.mean((1, 2)), atol=1e-7, rtol=1e-5)
         torch.testing.assert_close(maps["received"].sum(-1), torch.ones(2))
         for j in (0, 17, 41):
-            torch.testing.assert_close(attention_rows(maps["q"][:, :, j : j + 1], maps["k"]), w[:, :, j : j + 1],
-                                       atol=1e-7, rtol=1e-5)
+            torch.testing.assert_close(
+                attention_rows(maps["q"][:, :, j : j + 1], maps["k"]), w[:, :, j : j + 1], atol=1e-7, rtol=1e-5
+            )
     assert "attend" not in vars(blk)  # the block's own method is back
     # through the capture: query maps are rows of the same matrix
     net = Tiny().eval()
@@ -486,18 +495,34 @@ def test_same_file_name_in_two_folders(checkpoint, tmp_path):
         (tmp_path / "in" / folder).mkdir(parents=True)
         cv2.imwrite(str(tmp_path / "in" / folder / "img.jpg"), cv2.resize(read_image(src), (96, 64)))
     out = tmp_path / "out"
-    assert main([f"model={checkpoint}", f"source={tmp_path / 'in' / '*' / 'img.jpg'}", "imgsz=64", "layers=6",
-                 f"out={out}"]) == 0
+    assert (
+        main(
+            [f"model={checkpoint}", f"source={tmp_path / 'in' / '*' / 'img.jpg'}", "imgsz=64", "layers=6", f"out={out}"]
+        )
+        == 0
+    )
     assert (out / "a_img_heatmaps.png").is_file() and (out / "b_img_heatmaps.png").is_file()
     a, b = np.load(out / "a_img_L06_CBAM_spatial.npy"), np.load(out / "b_img_L06_CBAM_spatial.npy")
     assert not np.array_equal(a, b)  # two images, two maps: neither overwrote the other
     with (out / "stats.csv").open() as f:
         assert [r["image"] for r in csv.DictReader(f)] == ["a/img.jpg"] * 2 + ["b/img.jpg"] * 2
     # the naming rule: unique stems stay; shared ones take their folders, then their suffix; repeats get a count
-    files = [Path("x/bus.jpg"), Path("p/q/img.jpg"), Path("p/r/img.jpg"), Path("s/im.jpg"), Path("s/im.png"),
-             Path("s/im.png")]
-    assert image_names(files) == [("bus.jpg", "bus"), ("q/img.jpg", "q_img"), ("r/img.jpg", "r_img"),
-                                  ("im.jpg", "im_jpg"), ("im.png", "im_png"), ("im.png (2)", "im_png-2")]
+    files = [
+        Path("x/bus.jpg"),
+        Path("p/q/img.jpg"),
+        Path("p/r/img.jpg"),
+        Path("s/im.jpg"),
+        Path("s/im.png"),
+        Path("s/im.png"),
+    ]
+    assert image_names(files) == [
+        ("bus.jpg", "bus"),
+        ("q/img.jpg", "q_img"),
+        ("r/img.jpg", "r_img"),
+        ("im.jpg", "im_jpg"),
+        ("im.png", "im_png"),
+        ("im.png (2)", "im_png-2"),
+    ]
 
 
 def test_panel_titles_give_shapes_as_h_by_w(items):
@@ -521,8 +546,16 @@ def test_detection_labels_fit_a_small_image():
     from attn_yolo.heatmap.figure import detections_image
 
     image = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
-    boxes = torch.tensor([[10, 10, 40, 40, 0.91, 0], [60, 12, 110, 50, 0.88, 1], [15, 70, 55, 118, 0.77, 2],
-                          [70, 70, 120, 120, 0.65, 3], [40, 40, 80, 80, 0.5, 1]], dtype=torch.float32)
+    boxes = torch.tensor(
+        [
+            [10, 10, 40, 40, 0.91, 0],
+            [60, 12, 110, 50, 0.88, 1],
+            [15, 70, 55, 118, 0.77, 2],
+            [70, 70, 120, 120, 0.65, 3],
+            [40, 40, 80, 80, 0.5, 1],
+        ],
+        dtype=torch.float32,
+    )
     result = Results(image, path="s.jpg", names={0: "circle", 1: "square", 2: "triangle", 3: "cross"}, boxes=boxes)
     item = ImageHeatmaps(Path("s.jpg"), image, (128, 128), result, [])
     size = (400, 400)
@@ -536,19 +569,95 @@ def test_detection_labels_fit_a_small_image():
 
 
 def test_gate_table_names_real_gates():
-    """Every ``GATE_MAPS`` entry names submodules the block has, and map kinds ``GATE_MAP_FNS`` can compute."""
+    """Every ``GATE_MAPS`` entry names submodules the block has and a ``GATE_MAP_FNS`` function; every gated block of
+    the registry has an entry."""
     from attn_yolo.heatmap.capture import GATE_MAP_FNS, GATE_MAPS, block_gates
+    from attn_yolo.registry import MODULES
 
-    for cls, gates in GATE_MAPS.items():
+    for cls, kinds in GATE_MAPS.items():
         found = block_gates(cls(64))
-        assert list(found) == list(gates) and set(gates) <= set(GATE_MAP_FNS)
+        assert list(found) == list(dict.fromkeys(p for _, *paths in kinds.values() for p in paths))
+        assert all(isinstance(m, nn.Sigmoid) for m in found.values())
+        assert {fn for fn, *_ in kinds.values()} <= set(GATE_MAP_FNS)
     assert block_gates(MHSA(64)) == {}
+    assert set(MODULES.values()) - set(GATE_MAPS) == {MHSA}
+
+
+class TinyNew(nn.Module):
+    """The seven newer blocks in a row (stride 1), every parameter random so that every gate varies."""
+
+    def __init__(self, c: int = 16):
+        super().__init__()
+        torch.manual_seed(0)
+        blocks = CoordAtt(c, 4), EMA(c, 4), SimAM(c), GAM(c, 4), ShuffleAttention(c, 2), TripletAttention(c), NAM(c)
+        self.model = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), *blocks)
+        for b in blocks:
+            for p in b.parameters():
+                nn.init.normal_(p, 0, 0.5)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def test_new_block_maps_match_block_outputs():
+    """Each map against the block's own forward (``y`` its output, ``x`` its input, norms over channels per location):
+    one-gate blocks ``G = ‖y‖₁ / ‖x‖₁``; GAM ``channel · spatial = ‖y‖₁ / ‖x‖₁`` with ``channel`` recomputed from its
+    MLP; ShuffleAttention ``channel · ‖x₀‖₁ + spatial · ‖x₁‖₁ = ‖y‖₁`` over the two halves of each group; Triplet
+    ``(cw + hc + hw) / 3 = ‖y‖₁ / ‖x‖₁`` and ``hw`` = its (H, W) branch recomputed from the Z-pool."""
+    net = TinyNew().eval()
+    x = torch.randn(2, 3, 12, 10)
+    ins, outs = {}, {}
+
+    def keep(i):
+        def hook(m, a, o):
+            ins[i], outs[i] = a[0], o
+
+        return hook
+
+    hooks = [b.register_forward_hook(keep(i)) for i, b in enumerate(net.model)]
+    with AttentionCapture(net) as cap, torch.no_grad():
+        net(x)
+    for h in hooks:
+        h.remove()
+    expected_kinds = [(1, "coord"), (2, "gain"), (3, "gain"), (4, "channel"), (4, "spatial"), (5, "channel"),
+                      (5, "spatial"), (6, "cw"), (6, "hc"), (6, "hw"), (7, "gain")]  # fmt: skip
+    assert [(m.layer, m.kind) for m in cap.maps(0)] == expected_kinds
+    for b in range(2):
+        maps = {(m.layer, m.kind): m.map.astype(np.float64) for m in cap.maps(b)}
+        assert all(m.stride == 1 and m.map.shape == (12, 10) for m in cap.maps(b))
+        xs, ys = {i: ins[i][b].double() for i in ins}, {i: outs[i][b].double() for i in outs}
+        gain = {i: (ys[i].abs().sum(0) / xs[i].abs().sum(0)).numpy() for i in ins}
+        for i, kind in ((1, "coord"), (2, "gain"), (3, "gain"), (7, "gain")):  # y = x ⊙ s, one gate
+            np.testing.assert_allclose(maps[i, kind], gain[i], rtol=1e-5)
+        gam = net.model[4]
+        with torch.no_grad():
+            y1 = xs[4] * torch.sigmoid(gam.channel(ins[4][b : b + 1])[0].double())
+        np.testing.assert_allclose(maps[4, "channel"], (y1.abs().sum(0) / xs[4].abs().sum(0)).numpy(), rtol=1e-5)
+        np.testing.assert_allclose(maps[4, "channel"] * maps[4, "spatial"], gain[4], rtol=1e-5)
+        sa, a = net.model[5], xs[5].abs()
+        c = 16 // (2 * sa.groups)  # channels per half-group: group k holds x₀ = k·2c + [0, c), x₁ = k·2c + [c, 2c)
+        half0 = [k * 2 * c + j for k in range(sa.groups) for j in range(c)]
+        half1 = [ch for ch in range(16) if ch not in half0]
+        np.testing.assert_allclose(
+            maps[5, "channel"] * a[half0].sum(0).numpy() + maps[5, "spatial"] * a[half1].sum(0).numpy(),
+            ys[5].abs().sum(0).numpy(),
+            rtol=1e-5,
+        )
+        np.testing.assert_allclose((maps[6, "cw"] + maps[6, "hc"] + maps[6, "hw"]) / 3, gain[6], rtol=1e-5)
+        tri, xi = net.model[6], ins[6][b : b + 1]
+        with torch.no_grad():
+            hw = tri.hw(torch.cat((xi.amax(1, keepdim=True), xi.mean(1, keepdim=True)), 1))[0, 0]
+        np.testing.assert_allclose(maps[6, "hw"], hw.numpy(), rtol=1e-6)
+        for (i, kind), m in maps.items():
+            assert 0 <= m.min() and m.max() <= 1 and m.std() > 1e-4, (i, kind)  # gains of gates in [0, 1], not flat
 
 
 def test_map_stats_expose_collapsed_maps():
     u = map_stats(np.full((4, 5), 0.5, np.float32))
-    assert u["flag"] == "uniform" and u["entropy_norm"] == pytest.approx(1.0) and u["entropy_nats"] == pytest.approx(
-        math.log(20)
+    assert (
+        u["flag"] == "uniform"
+        and u["entropy_norm"] == pytest.approx(1.0)
+        and u["entropy_nats"] == pytest.approx(math.log(20))
     )
     one = np.zeros((4, 5), np.float32)
     one[1, 2] = 0.9
@@ -586,7 +695,10 @@ def test_model_without_attention_blocks(tmp_path):
 
     plain = YOLO("yolo11n.yaml")
     src = default_sources()[0]
-    with pytest.raises(NoAttentionError, match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA\).*cam=eigencam"):
+    with pytest.raises(
+        NoAttentionError,
+        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM\).*cam=eigencam",
+    ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))
     with pytest.raises(UsageError, match="no attention blocks"):
@@ -650,9 +762,24 @@ def test_maps_of_a_trained_model(all_blocks_yaml, tmp_path):
 
     data = generate(tmp_path / "data", n_train=256, n_val=8, imgsz=160)
     yolo = YOLO(str(all_blocks_yaml))
-    yolo.train(data=str(data), epochs=4, imgsz=160, batch=8, nbs=8, optimizer="AdamW", lr0=0.002, warmup_epochs=0.5,
-               workers=0, device="cpu", plots=False, amp=False, seed=0, project=str(tmp_path / "runs"), name="t",
-               verbose=False)
+    yolo.train(
+        data=str(data),
+        epochs=4,
+        imgsz=160,
+        batch=8,
+        nbs=8,
+        optimizer="AdamW",
+        lr0=0.002,
+        warmup_epochs=0.5,
+        workers=0,
+        device="cpu",
+        plots=False,
+        amp=False,
+        seed=0,
+        project=str(tmp_path / "runs"),
+        name="t",
+        verbose=False,
+    )
     best = tmp_path / "runs" / "t" / "weights" / "best.pt"
     items = heatmaps(best, tmp_path / "data" / "images" / "val", imgsz=160, query="det", conf=0.1)
     assert len(items) == 8

@@ -335,9 +335,16 @@ def test_cli_modules_lists_blocks():
     out = subprocess.run(
         [sys.executable, "-m", "attn_yolo.cli", "modules"], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    for name in attn_yolo.MODULES:
-        assert f"\n{name}" in "\n" + out
-    assert "CBAM  [r=16, k=7, init_values=None]" in out and "heads=4" in out
+    lines = out.splitlines()
+    width = max(map(len, attn_yolo.MODULES)) + 2
+    for name in attn_yolo.MODULES:  # name, args, paper, aliases: one aligned column after the name
+        i = next(i for i, line in enumerate(lines) if line.split(" ")[0] == name)
+        assert lines[i][:width].rstrip() == name and lines[i][width] == "["
+        assert lines[i + 1][:width] == " " * width and lines[i + 1][width] != " "
+        aliases = [a for a, n in attn_yolo.ALIASES.items() if n == name]
+        assert lines[i + 2] == " " * width + "also named: " + (", ".join(aliases) if aliases else "-")
+    assert "CBAM" + " " * (width - 4) + "[r=16, k=7, init_values=None]" in out and "heads=4" in out
+    assert "also named: CA, CoordAttention" in out and "also named: SA," in out
 
 
 def test_too_many_args_refused_before_build():

@@ -194,6 +194,17 @@ def _unknown(keys, allowed, where: str) -> list[str]:
     return out
 
 
+def _block_name(module) -> str | None:
+    """The block a variant's ``module`` names: its YAML name or an alias (``attn_yolo.registry.ALIASES``), as
+    ``attn-yolo insert`` accepts it (case-insensitive); None if it names no block."""
+    from attn_yolo.insertion import InsertionError, module_class
+
+    try:
+        return module_class(module)[0]
+    except InsertionError:
+        return None
+
+
 def _resolve_input(value: str, base: Path) -> str:
     """A path relative to the config folder if it exists there (for a model YAML: also its scale-less file, as
     Ultralytics resolves ``yolo11n-se.yaml`` to ``yolo11-se.yaml``), else the value as given."""
@@ -267,11 +278,12 @@ def _check_variants(
             if is_insert:
                 if "module" not in v:
                     problems.append(f"{key}.module: missing; one of {', '.join(MODULES)}")
-                elif v["module"] not in MODULES:
+                elif not _block_name(v["module"]):
                     close = difflib.get_close_matches(str(v["module"]), list(MODULES), n=1, cutoff=0.5)
                     hint = f" (did you mean {close[0]}?)" if close else ""
                     problems.append(
-                        f"{key}.module: unknown module {v['module']!r}{hint}; one of {', '.join(MODULES)}"
+                        f"{key}.module: unknown module {v['module']!r}{hint}; one of {', '.join(MODULES)} or an alias "
+                        "(`attn-yolo modules`)"
                     )
                 if "args" in v and not isinstance(v["args"], list):
                     problems.append(f"{key}.args: expected a list of hyperparameters, got {v['args']!r}")

@@ -39,6 +39,29 @@ VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; addi
     "mhsa": Variant(
         0.10, "400 tokens at P5 are cheap; the cost is the MLP (C→2C→C) and LayerNorms; mlp_ratio=1 would halve it"
     ),
+    "coordatt": Variant(
+        0.08,
+        "two directional mean pools, a 1×1 conv on H+W cells and two broadcast multiplies x·g_h·g_w (memory-bound)",
+    ),
+    "ema": Variant(
+        0.08,
+        "a 3×3 conv, GroupNorm and a softmax aggregation per group over the full P3 map; several memory-bound passes",
+    ),
+    "simam": Variant(
+        0.08, "parameter-free but five elementwise passes (mean, variance, energy, sigmoid, multiply) over every tensor"
+    ),
+    "nam": Variant(0.08, "a BatchNorm (not foldable: it feeds a gate), a sigmoid and a multiply over the full tensor"),
+    "shuffleattention": Variant(
+        0.08, "GroupNorm, two gates, a concat and a channel shuffle (reshape+transpose copy) over the full tensor"
+    ),
+    "tripletattention": Variant(
+        0.08, "three Z-pools (max+mean over C, H and W), three 7×7 convs and three broadcast multiplies per stage"
+    ),
+    "gam": Variant(
+        0.15,
+        "dense 7×7 convs C→C/r→C without pooling: 2·49·C²/r MACs per pixel, about 5 GFLOPs at P3 (80×80, C=128) "
+        "alone, so GAM roughly doubles yolo11n's GFLOPs; group the 7×7 convs or drop GAM from P3",
+    ),
 }
 
 
@@ -102,8 +125,11 @@ def export_onnx_cached(yaml: str, imgsz: int, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp, contextlib.chdir(tmp), _quiet_ultralytics():
         f = export_onnx(build_detector(yaml), imgsz=imgsz)
         shutil.move(str(Path(tmp) / f), dst)
-    print(f"attn-yolo bench: cached ONNX export {dst} (cache folder {cache}: reused by later runs; delete it to clear, "
-          "or set cache=)", flush=True)
+    print(
+        f"attn-yolo bench: cached ONNX export {dst} (cache folder {cache}: reused by later runs; delete it to clear, "
+        "or set cache=)",
+        flush=True,
+    )
     return dst
 
 
@@ -158,12 +184,15 @@ def blocks_section(cfg: dict) -> Section:
             for k, f in files.items():
                 sess = ort_session(f, threads)
                 sessions[k] = (sess, {sess.get_inputs()[0].name: xn})
-            t_ort = interleaved_times({k: (lambda s_=s_, f_=f_: s_.run(None, f_)) for k, (s_, f_) in sessions.items()},
-                                      rounds)
-            ort_note = (f"onnxruntime {__import__('onnxruntime').__version__}, CPU provider, {threads} intra-op "
-                        f"threads; `attn_yolo.export.export_onnx` (Ultralytics' exporter) at {imgsz}, cached in "
-                        f"`{cfg['cache']}`. Sessions (`attn_yolo.export.ort_session`) are driven round-robin like the "
-                        "PyTorch runs (not `onnx_latency_ms`, which times one model alone), so ratios are paired.")
+            t_ort = interleaved_times(
+                {k: (lambda s_=s_, f_=f_: s_.run(None, f_)) for k, (s_, f_) in sessions.items()}, rounds
+            )
+            ort_note = (
+                f"onnxruntime {__import__('onnxruntime').__version__}, CPU provider, {threads} intra-op "
+                f"threads; `attn_yolo.export.export_onnx` (Ultralytics' exporter) at {imgsz}, cached in "
+                f"`{cfg['cache']}`. Sessions (`attn_yolo.export.ort_session`) are driven round-robin like the "
+                "PyTorch runs (not `onnx_latency_ms`, which times one model alone), so ratios are paired."
+            )
         except ImportError as e:
             ort_note = f"onnxruntime not measured: {e} (pip install 'attn-yolo[export]')"
     else:
@@ -173,22 +202,37 @@ def blocks_section(cfg: dict) -> Section:
         p, g = info[k]
         r_pt = paired_ratio(t_pt[k], t_pt["baseline"])
         r_ort = paired_ratio(t_ort[k], t_ort["baseline"]) if t_ort else None
-        rows.append([k, f"{p / 1e6:.3f}", fmt(g), fmt(median_ms(t_pt[k])), fmt(r_pt),
-                     fmt(median_ms(t_ort[k])) if t_ort else None, fmt(r_ort)])
+        rows.append(
+            [
+                k,
+                f"{p / 1e6:.3f}",
+                fmt(g),
+                fmt(median_ms(t_pt[k])),
+                fmt(r_pt),
+                fmt(median_ms(t_ort[k])) if t_ort else None,
+                fmt(r_ort),
+            ]
+        )
         lim = VARIANTS[k].max_overhead if k in VARIANTS else None  # the baseline has none
         if lim is not None:
             ok = ("met" if r_pt <= 1 + lim else "missed") if imgsz == 640 else "n/a (target is at 640)"
-            s.targets.append((f"{k.upper()} overhead on yolo11n at {imgsz} ≤ {lim:.0%} (PyTorch)",
-                              f"{r_pt - 1:+.1%} (ORT {r_ort - 1:+.1%})" if r_ort else f"{r_pt - 1:+.1%}", ok,
-                              VARIANTS[k].hint if ok == "missed" else ""))
+            s.targets.append(
+                (
+                    f"{k.upper()} overhead on yolo11n at {imgsz} ≤ {lim:.0%} (PyTorch)",
+                    f"{r_pt - 1:+.1%} (ORT {r_ort - 1:+.1%})" if r_ort else f"{r_pt - 1:+.1%}",
+                    ok,
+                    VARIANTS[k].hint if ok == "missed" else "",
+                )
+            )
     s.body += [
         f"Fused (Conv+BN), eval, random weights, input 1×3×{imgsz}×{imgsz}, {threads} threads. Each "
         f"round runs every model once (round-robin, start rotated); {rounds} rounds after one warm-up round. "
         "Ratio = median over rounds of variant/baseline time from the same round. GFLOPs: Ultralytics' `get_flops` "
         f"at {imgsz}.",
         "",
-        md_table(["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline"],
-                 rows),
+        md_table(
+            ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline"], rows
+        ),
         "",
         ort_note,
     ]

@@ -10,6 +10,11 @@ The maps, all ``>= 0``, on the block's feature grid ``(h, w)`` (``stride = input
   high where the channels the gate keeps open dominate, and constant when the gate treats all channels alike (a
   gate that emphasises nowhere). Unlike a gate-weighted feature magnitude it does not merely redraw where features
   are strong.
+- the same gain for gates with spatial extent (``gain_map``: ``s_c(h, w)`` in place of ``s_c``), for the blocks whose
+  gates vary over channels and locations: ``CoordAtt`` (``coord``: ``g_h ⊙ g_w``), ``EMA``, ``SimAM``, ``NAM``
+  (``gain``), ``GAM`` and ``ShuffleAttention`` (``channel``, ``spatial``: each gate over the channels it multiplies),
+  ``TripletAttention`` (``cw``, ``hc``: the rotated branch gates; ``hw``: the ``(H, W)`` gate itself). ``GATE_MAPS``
+  says which gate each map reads.
 - ``received`` (``MHSA``): attention each location receives, the explicit ``softmax(QKᵀ/√d)`` weights
   ``(B, h, N, N)`` averaged over heads and queries; sums to 1 over the ``N = h·w`` locations (uniform: ``1/N``).
 - ``query<k>`` (``MHSA``, optional ``query=``): the weights of the query cell under point ``k`` (mean over heads), e.g.
@@ -36,8 +41,8 @@ stays within 1 % of its mean (``max − min <= 0.01 · |mean|``), ``one-hot`` wh
 Optional ``cam=eigencam`` or ``cam=gradcam`` (needs ``grad-cam``: ``pip install 'attn-yolo[cam]'``) adds a
 class-activation map over the layers that feed ``Detect``, also for models without attention blocks.
 
-Which block yields which maps is two tables: ``GATE_MAPS`` (block class → its gates and the map kind each gives;
-``GATE_MAP_FNS`` turns a recorded gate into its map) and ``ATTENTION_WEIGHTS`` (blocks whose attention weights give
+Which block yields which maps is two tables: ``GATE_MAPS`` (block class → its map kinds and the gates each reads;
+``GATE_MAP_FNS`` turns the recorded gates into the map) and ``ATTENTION_WEIGHTS`` (blocks whose attention weights give
 ``received`` and ``query<k>`` maps).
 """
 
@@ -58,7 +63,7 @@ from torch import nn
 
 from attn_yolo.checkpoint import load_model
 from attn_yolo.images import read_image, read_sources
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE
+from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 from attn_yolo.registry import MODULES
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
@@ -156,37 +161,97 @@ def map_stats(m: np.ndarray) -> dict:
     }
 
 
-def channel_gate_map(x: torch.Tensor, s: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Spatial map of a channel gate: ``G(h, w) = Σ_c s_c |x_c(h, w)| / Σ_c |x_c(h, w)|``.
+def on_input(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """A recorded gate ``g`` in a layout that broadcasts against the block input ``x`` ``(B, C, H, W)``.
+
+    ``(B, C)``, ``(B, 1, C)`` (ECA): ``(B, C, 1, 1)``. ``(B, k, P, Q)``: as is, with ``P ∈ {1, H}``, ``Q ∈ {1, W}``
+    and ``k ∈ {1, C}``. A grouped gate ``(B·G, k, P, Q)`` (the block reshaped ``x`` to ``(B·G, C/G, H, W)``):
+    ``(B, G·k, P, Q)``, each group's value repeated over its ``C/G`` channels when ``k = 1`` (EMA).
+    """
+    b, c = x.shape[:2]
+    g = g.detach().float()
+    if g.dim() < x.dim():
+        return g.reshape(b, -1, 1, 1)
+    g = g.reshape(b, -1, *g.shape[2:])
+    return g if g.shape[1] in (1, c) else g.repeat_interleave(c // g.shape[1], 1)
+
+
+def gain_map(x: torch.Tensor, *gates: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Per-location gain of gates applied to ``x``: ``G(h, w) = Σ_c s_c(h, w) |x_c(h, w)| / Σ_c |x_c(h, w)|``.
+
+    ``s = Π gates`` (each brought to ``x``'s layout by ``on_input``): the fraction of the feature magnitude at
+    ``(h, w)`` that passes, ``‖x(h,w) ⊙ s(h,w)‖₁ / ‖x(h,w)‖₁``. For a channel gate ``s ∈ [0, 1]^C`` this is the
+    ``channel`` map; for an element-wise gate it is the magnitude-weighted mean gate over the channels at ``(h, w)``.
 
     Args:
         x: gate input ``(B, C, H, W)``.
-        s: gate ``(B, C)``, ``(B, 1, C)`` or ``(B, C, 1, 1)`` in ``[0, 1]``.
+        gates: gates in ``[0, 1]``, any layout ``on_input`` accepts; their product is applied to ``x``.
         eps: added to the denominator (a location with ``x = 0`` gets 0).
 
     Returns:
         ``(B, H, W)`` in ``[min s, max s]``.
     """
     a = x.detach().float().abs()
-    s = s.detach().float().reshape(s.shape[0], -1, 1, 1)  # ECA's gate is (B, 1, C)
+    s = math.prod(on_input(x, g) for g in gates)
     return (a * s).sum(1) / (a.sum(1) + eps)
 
 
-GATE_MAPS: dict[type, dict[str, str]] = {
-    SE: {"channel": "gate"},
-    ECA: {"channel": "gate"},
-    SAM: {"spatial": "spatial.gate"},
-    CBAM: {"channel": "channel.gate", "spatial": "spatial.gate"},
+def channel_gate_map(x: torch.Tensor, s: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Spatial map of a channel gate ``s`` ``(B, C)``, ``(B, 1, C)`` or ``(B, C, 1, 1)``: ``gain_map(x, s)``,
+    ``(B, H, W)`` in ``[min s, max s]``."""
+    return gain_map(x, s, eps=eps)
+
+
+def shuffle_half(x: torch.Tensor, g: torch.Tensor, half: int) -> torch.Tensor:
+    """The channels of ``x`` ``(B, C, H, W)`` that a ShuffleAttention gate ``g`` ``(B·G, c, P, Q)`` multiplies:
+    half ``half`` (0: channel gate, 1: spatial gate) of each of the ``G`` groups, ``(B, G·c, H, W)``."""
+    b, _, h, w = x.shape
+    groups = g.shape[0] // b
+    return x.reshape(b, groups, 2, -1, h, w)[:, :, half].reshape(b, -1, h, w)
+
+
+GATE_MAPS: dict[type, dict[str, tuple[str, ...]]] = {
+    SE: {"channel": ("gain", "gate")},
+    ECA: {"channel": ("gain", "gate")},
+    SAM: {"spatial": ("plane", "spatial.gate")},
+    CBAM: {"channel": ("gain", "channel.gate"), "spatial": ("plane", "spatial.gate")},
+    CoordAtt: {"coord": ("gain", "gate_h", "gate_w")},
+    EMA: {"gain": ("gain", "gate")},
+    SimAM: {"gain": ("gain", "gate")},
+    GAM: {"channel": ("gain", "gate_c"), "spatial": ("after", "gate_c", "gate_s")},
+    ShuffleAttention: {"channel": ("half0", "gate_c"), "spatial": ("half1", "gate_s")},
+    TripletAttention: {"cw": ("cw", "cw.gate"), "hc": ("hc", "hc.gate"), "hw": ("plane", "hw.gate")},
+    NAM: {"gain": ("gain", "gate")},
 }
-"""Block class → ``{map kind: path of the gate submodule}``, in display order. A hook records each gate's output;
-``GATE_MAP_FNS[kind]`` turns it into the map. Adding a gated block is one entry here."""
+"""Block class → ``{map kind: (GATE_MAP_FNS key, path of each gate submodule it reads)}``, in display order. A hook
+records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map. Adding a gated block is one
+entry here. What each block's maps are (all computed from the gates the block applied, on its input ``x``):
+
+- ``CoordAtt`` ``coord``: the gain of the combined gate ``g_h ⊙ g_w`` (``(B, C, H, 1) ⊙ (B, C, 1, W)``), one map,
+  since the block applies only their product; each factor alone is a 1-D profile that says nothing per location.
+- ``EMA`` ``gain``: its final gate ``σ(M)`` ``(B·G, 1, H, W)``, one spatial map per group, as the gain over all channels
+  (each group's map weighted by its channels' magnitude); equal to ``σ(M)`` itself when ``G = 1``.
+- ``SimAM``, ``NAM`` ``gain``: the element-wise gate ``(B, C, H, W)`` as the gain over channels.
+- ``GAM`` ``channel``: the gain of ``gate_c`` over ``x``; ``spatial``: the gain of ``gate_s`` over what ``gate_c``
+  passed (``x ⊙ gate_c``, the input ``gate_s`` multiplies).
+- ``ShuffleAttention`` ``channel`` / ``spatial``: the gain of ``gate_c`` / ``gate_s`` over the half of each group's
+  channels that gate multiplies (before the shuffle, which only reorders channels).
+- ``TripletAttention`` ``cw`` / ``hc``: the ``(C, W)`` and ``(H, C)`` branch gates rotated back to ``(B, C, 1, W)`` and
+  ``(B, C, H, 1)``, as the gain over ``x``; ``hw``: the ``(H, W)`` branch gate itself. The block applies their mean,
+  whose gain is the mean of the three maps.
+"""
 
 GATE_MAP_FNS = {
-    "channel": channel_gate_map,  # gate (B, C) in any layout, over the block input x → (B, H, W)
-    "spatial": lambda x, g: g[:, 0],  # gate (B, 1, H, W) → (B, H, W)
+    "gain": gain_map,  # gates in any on_input layout, their product over the block input x → (B, H, W)
+    "plane": lambda x, g: g.detach().float()[:, 0],  # gate (B, 1, H, W) → (B, H, W)
+    "after": lambda x, g1, g2: gain_map(x * on_input(x, g1), g2),  # g2 applied to x ⊙ g1 (GAM)
+    "half0": lambda x, g: gain_map(shuffle_half(x, g, 0), g),  # ShuffleAttention: channel-gate half
+    "half1": lambda x, g: gain_map(shuffle_half(x, g, 1), g),  # ShuffleAttention: spatial-gate half
+    "cw": lambda x, g: gain_map(x, g.transpose(1, 2)),  # Triplet (B, 1, C, W) → (B, C, 1, W)
+    "hc": lambda x, g: gain_map(x, g.permute(0, 3, 2, 1)),  # Triplet (B, 1, H, C) → (B, C, H, 1)
 }
-"""Map kind → ``fn(x, gate)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the recorded gate
-output."""
+"""``GATE_MAPS`` key → ``fn(x, *gates)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the
+recorded gate outputs."""
 
 ATTENTION_WEIGHTS = (MHSA,)
 """Blocks whose ``tokens_forward(x)`` computes its attention through ``self.attend(q, k, v) -> (out, weights)`` on
@@ -248,9 +313,14 @@ def explicit_attention_maps(block: nn.Module, x: torch.Tensor, chunk: int = QUER
 
 
 def block_gates(block: nn.Module) -> dict[str, nn.Module]:
-    """``{map kind: gate submodule}`` of a block (``GATE_MAPS``); empty for a block without gates."""
-    paths = next((g for cls, g in GATE_MAPS.items() if isinstance(block, cls)), {})
-    return {kind: block.get_submodule(path) for kind, path in paths.items()}
+    """``{gate path: gate submodule}`` of a block, for every gate its ``GATE_MAPS`` maps read; empty without gates."""
+    kinds = next((g for cls, g in GATE_MAPS.items() if isinstance(block, cls)), {})
+    return {p: block.get_submodule(p) for _, *paths in kinds.values() for p in paths}
+
+
+def block_maps(block: nn.Module) -> dict[str, tuple[str, ...]]:
+    """``{map kind: (GATE_MAP_FNS key, gate paths...)}`` of a block (``GATE_MAPS``); empty for a block without gates."""
+    return next((g for cls, g in GATE_MAPS.items() if isinstance(block, cls)), {})
 
 
 # ------------------------------------------------------------------------------------------------------ the model --
@@ -322,8 +392,11 @@ def resolve_layers(model, layers="all") -> dict[tuple[int, str], nn.Module]:
     n = len(model.model)
     for i in idx:
         if i not in per_layer:
-            what = f"layer {i} is {type(model.model[i]).__name__}, not an attention block" if -n <= i < n else (
-                f"there is no layer {i} (the model has layers 0..{n - 1})")
+            what = (
+                f"layer {i} is {type(model.model[i]).__name__}, not an attention block"
+                if -n <= i < n
+                else (f"there is no layer {i} (the model has layers 0..{n - 1})")
+            )
             raise HeatmapError(f"layers={layers}: {what}. Attention layers: {listing}")
     return {key: m for i in idx for key, m in found.items() if key[0] == i}
 
@@ -365,8 +438,8 @@ class AttentionCapture:
             self.handles.append(self.model.register_forward_pre_hook(self._on_input))
             for key, b in self.blocks.items():
                 self.handles.append(b.register_forward_hook(self._on_block(key)))
-                for kind, gate in block_gates(b).items():
-                    self.handles.append(gate.register_forward_hook(self._on_gate(key, kind)))
+                for path, gate in block_gates(b).items():
+                    self.handles.append(gate.register_forward_hook(self._on_gate(key, path)))
         except BaseException:
             self.remove()
             raise
@@ -385,9 +458,9 @@ class AttentionCapture:
         self.records.clear()
         self.input_shape = tuple(args[0].shape[-2:])
 
-    def _on_gate(self, key: tuple[int, str], kind: str):
+    def _on_gate(self, key: tuple[int, str], path: str):
         def hook(module, args, out):
-            self.records.setdefault(key, {})[kind] = out.detach()
+            self.records.setdefault(key, {})["gate:" + path] = out.detach()
 
         return hook
 
@@ -427,8 +500,8 @@ class AttentionCapture:
                 m = m.float().cpu().numpy().astype(np.float32)
                 out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, part=part, **kw))
 
-            for kind in block_gates(block):
-                add(kind, GATE_MAP_FNS[kind](x, rec[kind])[b])
+            for kind, (fn, *paths) in block_maps(block).items():
+                add(kind, GATE_MAP_FNS[fn](x, *(rec["gate:" + p] for p in paths))[b])
             if isinstance(block, ATTENTION_WEIGHTS):
                 h, w = x.shape[-2:]
                 check = float(rec["check"])
@@ -651,8 +724,10 @@ def heatmaps(
         if min(h, w) < MIN_SIDE:
             raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W); each side must be at least {MIN_SIDE} px")
         if round(min(h, w) * imgsz / max(h, w)) < 1:
-            raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
-                               f"crop it or use a larger imgsz=")
+            raise HeatmapError(
+                f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
+                f"crop it or use a larger imgsz="
+            )
     items = []
     for f, im, (name, stem) in zip(files, images, image_names(files)):
         if has_blocks:
@@ -716,5 +791,10 @@ def class_activation_map(model, image: np.ndarray, method: str = "eigencam", *, 
         for q, r in zip(params, frozen):
             q.requires_grad_(r)
     h, w = x.shape[2:]
-    return AttentionMap(-1, "EigenCAM" if method == "eigencam" else "GradCAM", "cam",
-                        cv2.resize(grey.astype(np.float32), (w // 8, h // 8), interpolation=cv2.INTER_AREA), 8)
+    return AttentionMap(
+        -1,
+        "EigenCAM" if method == "eigencam" else "GradCAM",
+        "cam",
+        cv2.resize(grey.astype(np.float32), (w // 8, h // 8), interpolation=cv2.INTER_AREA),
+        8,
+    )

@@ -17,12 +17,13 @@ from attn_yolo.insertion.rewire import (
     insert_dict,
     layer_map,
     load_base,
+    module_class,
     write_yaml,
 )
 from attn_yolo.insertion.weights import TransferReport, transfer
 from attn_yolo.nn.common import AttnBuildError
 
-__all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main",
+__all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main", "module_class",
            "save_checkpoint", "transfer", "write_yaml"]
 
 

@@ -1,0 +1,195 @@
+"""Section 2: latency overhead of each attention variant on yolo11n, in PyTorch and in onnxruntime."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from attn_yolo.args import UsageError
+from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ms, paired_ratio
+
+PACKAGE = Path(__file__).resolve().parent.parent  # attn_yolo/
+
+
+class Variant(NamedTuple):
+    """A block benchmarked on yolo11n (``models/yolo11-<name>.yaml``): its overhead target and what to try if missed."""
+
+    max_overhead: float | None  # max latency overhead over the baseline at 640 (PyTorch); None: reported, no target
+    hint: str = ""
+
+
+VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; adding a block is one entry here
+    "se": Variant(
+        0.03, "two pooled 1×1 convs per stage; overhead is the extra full-tensor multiply x·s (memory-bound)"
+    ),
+    "eca": Variant(
+        0.03, "as SE: the full-tensor multiply x·s dominates; a fused mul into the next conv would remove it"
+    ),
+    "sam": Variant(
+        0.05, "channel mean+max and a 7×7 conv over the P3 map (80×80) are memory-bound passes; k=3 or P4/P5 only"
+    ),
+    "cbam": Variant(0.08, "two gates = two full-tensor multiplies plus SAM's passes; drop it from P3 or use k=3"),
+    "mhsa": Variant(
+        0.10, "400 tokens at P5 are cheap; the cost is the MLP (C→2C→C) and LayerNorms; mlp_ratio=1 would halve it"
+    ),
+}
+
+
+def models_dir() -> Path:
+    """The repository's ``models/`` folder (next to the ``attn_yolo`` package)."""
+    return PACKAGE.parent / "models"
+
+
+def detector_yamls(variants, scale: str = "n") -> dict[str, str]:
+    """``{"baseline": "yolo11n.yaml", "se": ".../models/yolo11n-se.yaml", ...}`` (Ultralytics reads the scale from
+    the file name, so the ``n`` path resolves to ``models/yolo11-se.yaml``)."""
+    out = {"baseline": f"yolo11{scale}.yaml"}
+    for v in variants:
+        f = models_dir() / f"yolo11-{v}.yaml"
+        if not f.is_file():
+            raise UsageError(f"attn-yolo bench: variant {v!r}: {f} not found; variants: {', '.join(VARIANTS)}")
+        out[v] = str(f.with_name(f"yolo11{scale}-{v}.yaml"))
+    return out
+
+
+def build_detector(yaml: str):
+    """``YOLO(yaml)``: a randomly initialised Ultralytics detector (quiet)."""
+    from ultralytics import YOLO
+
+    from attn_yolo.registry import register
+
+    register()
+    return YOLO(yaml, verbose=False)
+
+
+def block_sources() -> list[Path]:
+    """The attn_yolo sources that shape an export: ``build.py``, ``registry.py`` and every file of ``nn/``."""
+    return [PACKAGE / "build.py", PACKAGE / "registry.py", *sorted((PACKAGE / "nn").glob("*.py"))]
+
+
+def _cache_key(yaml: str, imgsz: int) -> str:
+    """Hash of what shapes an export: versions, ``imgsz``, the YAML text and the attn_yolo sources."""
+    import ultralytics
+
+    h = hashlib.sha1(f"{ultralytics.__version__} {torch.__version__} {imgsz} {Path(yaml).name}".encode())
+    src = models_dir() / re.sub(r"^yolo11[nslmx]-", "yolo11-", Path(yaml).name)
+    if src.is_file():
+        h.update(src.read_bytes())
+    for f in block_sources():
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def export_onnx_cached(yaml: str, imgsz: int, cache: Path) -> Path:
+    """ONNX file of ``YOLO(yaml)`` at ``imgsz`` via ``attn_yolo.export.export_onnx`` (Ultralytics' exporter, opset
+    checked), cached under ``cache`` by content hash. The exporter writes a YAML model's ``.onnx`` into the working
+    directory, so it runs in a temporary directory inside ``cache``."""
+    from attn_yolo.export import export_onnx
+
+    cache.mkdir(parents=True, exist_ok=True)
+    dst = cache / f"{Path(yaml).stem}-{imgsz}-{_cache_key(yaml, imgsz)}.onnx"
+    if dst.is_file():
+        return dst
+    for old in cache.glob(f"{Path(yaml).stem}-{imgsz}-*.onnx"):  # stale exports of the same model
+        old.unlink()
+    with tempfile.TemporaryDirectory(dir=cache) as tmp, contextlib.chdir(tmp), _quiet_ultralytics():
+        f = export_onnx(build_detector(yaml), imgsz=imgsz)
+        shutil.move(str(Path(tmp) / f), dst)
+    print(f"attn-yolo bench: cached ONNX export {dst} (cache folder {cache}: reused by later runs; delete it to clear, "
+          "or set cache=)", flush=True)
+    return dst
+
+
+@contextlib.contextmanager
+def _quiet_ultralytics():
+    """Ultralytics' logger at WARNING (the exporter logs a dozen lines per model)."""
+    from ultralytics.utils import LOGGER
+
+    level = LOGGER.level
+    LOGGER.setLevel("WARNING")
+    try:
+        yield
+    finally:
+        LOGGER.setLevel(level)
+
+
+def blocks_section(cfg: dict) -> Section:
+    """Section 2: latency overhead of each attention variant on yolo11n, PyTorch and onnxruntime, interleaved."""
+    from ultralytics.utils.torch_utils import get_flops
+
+    imgsz, rounds, threads = cfg["imgsz"], cfg["rounds"], cfg["threads"]
+    s = Section(f"2. Block overhead on yolo11n at {imgsz} (batch 1)")
+    yamls = detector_yamls(cfg["variants"])
+    models, info = {}, {}
+    for name, y in yamls.items():
+        m = build_detector(y).model.eval()
+        m.fuse(verbose=False)
+        info[name] = (sum(p.numel() for p in m.parameters()), get_flops(m, imgsz))
+        models[name] = m
+    x = torch.rand(1, 3, imgsz, imgsz)
+    torch.set_num_threads(threads)
+
+    def pt(m):
+        def run():
+            with torch.no_grad():
+                m(x)
+
+        return run
+
+    t_pt = interleaved_times({k: pt(m) for k, m in models.items()}, rounds)
+    t_ort, ort_note = {}, ""
+    if cfg["onnx"]:
+        try:
+            import numpy as np
+
+            from attn_yolo.export import ort_session
+
+            files = {k: export_onnx_cached(y, imgsz, Path(cfg["cache"])) for k, y in yamls.items()}
+            torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
+            xn = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
+            sessions = {}
+            for k, f in files.items():
+                sess = ort_session(f, threads)
+                sessions[k] = (sess, {sess.get_inputs()[0].name: xn})
+            t_ort = interleaved_times({k: (lambda s_=s_, f_=f_: s_.run(None, f_)) for k, (s_, f_) in sessions.items()},
+                                      rounds)
+            ort_note = (f"onnxruntime {__import__('onnxruntime').__version__}, CPU provider, {threads} intra-op "
+                        f"threads; `attn_yolo.export.export_onnx` (Ultralytics' exporter) at {imgsz}, cached in "
+                        f"`{cfg['cache']}`. Sessions (`attn_yolo.export.ort_session`) are driven round-robin like the "
+                        "PyTorch runs (not `onnx_latency_ms`, which times one model alone), so ratios are paired.")
+        except ImportError as e:
+            ort_note = f"onnxruntime not measured: {e} (pip install 'attn-yolo[export]')"
+    else:
+        ort_note = "onnxruntime not measured (onnx=False)."
+    rows = []
+    for k in models:
+        p, g = info[k]
+        r_pt = paired_ratio(t_pt[k], t_pt["baseline"])
+        r_ort = paired_ratio(t_ort[k], t_ort["baseline"]) if t_ort else None
+        rows.append([k, f"{p / 1e6:.3f}", fmt(g), fmt(median_ms(t_pt[k])), fmt(r_pt),
+                     fmt(median_ms(t_ort[k])) if t_ort else None, fmt(r_ort)])
+        lim = VARIANTS[k].max_overhead if k in VARIANTS else None  # the baseline has none
+        if lim is not None:
+            ok = ("met" if r_pt <= 1 + lim else "missed") if imgsz == 640 else "n/a (target is at 640)"
+            s.targets.append((f"{k.upper()} overhead on yolo11n at {imgsz} ≤ {lim:.0%} (PyTorch)",
+                              f"{r_pt - 1:+.1%} (ORT {r_ort - 1:+.1%})" if r_ort else f"{r_pt - 1:+.1%}", ok,
+                              VARIANTS[k].hint if ok == "missed" else ""))
+    s.body += [
+        f"Fused (Conv+BN), eval, random weights, input 1×3×{imgsz}×{imgsz}, {threads} threads. Each "
+        f"round runs every model once (round-robin, start rotated); {rounds} rounds after one warm-up round. "
+        "Ratio = median over rounds of variant/baseline time from the same round. GFLOPs: Ultralytics' `get_flops` "
+        f"at {imgsz}.",
+        "",
+        md_table(["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline"],
+                 rows),
+        "",
+        ort_note,
+    ]
+    return s
