@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from attn_yolo import ablate
+from attn_yolo.ablate import perimage
 from attn_yolo.ablate.runner import prepare_data
 from attn_yolo.ablate.train import check_finite_loss
 from attn_yolo.args import UsageError
@@ -237,22 +238,22 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
         assert "NonFiniteLossError: non-finite training loss in epoch 1" in r["error"]
         assert (Path(r["run_dir"]) / "error.txt").exists()
 
-    # summary.md against a hand computation from results.csv (latency differs per run, so it is non-trivial)
+    # every ok run kept its final validation image by image; its mAP is what results.csv holds
+    for r in ok:
+        rec = perimage.load_record(Path(r["run_dir"]) / perimage.RECORD_NAME)
+        got = perimage.recompute(rec)
+        assert (got["map50"], got["map50_95"]) == (rec.reported["map50"], rec.reported["map50_95"])
+        assert fmt(got["map50_95"], 6) == fmt(float(r["map50_95"]), 6) and rec.n_images == 4
+        assert {"ap_small", "ap_medium", "ap_large"} <= r.keys() and r["ap_small"] != ""
+
+    # 1 epoch on 8 images learns nothing: said so, and no comparison is made (no "no detectable difference")
     text = (o / "summary.md").read_text()
-    lat = {v: [float(r["latency_ms"]) for r in ok if r["variant"] == v] for v in ("baseline", "cbam")}
-    for v in lat:
-        assert f"{fmt(statistics.fmean(lat[v]), 2)} ± {fmt(statistics.stdev(lat[v]), 2)} |" in text
-    diffs = [c - b for c, b in zip(lat["cbam"], lat["baseline"])]  # both in seed order 0, 1
-    m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
-    assert f"| cbam | latency (ms) | {fmt(m, 2, True)} | [{fmt(m - half, 2, True)}, {fmt(m + half, 2, True)}] |" in text
+    assert "- **cbam**: **learned nothing**: P, R, mAP50 and mAP50-95 are 0 in every run; no comparison" in text
+    diff_table = text.split("## Difference")[1].split("## Intervals")[0]
+    assert "**no detectable difference**" not in text and "| cbam |" not in diff_table
+    assert not (o / "delta.png").exists()
     assert "| nan | 0 | NonFiniteLossError" in text and "**nan**: **n/a" in text
     assert "runs: 4 ok, 2 failed, 0 not run" in text
-
-    for name in ("ablation.png", "curves.png"):
-        import matplotlib.image
-
-        img = matplotlib.image.imread(o / name)
-        assert img.shape[0] > 300 and img.shape[1] > 400 and img[..., :3].std() > 0.01, name
 
     # resume: finished runs are skipped, the failed ones redone; ok rows stay as they were
     trained.clear()
@@ -261,6 +262,65 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     again = read_csv(o / "results.csv")
     assert again[:4] == rows[:4]
     assert "4/6 run(s) already finished" in capsys.readouterr().out
+
+
+def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
+    """A real 2 × 2 ablation (1 epoch) whose validations score far from 0: Ultralytics' validator runs as usual but
+    on detections made from the labels (``oracle``), different per run. results.csv gets the size-AP columns,
+    summary.md the three intervals, the verdict from the hierarchical one and the power line, delta.png is drawn;
+    a rerun prints the same numbers; a run folder without its per-image record falls back to seeds only."""
+    import matplotlib.image
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "data", n_train=8, n_val=8, imgsz=256, seed=3, size_range=(0.06, 0.5))
+    monkeypatch.setattr(perimage.RecordingValidator, "update_metrics", lambda self, preds, batch:
+                        DetectionValidator.update_metrics(self, oracle(self, batch, str(self.save_dir)), batch))
+    cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
+    assert cli_main(["ablate", str(cfg)]) == 0
+    o = tmp_path / "out"
+    rows = read_csv(o / "results.csv")
+    for r in rows:
+        assert all(0 < float(r[k]) < 1 for k in ("map50_95", "ap_small", "ap_medium", "ap_large")), r
+        assert (Path(r["run_dir"]) / perimage.RECORD_NAME).exists()
+    text = (o / "summary.md").read_text()
+    assert "Verdicts use the hierarchical 95% interval" in text
+    assert "- image bootstrap: 500 resamples (seed 1) of the 8 validation images" in text
+    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    for part in ("; hierarchical 95% CI [", "; seeds only [", "; images only [", "n = 2 paired seeds"):
+        assert part in verdict, verdict
+    assert "Power (mAP50-95" in text and "- `cbam`: with 2 seeds and 8 images this design detects |Δ| >= " in text
+
+    # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
+    by = {(r["variant"], int(r["seed"])): r for r in rows}
+    for key, label, dec in (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2)):
+        diffs = [float(by[("cbam", s)][key]) - float(by[("baseline", s)][key]) for s in (0, 1)]
+        m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
+        row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[3] == f"[{fmt(m - half, dec, True)}, {fmt(m + half, dec, True)}]", row
+        if key != "latency_ms":  # image-level intervals exist for the record's metrics only
+            assert cells[4].startswith("[") and cells[5].startswith("[") and cells[8], row
+        else:
+            assert cells[4:6] == ["—", "—"], row
+    assert "Images-only intervals per seed (mAP50-95)" in text and "## Per-class Δ AP50-95" in text
+
+    img = matplotlib.image.imread(o / "delta.png")
+    assert img.shape[0] > 200 and img.shape[1] > 600 and img[..., :3].std() > 0.01
+
+    # a rerun (every run finished) prints the same numbers
+    assert cli_main(["ablate", str(cfg)]) == 0
+    assert (o / "summary.md").read_text().split("## Verdict")[1] == text.split("## Verdict")[1]
+
+    # a run folder from before per-image records: seeds-only, and said why
+    (o / "runs" / "cbam-seed0" / perimage.RECORD_NAME).unlink()
+    assert cli_main(["ablate", str(cfg)]) == 0
+    text = (o / "summary.md").read_text()
+    assert "- `cbam`: seeds-only t-interval only: no per-image record in run folder(s) cbam-seed0" in text
+    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    assert "seeds-only 95% CI" in verdict and "hierarchical" not in verdict
+    assert not (o / "delta.png").exists()
 
 
 # ------------------------------------------------------------------------------------ resume logic, fake runners

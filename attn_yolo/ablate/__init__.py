@@ -19,11 +19,16 @@ the working directory, like Ultralytics' ``project``::
     latency: {repeats: 50, warmup: 10}           # batch-1 forward timing of best.pt, median of `repeats`
     devices: [0, 1]                 # optional: run in parallel, one run per device at a time
     copy_data: auto                 # copy the dataset into out/data first: auto (if read-only) | true | false
+    bootstrap: {resamples: 2000, seed: 0}   # image resamples of the per-image bootstrap (seeded: reruns agree)
 
-Outputs in ``out``: ``results.csv`` (one row per run, rewritten as each run ends), ``summary.md`` (mean ± std per
-variant, paired differences to the baseline with 95% CI, p-value and verdict), ``ablation.png`` (mAP50-95 vs GFLOPs),
-``curves.png`` (validation mAP per epoch), ``config.yaml`` (the resolved config) and ``runs/<variant>-seed<k>/``
-(Ultralytics' run folders).
+Outputs in ``out``: ``results.csv`` (one row per run, rewritten as each run ends; with COCO AP small / medium /
+large), ``summary.md`` (mean ± std per variant; paired differences to the baseline with three 95% intervals - seeds
+only (t), images only (bootstrap of the validation images) and hierarchical (both), the verdict from the
+hierarchical one, the power of the design, per-class Δ; "learned nothing" for variants whose metrics are all 0),
+``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP per epoch), ``delta.png`` (Δ with its three
+intervals per variant and metric), ``config.yaml`` (the resolved config) and ``runs/<variant>-seed<k>/``
+(Ultralytics' run folders, each with ``perimage.npz``: the final validation of best.pt image by image). Run folders
+without ``perimage.npz`` (made before it existed) are summarised with the seeds-only interval, and summary.md says so.
 
 Re-running the same command skips runs recorded ``ok`` in results.csv with the same settings; it redoes runs that are
 missing (interrupted), that failed, or whose settings changed (model, data, train args or seed). The exit code is 0
@@ -31,14 +36,16 @@ when every run is ok, 1 when any failed, 130 after Ctrl-C and 2 for a bad config
 """
 
 # The package, bottom layer first (a module imports only modules listed above it):
-#   config   the embedded default, loading, overrides, validation → Ablation
-#   records  one run: RunSpec (what it trains) and its record (the metrics it yields)
-#   results  results.csv: the index of every run's record
-#   stats    mean ± std, paired differences, CIs, p-values, verdicts (the only place they are computed)
-#   report   summary.md, ablation.png, curves.png
-#   train    one training run → its record
-#   runner   dataset preparation, the plan of runs, scheduling over devices, resuming
-#   here     the `attn-yolo ablate` command
+#   config       the embedded default, loading, overrides, validation → Ablation
+#   records      one run: RunSpec (what it trains) and its record (the metrics it yields)
+#   perimage     the per-image record of a run's final validation (capture, perimage.npz, recomputed mAP)
+#   weighted_ap  mAP, per-class AP and size AP of a per-image record under image weights (bootstrap resamples)
+#   results      results.csv: the index of every run's record
+#   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
+#   report       summary.md, ablation.png, curves.png, delta.png
+#   train        one training run → its record (and its perimage.npz)
+#   runner       dataset preparation, the plan of runs, scheduling over devices, resuming
+#   here         the `attn-yolo ablate` command
 
 from __future__ import annotations
 
