@@ -276,7 +276,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
 
     data = generate(tmp_path / "data", n_train=8, n_val=8, imgsz=256, seed=3, size_range=(0.06, 0.5))
     monkeypatch.setattr(perimage.RecordingValidator, "update_metrics", lambda self, preds, batch:
-                        DetectionValidator.update_metrics(self, oracle(self, batch, str(self.save_dir)), batch))
+                        DetectionValidator.update_metrics(self, oracle(self, batch, Path(self.save_dir).name), batch))
     cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
     assert cli_main(["ablate", str(cfg)]) == 0
     o = tmp_path / "out"
@@ -299,7 +299,8 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
         m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
         row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[3] == f"[{fmt(m - half, dec, True)}, {fmt(m + half, dec, True)}]", row
+        lo, hi = (float(x) for x in cells[3].strip("[]").split(","))  # results.csv holds 6 significant digits
+        assert (lo, hi) == pytest.approx((m - half, m + half), abs=1.5 * 10**-dec), row
         if key != "latency_ms":  # image-level intervals exist for the record's metrics only
             assert cells[4].startswith("[") and cells[5].startswith("[") and cells[8], row
         else:
@@ -362,6 +363,43 @@ def test_interrupt_resume_and_changed_settings(tmp_path, tiny_data):
     again = ["imgsz=96", "device=mps", "plots=True"]
     assert ablate.run(cfg, again, runner=lambda s, d: calls.append(1) or fake_runner(s, d)) == 0
     assert calls == []
+
+
+def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
+    """All-zero metrics: no comparison (not "no detectable difference, p = 1"); runs without per-image records (as
+    from before they existed): seeds-only intervals, and the summary says why."""
+
+    def zero_baseline(spec, device):
+        row = fake_runner(spec, device)
+        if spec.variant == "baseline":
+            row |= {k: 0.0 for k in ("precision", "recall", "map50", "map50_95")}
+        return row
+
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2])
+    assert ablate.run(cfg, runner=zero_baseline) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "- **cbam**: **n/a**: the baseline `baseline` learned nothing (all its metrics are 0); no comparison" in text
+    assert "no detectable difference" not in text.split("## Intervals")[0]
+
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"))
+    assert ablate.run(cfg, runner=fake_runner) == 0
+    text = (tmp_path / "out2" / "summary.md").read_text()
+    d = ablate.paired_difference([0.0, 0.0, 0.0])  # fake runs: the same mAP50-95 for both variants per seed
+    assert f"- **cbam**: **{ablate.verdict(d)}** (Δ +0.0000, seeds-only 95% CI [+0.0000, +0.0000]" in text
+    why = next(line for line in text.splitlines() if line.startswith("- `cbam`: seeds-only t-interval only: "))
+    assert "no per-image record in run folder(s) baseline-seed0" in why and " and 3 more (made before" in why
+
+
+def test_class_movers_are_the_five_largest_each_way():
+    from attn_yolo.ablate.report import _class_movers
+
+    means = [0.05, -0.01, 0.03, -0.2, 0.0, 0.1, -0.05, 0.02, 0.07, -0.03, 0.04, -0.15, 0.06]
+    classes = {c: {"mean": m, "lo": m - 0.01, "hi": m + 0.01, "variant": 0.5 + m, "baseline": 0.5} for c, m in
+               enumerate(means)}
+    lines = _class_movers({"v": {"classes": classes}}, [f"c{c}" for c in range(len(means))])
+    assert [line.split(" | ")[1] for line in lines] == ["c5", "c8", "c12", "c0", "c10", "c3", "c11", "c6", "c9",
+                                                        "c1"]  # fmt: skip
+    assert lines[0] == "| v | c5 | +0.1000 | [+0.0900, +0.1100] | 0.6000 | 0.5000 |"
 
 
 def test_parallel_devices(tmp_path, tiny_data, capsys):
@@ -455,5 +493,9 @@ def test_repo_configs_run_with_tiny_overrides(tmp_path, name):
     rows = read_csv(tmp_path / "out" / "results.csv")
     assert len(rows) == len(yaml.safe_load((REPO / "configs/ablation" / f"{name}.yaml").read_text())["variants"])
     assert all(r["status"] == "ok" for r in rows)
+    for r in rows:  # each run's per-image record gives back its mAP; results.csv has its size APs
+        rec = perimage.load_record(Path(r["run_dir"]) / perimage.RECORD_NAME)
+        assert fmt(perimage.recompute(rec)["map50_95"], 6) == fmt(float(r["map50_95"]), 6)
+        assert all(r[k] != "" for k in ("ap_small", "ap_medium", "ap_large"))
     if name == "coco128-quick":
         assert (tmp_path / "out" / "data" / "coco128" / "data.yaml").exists()  # the read-only copy was not written

@@ -271,8 +271,8 @@ def size_status(rec: Record) -> np.ndarray:
     as COCO drops it.
     """
     status = np.zeros((len(rec.pred_img), len(SIZE_RANGES), len(IOU_THRESHOLDS)), np.uint8)
-    if not len(rec.pred_img) or not len(rec.gt_img):
-        return _unmatched_status(rec, status)
+    if not len(rec.pred_img) or not len(rec.gt_img):  # nothing to match; without ground truth no AP either
+        return status
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
@@ -293,20 +293,6 @@ def size_status(rec: Record) -> np.ndarray:
         idx = np.asarray(e["dtIds"]) - 1
         matched, ignored = np.asarray(e["dtMatches"]) > 0, np.asarray(e["dtIgnore"]).astype(bool)
         status[idx, a, :] = np.where(ignored, IGNORED, np.where(matched, TP, FP)).T
-    return status
-
-
-def _unmatched_status(rec: Record, status: np.ndarray) -> np.ndarray:
-    """COCO status when no prediction can match (no ground truth at all): FP in the range of its own box area."""
-    if len(rec.pred_img) and not len(rec.gt_img):
-        area = box_area(rec.pred_box)
-        keep = np.zeros(len(area), bool)
-        for c in np.unique(rec.pred_cls):  # COCO keeps the 100 best per image and class
-            for i in np.unique(rec.pred_img[rec.pred_cls == c]):
-                k = np.flatnonzero((rec.pred_cls == c) & (rec.pred_img == i))
-                keep[k[np.argsort(-rec.pred_conf[k], kind="stable")[:100]]] = True
-        for a, (_, lo, hi) in enumerate(SIZE_RANGES):
-            status[keep & (area >= lo) & (area <= hi), a, :] = FP
     return status
 
 

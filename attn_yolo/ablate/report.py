@@ -52,7 +52,8 @@ def analyze(ab: Ablation, rows: list[dict]) -> dict:
     records, missing = {}, {}
     for key, r in ok.items():
         try:
-            records[key] = load_record(Path(r["run_dir"]) / RECORD_NAME)
+            records[key] = rec = load_record(Path(r["run_dir"]) / RECORD_NAME)
+            rec.pred_box = rec.gt_box = None  # not needed here (the size statuses are in the record)
         except RecordError as e:
             missing[key] = str(e)
     todo = []
@@ -64,8 +65,9 @@ def analyze(ab: Ablation, rows: list[dict]) -> dict:
             continue
         lacking = sorted({Path(ok[k]["run_dir"]).name for k in pairs if k in missing})
         if lacking:
-            out["why"][v] = (f"no per-image record in run folder(s) {', '.join(lacking)} (made before attn-yolo kept "
-                             f"them, or writing it failed: see perimage-error.txt there)")
+            more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+            out["why"][v] = (f"no per-image record in run folder(s) {', '.join(lacking[:3])}{more} (made before "
+                             "attn-yolo kept them, or writing it failed: see perimage-error.txt there)")
         else:
             todo.append(v)
     if not todo:

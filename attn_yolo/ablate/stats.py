@@ -254,13 +254,16 @@ def detectable_delta(seed_var: float, test_var: float, seeds: int, alpha: float 
     return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * se)
 
 
-def seeds_needed(seed_var: float, test_var: float, delta: float = TARGET_DELTA, limit: int = 1000) -> int | None:
-    """Fewest paired seeds that detect ``delta`` with 80% power; None when no number up to ``limit`` does (the
-    validation set's own noise alone is too large: more validation images are needed, not more seeds)."""
-    for s in range(2, limit + 1):
-        if detectable_delta(seed_var, test_var, s) <= delta:
-            return s
-    return None
+def seeds_needed(seed_var: float, test_var: float, delta: float = TARGET_DELTA, limit: int = 10**6) -> int | None:
+    """Fewest paired seeds that detect ``delta`` with 80% power; None when no number of seeds does (the validation
+    set's own noise alone is too large: more validation images are needed, not more seeds) or it exceeds ``limit``."""
+    if not detectable_delta(seed_var, test_var, limit) <= delta:
+        return None
+    lo, hi = 2, limit  # the detectable Δ falls as seeds are added: the first design below delta
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if detectable_delta(seed_var, test_var, mid) <= delta else (mid + 1, hi)
+    return lo
 
 
 def learned_nothing(rows: list[dict], variant: str) -> bool:
