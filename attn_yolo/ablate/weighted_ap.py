@@ -10,9 +10,11 @@ mean over 101 points) on the explicitly resampled record, up to the order of pre
 
 How, per class and IoU threshold, for many weight vectors at once (rows = ranked TP predictions, columns =
 resamples): ``T`` = weighted TP count and ``C`` = weighted count of predictions so far, precision ``P = T / C``, its
-suffix maximum ``S`` (the precision envelope), and for each of the 101 recall points the first row whose recall
-reaches it: there the envelope is read. Only TP rows are kept: between two TPs precision falls, so the envelope is
-always attained at a TP. Rows go down memory, resamples along it, so each step is a vector operation over resamples.
+suffix maximum (the precision envelope), and for each of the 101 recall points the first row whose recall reaches
+it: there the envelope is read. Only TP rows matter (between two TPs precision falls, so the envelope is attained at
+a TP), and of a run of consecutive TPs only the last (precision rises along it). Counts are exact integers; rows go
+down memory and resamples along it, so each step is one vector operation over all resamples. Equal to the originals
+up to float rounding (~1e-16) and the order of predictions with equal confidence.
 """
 
 from __future__ import annotations
