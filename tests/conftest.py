@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import hashlib  # noqa: E402
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -42,3 +43,42 @@ def coco_few(tmp_path_factory) -> Path:
     data = {"path": str(root), "train": "images/train2017", "val": "images/val2017", "names": names}
     (root / "data.yaml").write_text(yaml.safe_dump(data))
     return root / "data.yaml"
+
+
+def oracle_predictions(validator, batch: dict, salt: str = "") -> list[dict]:
+    """Detections for a validation batch made from its labels, in the validator's (letterboxed) pixels: 80% of the
+    boxes found with 10% jitter (15% of them with the wrong class), three false positives per image, confidences
+    sorted as NMS returns them. Deterministic per image file name and ``salt`` (not their folders: the same in every
+    test session). Lets a 1-epoch test run score far from zero through Ultralytics' real validation."""
+    import torch
+
+    out = []
+    for si in range(len(batch["im_file"])):
+        gt = validator._prepare_batch(si, batch)
+        g = torch.Generator().manual_seed(int.from_bytes(hashlib.sha256((Path(gt["im_file"]).name + salt).encode())
+                                                         .digest()[:8], "little"))
+        boxes, cls = gt["bboxes"].cpu().float().reshape(-1, 4), gt["cls"].cpu().float().reshape(-1)
+        wh = (boxes[:, 2:] - boxes[:, :2]).repeat(1, 2)
+        keep = torch.rand(len(boxes), generator=g) < 0.8
+        noisy = boxes + 0.1 * wh * torch.randn(boxes.shape, generator=g)
+        flip = torch.rand(len(boxes), generator=g) < 0.15
+        cls = torch.where(flip, (cls + 1) % validator.nc, cls)
+        side = float(min(batch["img"].shape[2:]))
+        xy = torch.rand(3, 2, generator=g) * side * 0.7
+        fp = torch.cat([xy, xy + side * (0.1 + 0.2 * torch.rand(3, 2, generator=g))], 1)
+        conf = torch.cat([0.3 + 0.7 * torch.rand(int(keep.sum()), generator=g), 0.5 * torch.rand(3, generator=g)])
+        order = conf.argsort(descending=True)
+        out.append({
+            "bboxes": torch.cat([noisy[keep], fp])[order].to(validator.device),
+            "conf": conf[order].to(validator.device),
+            "cls": torch.cat([cls[keep], torch.randint(0, validator.nc, (3,), generator=g).float()])[order]
+            .to(validator.device),
+            "extra": torch.zeros(len(conf), 0, device=validator.device),
+        })  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def oracle():
+    """``oracle_predictions`` (see there)."""
+    return oracle_predictions

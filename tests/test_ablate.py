@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from attn_yolo import ablate
+from attn_yolo.ablate import perimage
 from attn_yolo.ablate.runner import prepare_data
 from attn_yolo.ablate.train import check_finite_loss
 from attn_yolo.args import UsageError
@@ -350,23 +351,23 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
         assert "NonFiniteLossError: non-finite training loss in epoch 1" in r["error"]
         assert (Path(r["run_dir"]) / "error.txt").exists()
 
-    # summary.md against a hand computation from results.csv (latency differs per run, so it is non-trivial)
+    # every ok run kept its final validation image by image; its mAP is what results.csv holds
+    for r in ok:
+        rec = perimage.load_record(Path(r["run_dir"]) / perimage.PERIMAGE_NAME)
+        got = perimage.recompute(rec)
+        assert (got["map50"], got["map50_95"]) == (rec.reported["map50"], rec.reported["map50_95"])
+        assert fmt(got["map50_95"], 6) == fmt(float(r["map50_95"]), 6) and rec.n_images == 4
+        assert {"ap_small", "ap_medium", "ap_large"} <= r.keys() and r["ap_small"] != ""
+
+    # 1 epoch on 8 images learns nothing: said so, and no comparison is made (no "no detectable difference")
     text = (o / "summary.md").read_text()
-    lat = {v: [float(r["latency_ms"]) for r in ok if r["variant"] == v] for v in ("baseline", "cbam")}
-    for v in lat:
-        assert f"{fmt(statistics.fmean(lat[v]), 2)} ± {fmt(statistics.stdev(lat[v]), 2)} |" in text
-    diffs = [c - b for c, b in zip(lat["cbam"], lat["baseline"])]  # both in seed order 0, 1
-    m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
-    assert f"| cbam | latency (ms) | {fmt(m, 2, True)} | [{fmt(m - half, 2, True)}, {fmt(m + half, 2, True)}] |" in text
+    assert "- **cbam**: **learned nothing**: P, R, mAP50 and mAP50-95 are 0 in every run; no comparison" in text
+    diff_table = text.split("## Difference")[1].split("## Intervals")[0]
+    assert "**no detectable difference**" not in text and "| cbam |" not in diff_table
+    assert not (o / "delta.png").exists()
     assert "| nan | 0 | NonFiniteLossError" in text and "**nan**: **n/a" in text
     assert "runs: 4 ok, 2 failed, 0 not run" in text
     assert "| baseline | 2/2 |" in text and "baseline (baseline)" not in text  # the name already says it
-
-    for name in ("ablation.png", "curves.png"):
-        import matplotlib.image
-
-        img = matplotlib.image.imread(o / name)
-        assert img.shape[0] > 300 and img.shape[1] > 400 and img[..., :3].std() > 0.01, name
 
     # resume: finished runs are skipped, the failed ones redone; ok rows stay as they were
     trained.clear()
@@ -375,6 +376,66 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     again = read_csv(o / "results.csv")
     assert again[:4] == rows[:4]
     assert "4/6 run(s) already finished" in capsys.readouterr().out
+
+
+def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
+    """A real 2 × 2 ablation (1 epoch) whose validations score far from 0: Ultralytics' validator runs as usual but
+    on detections made from the labels (``oracle``), different per run. results.csv gets the size-AP columns,
+    summary.md the three intervals, the verdict from the hierarchical one and the power line, delta.png is drawn;
+    a rerun prints the same numbers; a run folder without its per-image record falls back to seeds only."""
+    import matplotlib.image
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "data", n_train=8, n_val=8, imgsz=256, seed=3, size_range=(0.06, 0.5))
+    monkeypatch.setattr(perimage.RecordingValidator, "update_metrics", lambda self, preds, batch:
+                        DetectionValidator.update_metrics(self, oracle(self, batch, Path(self.save_dir).name), batch))
+    cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
+    assert cli_main(["ablate", str(cfg)]) == 0
+    o = tmp_path / "out"
+    rows = read_csv(o / "results.csv")
+    for r in rows:
+        assert all(0 < float(r[k]) < 1 for k in ("map50_95", "ap_small", "ap_medium", "ap_large")), r
+        assert (Path(r["run_dir"]) / perimage.PERIMAGE_NAME).exists()
+    text = (o / "summary.md").read_text()
+    assert "Verdicts use the hierarchical 95% interval" in text
+    assert "- image bootstrap: 500 resamples (seed 1) of the 8 validation images" in text
+    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    for part in ("; hierarchical 95% CI [", "; seeds only [", "; images only [", "n = 2 paired seeds"):
+        assert part in verdict, verdict
+    assert "Power (mAP50-95" in text and "- `cbam`: with 2 seeds and 8 images this design detects |Δ| >= " in text
+
+    # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
+    by = {(r["variant"], int(r["seed"])): r for r in rows}
+    for key, label, dec in (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2)):
+        diffs = [float(by[("cbam", s)][key]) - float(by[("baseline", s)][key]) for s in (0, 1)]
+        m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
+        row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        lo, hi = (float(x) for x in cells[3].strip("[]").split(","))  # results.csv holds 6 significant digits
+        assert (lo, hi) == pytest.approx((m - half, m + half), abs=1.5 * 10**-dec), row
+        if key != "latency_ms":  # image-level intervals exist for the record's metrics only
+            assert cells[4].startswith("[") and cells[5].startswith("[") and cells[8], row
+        else:
+            assert cells[4:6] == ["—", "—"], row
+    assert "Images-only intervals per seed (mAP50-95)" in text and "## Per-class Δ AP50-95" in text
+
+    img = matplotlib.image.imread(o / "delta.png")
+    assert img.shape[0] > 200 and img.shape[1] > 600 and img[..., :3].std() > 0.01
+
+    # a rerun (every run finished) prints the same numbers
+    assert cli_main(["ablate", str(cfg)]) == 0
+    assert (o / "summary.md").read_text().split("## Verdict")[1] == text.split("## Verdict")[1]
+
+    # a run folder from before per-image records: seeds-only, and said why
+    (o / "runs" / "cbam-seed0" / perimage.PERIMAGE_NAME).unlink()
+    assert cli_main(["ablate", str(cfg)]) == 0
+    text = (o / "summary.md").read_text()
+    assert "- `cbam`: seeds-only t-interval only: no per-image record in run folder(s) cbam-seed0" in text
+    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    assert "seeds-only 95% CI" in verdict and "hierarchical" not in verdict
+    assert not (o / "delta.png").exists()
 
 
 # ------------------------------------------------------------------------------------ resume logic, fake runners
@@ -418,6 +479,43 @@ def test_interrupt_resume_and_changed_settings(tmp_path, tiny_data):
     again = ["imgsz=96", "device=mps", "plots=True"]
     assert ablate.run(cfg, again, runner=lambda s, d: calls.append(1) or fake_runner(s, d)) == 0
     assert calls == []
+
+
+def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
+    """All-zero metrics: no comparison (not "no detectable difference, p = 1"); runs without per-image records (as
+    from before they existed): seeds-only intervals, and the summary says why."""
+
+    def zero_baseline(spec, device):
+        row = fake_runner(spec, device)
+        if spec.variant == "baseline":
+            row |= {k: 0.0 for k in ("precision", "recall", "map50", "map50_95")}
+        return row
+
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2])
+    assert ablate.run(cfg, runner=zero_baseline) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "- **cbam**: **n/a**: the baseline `baseline` learned nothing (all its metrics are 0); no comparison" in text
+    assert "no detectable difference" not in text.split("## Intervals")[0]
+
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"))
+    assert ablate.run(cfg, runner=fake_runner) == 0
+    text = (tmp_path / "out2" / "summary.md").read_text()
+    d = ablate.paired_difference([0.0, 0.0, 0.0])  # fake runs: the same mAP50-95 for both variants per seed
+    assert f"- **cbam**: **{ablate.verdict(d)}** (Δ +0.0000, seeds-only 95% CI [+0.0000, +0.0000]" in text
+    why = next(line for line in text.splitlines() if line.startswith("- `cbam`: seeds-only t-interval only: "))
+    assert "no per-image record in run folder(s) baseline-seed0" in why and " and 3 more (made before" in why
+
+
+def test_class_movers_are_the_five_largest_each_way():
+    from attn_yolo.ablate.report import _class_movers
+
+    means = [0.05, -0.01, 0.03, -0.2, 0.0, 0.1, -0.05, 0.02, 0.07, -0.03, 0.04, -0.15, 0.06]
+    classes = {c: {"mean": m, "lo": m - 0.01, "hi": m + 0.01, "variant": 0.5 + m, "baseline": 0.5} for c, m in
+               enumerate(means)}
+    lines = _class_movers({"v": {"classes": classes}}, [f"c{c}" for c in range(len(means))])
+    assert [line.split(" | ")[1] for line in lines] == ["c5", "c8", "c12", "c0", "c10", "c3", "c11", "c6", "c9",
+                                                        "c1"]  # fmt: skip
+    assert lines[0] == "| v | c5 | +0.1000 | [+0.0900, +0.1100] | 0.6000 | 0.5000 |"
 
 
 def test_parallel_devices(tmp_path, tiny_data, capsys):
@@ -775,5 +873,9 @@ def test_repo_configs_run_with_tiny_overrides(tmp_path, name):
     rows = read_csv(tmp_path / "out" / "results.csv")
     assert len(rows) == len(yaml.safe_load((REPO / "configs/ablation" / f"{name}.yaml").read_text())["variants"])
     assert all(r["status"] == "ok" for r in rows)
+    for r in rows:  # each run's per-image record gives back its mAP; results.csv has its size APs
+        rec = perimage.load_record(Path(r["run_dir"]) / perimage.PERIMAGE_NAME)
+        assert fmt(perimage.recompute(rec)["map50_95"], 6) == fmt(float(r["map50_95"]), 6)
+        assert all(r[k] != "" for k in ("ap_small", "ap_medium", "ap_large"))
     if name == "coco128-quick":
         assert (tmp_path / "out" / "data" / "coco128" / "data.yaml").exists()  # the read-only copy was not written

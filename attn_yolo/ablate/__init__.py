@@ -24,13 +24,19 @@ the working directory, like Ultralytics' ``project``::
     backend: local                  # local (this host) | ray (one Ray task per run, placed by Ray's scheduler)
     ray_address: auto               # backend ray: auto, ray://host:port; absent: a local Ray instance for this run
     resources: {num_cpus: 4, num_gpus: 1}   # backend ray: per run
+    bootstrap: {resamples: 2000, seed: 0}   # image resamples of the per-image bootstrap (seeded: reruns agree)
 
 Outputs in ``out``: ``runs/<variant>-seed<k>/`` (Ultralytics' run folder, plus ``result.json``: the run's record,
-written atomically), ``results.csv`` (an index of the records, rebuilt from the run folders as each run ends: a
-damaged, edited or deleted results.csv loses nothing), ``summary.md`` (mean ± std per variant, paired differences to
-the baseline with 95% CI, p-value and verdict), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP
-per epoch) and ``config.yaml`` (the resolved config). With Ultralytics' MLflow integration on, the runs are grouped in
-one MLflow experiment named after the ablation (``attn_yolo.ablate.tracking``).
+written atomically, and ``perimage.npz``: the final validation of best.pt image by image), ``results.csv`` (an index of
+the records, rebuilt from the run folders as each run ends, with COCO AP small / medium / large: a damaged, edited or
+deleted results.csv loses nothing), ``summary.md`` (mean ± std per variant; paired differences to the baseline with
+three 95% intervals - seeds only (t), images only (bootstrap of the validation images) and hierarchical (both), the
+verdict from the hierarchical one, the power of the design, per-class Δ; "learned nothing" for variants whose metrics
+are all 0), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP per epoch), ``delta.png`` (Δ with its
+three intervals per variant and metric) and ``config.yaml`` (the resolved config). Run folders without
+``perimage.npz`` (made before it existed) are summarised with the seeds-only interval, and summary.md says so. With
+Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment named after the ablation
+(``attn_yolo.ablate.tracking``).
 
 Re-running the same command skips runs recorded ``ok`` with the same settings; it redoes runs that are missing
 (interrupted), that failed, or whose settings changed (model, data, train args or seed). Safety: one ablation at a
@@ -41,17 +47,19 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
 # The package, bottom layer first (a module imports only modules listed above it):
-#   config     the embedded default, loading, overrides, validation → Ablation
-#   outdir     the lock on out; marker files: only folders the runner made are replaced
-#   records    one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
-#   results    results.csv: the index of every run's record, rebuilt from the run folders
-#   stats      mean ± std, paired differences, CIs, p-values, verdicts (the only place they are computed)
-#   report     summary.md, ablation.png, curves.png
-#   tracking   MLflow: one experiment per ablation, the summary as artifacts
-#   train      one training run → its record
-#   scheduling where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
-#   runner     the lock, dataset preparation, the plan of runs, resuming, the report
-#   here       the `attn-yolo ablate` command
+#   config       the embedded default, loading, overrides, validation → Ablation
+#   outdir       the lock on out; marker files: only folders the runner made are replaced
+#   records      one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
+#   perimage     the per-image record of a run's final validation (capture, perimage.npz, recomputed mAP)
+#   weighted_ap  mAP, per-class AP and size AP of a per-image record under image weights (bootstrap resamples)
+#   results      results.csv: the index of every run's record, rebuilt from the run folders
+#   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
+#   report       summary.md, ablation.png, curves.png, delta.png
+#   tracking     MLflow: one experiment per ablation, the summary as artifacts
+#   train        one training run → its record (and its perimage.npz)
+#   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
+#   runner       the lock, dataset preparation, the plan of runs, resuming, the report
+#   here         the `attn-yolo ablate` command
 
 from __future__ import annotations
 

@@ -49,12 +49,13 @@ latency: {repeats: 50, warmup: 10}
 """
 
 CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
-               "ray_address", "resources")
+               "ray_address", "resources", "bootstrap")
 BACKENDS = ("local", "ray")
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
+BOOTSTRAP_DEFAULTS = {"resamples": 2000, "seed": 0}  # image resamples of the per-image bootstrap, and their seed
 RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
     "data": "data",
     "seed": "seeds",
@@ -113,6 +114,7 @@ class Ablation:
     backend: str = "local"  # local (this host: sequential or `devices`) | ray (one Ray task per run)
     ray_address: str | None = None  # None: a local Ray instance started and stopped by the run; `auto`, ray://...
     resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
+    bootstrap: dict = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -511,6 +513,18 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
                 problems.append(f"latency.{k}: {v!r}; expected an int >= {lo}")
             else:
                 latency[k] = v
+    bootstrap = dict(BOOTSTRAP_DEFAULTS)
+    boot = raw.get("bootstrap")
+    if boot is not None and not isinstance(boot, dict):
+        problems.append(f"bootstrap: expected a mapping with keys {', '.join(BOOTSTRAP_DEFAULTS)}, got {boot!r}")
+    elif boot:
+        problems += _unknown(boot, BOOTSTRAP_DEFAULTS, "bootstrap.")
+        for k, lo in (("resamples", 100), ("seed", 0)):
+            v = boot.get(k, bootstrap[k])
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                problems.append(f"bootstrap.{k}: {v!r}; expected an int >= {lo}")
+            else:
+                bootstrap[k] = v
     out = raw.get("out", f"runs/ablate/{name}")
     if not isinstance(out, str) or not out:
         problems.append(f"out: expected a folder path, got {out!r}")
@@ -549,7 +563,8 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "backend": backend,
         "ray_address": ray_address,
         "resources": resources,
+        "bootstrap": bootstrap,
         "source": source,
     }
     return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources)
+                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources, bootstrap)

@@ -17,11 +17,13 @@ from attn_yolo.checkpoint import atomic_write
 
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
-    "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "best_epoch",
-    "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model", "error", "fingerprint",
+    "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "ap_small",
+    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model", "error",
+    "fingerprint",
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
-FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "train_time_s", "latency_ms"}
+FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "ap_small", "ap_medium", "ap_large",
+                "train_time_s", "latency_ms"}
 RECORD_NAME = "result.json"  # a run's record, in its run folder
 
 

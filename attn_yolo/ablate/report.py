@@ -1,4 +1,5 @@
-"""The ablation report: summary.md (setup, verdicts, tables) and the plots ablation.png and curves.png."""
+"""The ablation report: summary.md (setup, verdicts with their intervals, tables) and the plots ablation.png,
+curves.png and delta.png."""
 
 from __future__ import annotations
 
@@ -6,8 +7,22 @@ import math
 from pathlib import Path
 
 from attn_yolo.ablate.config import Ablation
+from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
 from attn_yolo.ablate.records import epoch_table
-from attn_yolo.ablate.stats import CONFIDENCE, METRICS, PRIMARY, summarize
+from attn_yolo.ablate.stats import (
+    BOOT_METRICS,
+    CONFIDENCE,
+    METRICS,
+    POWER,
+    PRIMARY,
+    TARGET_DELTA,
+    bootstrap_compare,
+    detectable_delta,
+    learned_nothing,
+    resample_records,
+    seeds_needed,
+    summarize,
+)
 
 
 def _fmt(x, dec: int, sign: bool = False) -> str:
@@ -22,9 +37,84 @@ def duration(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, wall_s: float | None = None) -> str:
-    """The summary.md text: setup, verdicts, per-variant table (mean ± std), paired differences, failures."""
+def analyze(ab: Ablation, rows: list[dict]) -> dict:
+    """The per-image bootstrap of an ablation: load the runs' records, resample, compare to the baseline.
+
+    Returns:
+        ``{"compare": stats.bootstrap_compare(...) for the variants it could run on, "why": {variant: reason for
+        seeds-only intervals}, "nothing": variants that learned nothing, "names": class names, "n_images": int}``.
+    """
     names = [v.name for v in ab.variants]
+    base = ab.baseline
+    ok = {(r["variant"], r["seed"]): r for r in rows if r["status"] == "ok"}
+    out = {"compare": {}, "why": {}, "nothing": {v for v in names if learned_nothing(rows, v)}, "names": [],
+           "n_images": 0}  # fmt: skip
+    records, missing = {}, {}
+    for key, r in ok.items():
+        try:
+            records[key] = rec = load_record(Path(r["run_dir"]) / PERIMAGE_NAME)
+            rec.pred_box = rec.gt_box = None  # not needed here (the size statuses are in the record)
+        except RecordError as e:
+            missing[key] = str(e)
+    todo = []
+    for v in names:
+        if v == base or v in out["nothing"] or base in out["nothing"]:
+            continue
+        pairs = [k for s in ab.seeds if (v, s) in ok and (base, s) in ok for k in ((v, s), (base, s))]
+        if not pairs:
+            continue
+        lacking = sorted({Path(ok[k]["run_dir"]).name for k in pairs if k in missing})
+        if lacking:
+            more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+            out["why"][v] = (f"no per-image record in run folder(s) {', '.join(lacking[:3])}{more} (made before "
+                             "attn-yolo kept them, or writing it failed: see perimage-error.txt there)")
+        else:
+            todo.append(v)
+    if not todo:
+        return out
+    keys = {k for v in todo for s in ab.seeds if (v, s) in ok and (base, s) in ok for k in ((v, s), (base, s))}
+    try:
+        resampled = resample_records({k: records[k] for k in sorted(keys)}, ab.bootstrap["resamples"],
+                                     ab.bootstrap["seed"])
+    except ValueError as e:
+        out["why"] |= {v: f"the runs' per-image records cannot be paired: {e}" for v in todo}
+        return out
+    first = records[next(iter(sorted(keys)))]
+    out |= {"compare": bootstrap_compare(resampled, [base, *todo], base, ab.seeds), "names": first.names,
+            "n_images": first.n_images}
+    return out
+
+
+def _ci(lo, hi, dec: int) -> str:
+    return "n/a" if lo is None or math.isnan(lo) else f"[{_fmt(lo, dec, True)}, {_fmt(hi, dec, True)}]"
+
+
+def _cost(b: dict, s: dict) -> list[str]:
+    cost = []
+    if b["params"] and s["params"]:
+        cost.append(f"params {100 * (s['params'] / b['params'] - 1):+.2f}%")
+    if b["gflops"] and s["gflops"]:
+        cost.append(f"GFLOPs {100 * (s['gflops'] / b['gflops'] - 1):+.2f}%")
+    if not math.isnan(b["latency_ms"][0]) and not math.isnan(s["latency_ms"][0]):
+        cost.append(f"latency {s['latency_ms'][0] - b['latency_ms'][0]:+.2f} ms")
+    return cost
+
+
+def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None = None,
+                     wall_s: float | None = None) -> str:
+    """The summary.md text: setup, verdicts with their three intervals and the power of the design, per-variant
+    table (mean ± std), paired differences, per-class movers, how the intervals are made, failures.
+
+    Args:
+        ab: the ablation.
+        rows: the planned runs' records.
+        stats: ``stats.summarize`` of ``rows``.
+        boot: ``analyze`` of ``rows`` (None: seeds-only intervals everywhere).
+        wall_s: wall time of this invocation.
+    """
+    boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
+    names = [v.name for v in ab.variants]
+    cmp_, conf = boot["compare"], int(CONFIDENCE * 100)
     tr = ", ".join(f"{k}={v}" for k, v in ab.train.items())
     n_ok = sum(r["status"] == "ok" for r in rows)
     lines = [
@@ -35,10 +125,15 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, wall_s: float 
         f"- runs: {n_ok} ok, {len(rows) - n_ok} failed, {len(names) * len(ab.seeds) - len(rows)} not run"
         + (f"; wall time {duration(wall_s)} (this invocation)" if wall_s is not None else "")
         + f"; training time, sum over runs: {duration(sum(r['train_time_s'] or 0 for r in rows))}",
-        "",
-        f"## Verdict: mAP50-95 vs `{ab.baseline}`",
-        "",
     ]
+    if cmp_:
+        lines.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
+                     f"{boot['n_images']} validation images, the same resamples for every run")
+    lines += ["", f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
+              (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
+               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
+               "runs have no per-image record, the seeds-only t-interval decides (see Intervals)."), ""]
+    power = []
     for v in names:
         if v == ab.baseline:
             continue
@@ -48,18 +143,38 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, wall_s: float 
             mean = f" (Δ {_fmt(d['mean'], 4, True)} from 1 seed)" if d["n"] == 1 else ""
             lines.append(f"- **{v}**: **n/a**: {d['n']} seed(s) with ok runs of both, needs >= 2{mean}")
             continue
-        cost = []
-        if b["params"] and s["params"]:
-            cost.append(f"params {100 * (s['params'] / b['params'] - 1):+.2f}%")
-        if b["gflops"] and s["gflops"]:
-            cost.append(f"GFLOPs {100 * (s['gflops'] / b['gflops'] - 1):+.2f}%")
-        if not math.isnan(b["latency_ms"][0]) and not math.isnan(s["latency_ms"][0]):
-            cost.append(f"latency {s['latency_ms'][0] - b['latency_ms'][0]:+.2f} ms")
+        if v in boot["nothing"]:
+            lines.append(f"- **{v}**: **learned nothing**: P, R, mAP50 and mAP50-95 are 0 in every run; no comparison")
+            continue
+        if ab.baseline in boot["nothing"]:
+            lines.append(f"- **{v}**: **n/a**: the baseline `{ab.baseline}` learned nothing (all its metrics are 0); "
+                         "no comparison")
+            continue
+        cost = _cost(b, s)
+        cost = f"; cost: {', '.join(cost)}" if cost else ""
+        c = cmp_.get(v, {}).get(PRIMARY)
+        if c is None:
+            lines.append(f"- **{v}**: **{d['verdict']}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
+                         f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no image-level "
+                         f"interval: {boot['why'].get(v, 'no per-image records')}){cost}")
+            continue
+        h = c["hier"]
         lines.append(
-            f"- **{v}**: **{d['verdict']}** (Δ {_fmt(d['mean'], 4, True)}, {int(CONFIDENCE * 100)}% CI "
-            f"[{_fmt(d['lo'], 4, True)}, {_fmt(d['hi'], 4, True)}], p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds)"
-            + (f"; cost: {', '.join(cost)}" if cost else "")
+            f"- **{v}**: **{c['verdict']}** (Δ {_fmt(h['mean'], 4, True)}; hierarchical {conf}% CI "
+            f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
+            f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
         )
+        mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
+        need = seeds_needed(h["seed_var"], h["test_var"], TARGET_DELTA)
+        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
+                "adding seeds, the validation set's own noise is too large: use more validation images")
+        power.append(f"- `{v}`: with {h['n']} seeds and {boot['n_images']} images this design detects |Δ| >= "
+                     f"{_fmt(mde, 4)} with {int(POWER * 100)}% power; {need} (SD of Δ over seeds "
+                     f"{math.sqrt(h['seed_var']):.4f}, of the validation set's common part "
+                     f"{math.sqrt(h['test_var']):.4f})")
+    if power:
+        lines += ["", f"Power (mAP50-95, two-sided {100 - conf}% level, from the measured seed and image variances):",
+                  ""] + power
     head = ["variant", "ok runs", "params (M)", "GFLOPs"] + [label for _, label, _, _ in METRICS]
     lines += ["", "## Results (mean ± std over seeds)", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]  # fmt: skip
@@ -74,35 +189,87 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, wall_s: float 
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"## Difference to `{ab.baseline}` (paired by seed; {int(CONFIDENCE * 100)}% CI from the t distribution, "
-        "two-sided paired t-test)",
+        f"## Difference to `{ab.baseline}` (paired by seed, {conf}% intervals)",
         "",
-        "| variant | metric | Δ mean | 95% CI | p | n | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | metric | Δ mean | seeds only (t) | images only | hierarchical | p | n | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in names:
-        if v == ab.baseline:
+        if v == ab.baseline or v in boot["nothing"] or ab.baseline in boot["nothing"]:
             continue
         for key, label, dec, _ in METRICS:
             if key not in stats["diffs"][v]:
                 continue
             d = stats["diffs"][v][key]
-            if d["n"] == 0:
+            if d["n"] == 0 or math.isnan(d["mean"]):
                 continue
-            ci = "n/a" if math.isnan(d["lo"]) else f"[{_fmt(d['lo'], dec, True)}, {_fmt(d['hi'], dec, True)}]"
-            lines.append(f"| {v} | {label} | {_fmt(d['mean'], dec, True)} | {ci} | {_fmt(d['p'], 3)} | {d['n']} | "
-                         f"{d['verdict']} |")
-    lines += ["", "Verdict: the CI excludes 0 → better/worse (latency: lower is better); otherwise no detectable "
-              "difference. Δ = variant − baseline, per seed. Latency: median batch-1 forward of best.pt "
-              "(fused, fp32)."]
+            c = cmp_.get(v, {}).get(key)
+            if c is None:
+                cells = [_fmt(d["mean"], dec, True), _ci(d["lo"], d["hi"], dec), "—", "—", _fmt(d["p"], 3), d["n"],
+                         d["verdict"]]  # fmt: skip
+            else:
+                h = c["hier"]
+                cells = [_fmt(h["mean"], dec, True), _ci(c["t"]["lo"], c["t"]["hi"], dec), _ci(*c["image"], dec),
+                         _ci(h["lo"], h["hi"], dec), _fmt(h["p"], 3), h["n"], c["verdict"]]  # fmt: skip
+            lines.append(f"| {v} | {label} | " + " | ".join(map(str, cells)) + " |")
+    per_seed = [(v, c) for v, c in cmp_.items() if PRIMARY in c]
+    if per_seed:
+        lines += ["", "Images-only intervals per seed (mAP50-95):", "", "| variant | seed | Δ | images only |",
+                  "|---|---|---|---|"]
+        for v, c in per_seed:
+            for seed, delta, (lo, hi) in zip(c["seeds"], c[PRIMARY]["deltas"], c[PRIMARY]["image_seed"]):
+                lines.append(f"| {v} | {seed} | {_fmt(delta, 4, True)} | {_ci(lo, hi, 4)} |")
+    movers = _class_movers(cmp_, boot["names"])
+    if movers:
+        lines += ["", (f"## Per-class Δ AP50-95 (hierarchical {conf}% intervals; the {N_MOVERS} classes that moved "
+                       "most each way)"), "", "| variant | class | Δ mean | hierarchical | variant AP | baseline AP |",
+                  "|---|---|---|---|---|---|"]
+        lines += movers
+    lines += [
+        "",
+        "## Intervals",
+        "",
+        ("- seeds only: t-interval of the paired per-seed Δ (t with n − 1 degrees of freedom); ignores that the "
+         "validation set is a sample of images."),
+        (f"- images only: paired bootstrap of the validation images ({ab.bootstrap['resamples']} resamples, seed "
+         f"{ab.bootstrap['seed']}): each resample is drawn once and used for the variant, the baseline and every "
+         "seed; per seed, and pooled (Δ averaged over seeds); ignores training noise."),
+        ("- hierarchical: SE² = (variance of Δ over seeds)/n + the test-set variance common to all seeds (from the "
+         "shared image resamples), t quantile with Welch–Satterthwaite degrees of freedom, never narrower than the "
+         "seeds-only interval; it accounts for both. Verdict: the interval excludes 0 → better/worse (latency: lower "
+         "is better), else no detectable difference. Δ = variant − baseline, per seed. Latency: median batch-1 "
+         "forward of best.pt (fused, fp32)."),
+        ("- AP small / medium / large: COCO AP50-95 over boxes of area < 32², 32²–96², > 96² px (original image), "
+         "each prediction matched by pycocotools within the size range; per-image records in "
+         f"`runs/<run>/{PERIMAGE_NAME}`."),
+    ]
+    for v, why in boot["why"].items():
+        lines.append(f"- `{v}`: seeds-only t-interval only: {why}.")
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         lines += ["", "## Failed runs", "", "| variant | seed | error | run folder |", "|---|---|---|---|"]
         lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{r['run_dir']}` |"
                   for r in failed]
-    lines += ["", "Plots: `ablation.png` (mAP50-95 vs GFLOPs), `curves.png` (validation mAP per epoch); every run: "
-              "`results.csv`.", ""]
+    lines += ["", "Plots: `ablation.png` (mAP50-95 vs GFLOPs), `curves.png` (validation mAP per epoch)"
+              + (", `delta.png` (Δ with its three intervals per variant and metric)" if cmp_ else "")
+              + "; every run: `results.csv`.", ""]
     return "\n".join(lines)
+
+
+N_MOVERS = 5
+
+
+def _class_movers(cmp_: dict, names: list[str]) -> list[str]:
+    lines = []
+    for v, c in cmp_.items():
+        classes = sorted(c.get("classes", {}).items(), key=lambda kv: kv[1]["mean"])
+        down = [kv for kv in classes[:N_MOVERS] if kv[1]["mean"] < 0]
+        up = [kv for kv in classes[::-1][:N_MOVERS] if kv[1]["mean"] > 0]
+        for k, h in up + down:
+            name = names[k] if k < len(names) else str(k)
+            lines.append(f"| {v} | {name} | {_fmt(h['mean'], 4, True)} | {_ci(h['lo'], h['hi'], 4)} | "
+                         f"{_fmt(h['variant'], 4)} | {_fmt(h['baseline'], 4)} |")
+    return lines
 
 
 # ----------------------------------------------------------------------------------------------------------- plots
@@ -179,13 +346,70 @@ def plot_curves(path: Path, rows: list[dict], names: list[str]) -> None:
     fig.savefig(path)
 
 
+INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)", "C1"),
+             ("hier", "hierarchical (verdict)", "C3"))  # fmt: skip
+
+
+def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE) -> None:
+    """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
+    images-only and hierarchical intervals; a line marks Δ = 0."""
+    from matplotlib.figure import Figure
+
+    variants = list(compare)
+    metrics = [(k, label) for k, label in BOOT_METRICS if any(k in compare[v] for v in variants)]
+    cols = min(3, len(metrics))
+    rows = -(-len(metrics) // cols)
+    fig = Figure(figsize=(4.2 * cols + 1.0, rows * (1.3 + 0.8 * len(variants)) + 0.9), dpi=120)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    for ax, (key, label) in zip(axes, metrics):
+        ax.axvline(0.0, color="0.3", lw=1, ls="--", zorder=1)
+        span = [0.0]
+        for i, v in enumerate(variants):
+            c = compare[v].get(key)
+            if c is None:
+                continue
+            mean = c["hier"]["mean"]
+            for j, (kind, name, color) in enumerate(INTERVALS):
+                lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
+                y = i + (j - 1) * 0.22
+                if math.isfinite(lo) and math.isfinite(hi):
+                    ax.hlines(y, lo, hi, color=color, lw=4 if kind == "hier" else 2.2, zorder=2,
+                              label=name if i == 0 else None)
+                    span += [lo, hi]
+                ax.plot(mean, y, "o", color=color, ms=4, zorder=3)
+            span.append(mean)
+        lo, hi = min(span), max(span)
+        pad = 0.08 * (hi - lo) if hi > lo else 0.01
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_xlabel(f"Δ {label} (variant − {baseline})")
+        ax.set_title(label)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_yticks(range(len(variants)), variants)
+        ax.set_ylim(len(variants) - 0.5, -0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    fig.suptitle(f"Paired Δ to {baseline} (mean over seeds) with {int(confidence * 100)}% intervals; "
+                 "the verdict uses the hierarchical one")
+    fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
+    fig.savefig(path)
+
+
 def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) -> str:
-    """Write summary.md, ablation.png and curves.png from the planned runs' rows; returns the summary text."""
+    """Write summary.md, ablation.png, curves.png and (with per-image records) delta.png from the planned runs'
+    rows; returns the summary text."""
     names = [v.name for v in ab.variants]
     stats = summarize(rows, names, ab.baseline)
-    text = summary_markdown(ab, rows, stats, wall_s)
+    boot = analyze(ab, rows)
+    text = summary_markdown(ab, rows, stats, boot, wall_s)
     (ab.out / "summary.md").write_text(text)
     if any(r["status"] == "ok" for r in rows):
         plot_ablation(ab.out / "ablation.png", stats, names, ab.baseline, ab.imgsz)
         plot_curves(ab.out / "curves.png", rows, names)
+    compared = {v: c for v, c in boot["compare"].items() if PRIMARY in c}
+    if compared:
+        plot_delta(ab.out / "delta.png", compared, ab.baseline)
+    else:  # an earlier report's plot would no longer match this summary
+        (ab.out / "delta.png").unlink(missing_ok=True)
     return text

@@ -1,4 +1,5 @@
-"""One training run: train a variant with one seed, validate its best.pt, time it, and return the run's record."""
+"""One training run: train a variant with one seed, validate its best.pt (kept image by image), time it, and return
+the run's record."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate.config import first_line
+from attn_yolo.ablate.perimage import (
+    PERIMAGE_NAME,
+    RecordingTrainer,
+    RecordingValidator,
+    record_from_validator,
+    save_record,
+)
 from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_record
+from attn_yolo.ablate.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
 
 
@@ -208,23 +217,31 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             if isinstance(train.get("pretrained"), str):  # carry every weight to its layer, also past inserted blocks
                 from attn_yolo.insertion import transfer
 
-                print(f"attn-yolo ablate: {transfer(train.pop('pretrained'), yolo, strict=False, verbose=False, trust=spec.trust)}")
+                report = transfer(train.pop("pretrained"), yolo, strict=False, verbose=False, trust=spec.trust)
+                print(f"attn-yolo ablate: {report}")
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
-            metrics = yolo.train(
-                data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **train
-            )
+            metrics = yolo.train(data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name,
+                                 exist_ok=True, trainer=RecordingTrainer, **train)
             row["train_time_s"] = time.perf_counter() - t0
             best = run_dir / "weights" / "best.pt"
             if not best.exists():
                 raise FileNotFoundError(f"training wrote no {best}")
-            box = box_metrics(metrics)
+            box, validator = box_metrics(metrics), yolo.trainer.validator
             if box is None:  # e.g. multi-GPU training validates in its worker: validate best.pt here
-                box = box_metrics(YOLO(str(best)).val(
-                    data=spec.data, imgsz=spec.imgsz, batch=train.get("batch", 16),
-                    device=str(train.get("device", "")).split(",")[0],
-                    plots=False, project=str(run_dir), name="val", exist_ok=True,
-                ))  # fmt: skip
+                validator = RecordingValidator(args={
+                    "model": str(best), "data": spec.data, "imgsz": spec.imgsz, "batch": train.get("batch", 16),
+                    "rect": True, "device": str(train.get("device", "")).split(",")[0], "plots": False, "mode": "val",
+                    "project": str(run_dir), "name": "val", "exist_ok": True,
+                })  # fmt: skip
+                box = box_metrics(validator(model=str(best)))
             row.update(box)
+            try:  # the final validation, image by image (perimage.npz): image-level intervals, size APs
+                record = record_from_validator(validator, box)
+                save_record(record, run_dir / PERIMAGE_NAME)
+                row.update(size_ap(record))
+            except Exception as e:  # the run stands; its comparisons fall back to seeds-only intervals
+                (run_dir / "perimage-error.txt").write_text(traceback.format_exc())
+                print(f"attn-yolo ablate: WARNING no per-image record for {run_dir.name}: {first_line(e)}", flush=True)
             row.update(epoch_fields(run_dir))
             if not all(math.isfinite(v) for v in box.values()):
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
