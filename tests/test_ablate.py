@@ -879,3 +879,31 @@ def test_repo_configs_run_with_tiny_overrides(tmp_path, name):
         assert all(r[k] != "" for k in ("ap_small", "ap_medium", "ap_large"))
     if name == "coco128-quick":
         assert (tmp_path / "out" / "data" / "coco128" / "data.yaml").exists()  # the read-only copy was not written
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_discarded_interrupt_does_not_deafen_the_next_signal():
+    """A KeyboardInterrupt raised by the handler inside a ``__del__`` (or weakref) callback is discarded by Python
+    ("Exception ignored in ..."); the next SIGTERM must still stop the ablation. During a scheduler's cleanup, signals
+    are only recorded."""
+    import signal as sig_
+    import time as time_
+
+    from attn_yolo.ablate.scheduling import cleaning, stop_on_signals
+
+    class Discards:
+        def __del__(self):
+            os.kill(os.getpid(), sig_.SIGTERM)
+            time_.sleep(0.05)  # the handler runs here, inside __del__: its exception is discarded
+
+    fired = []
+    with stop_on_signals(fired):
+        Discards()
+        assert fired == [sig_.SIGTERM]  # handled, and swallowed: still running
+        with cleaning():
+            os.kill(os.getpid(), sig_.SIGINT)
+            time_.sleep(0.05)  # recorded, not raised
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            os.kill(os.getpid(), sig_.SIGTERM)
+            time_.sleep(1)
+    assert fired == [sig_.SIGTERM, sig_.SIGINT, sig_.SIGTERM]

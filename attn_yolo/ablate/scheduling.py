@@ -33,21 +33,24 @@ from attn_yolo.ablate.config import first_line
 from attn_yolo.ablate.records import RunSpec, new_record
 
 STOP_GRACE_S = 5.0  # seconds a stopped worker gets between SIGTERM and SIGKILL
+_CLEANING: list = []  # non-empty while a scheduler stops its workers: signals are then recorded, not raised
 
 
 @contextlib.contextmanager
 def stop_on_signals(fired: list):
     """Within the block, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and append their number to
-    ``fired``; only the first one raises, so that the cleanup that follows is not cut short. No-op outside the main
-    thread. (Ray's ``wait`` re-raises any exception from a handler as a plain ``KeyboardInterrupt``: ``fired`` is what
-    tells SIGTERM from SIGINT.)"""
+    ``fired``. Every signal raises, except while a scheduler stops its workers (``cleaning``), so that cleanup is not
+    cut short: a ``KeyboardInterrupt`` that Python discards (raised inside a weakref or ``__del__`` callback, "Exception
+    ignored in ...") therefore cannot leave the ablation deaf to the next signal. No-op outside the main thread.
+    (Ray's ``wait`` re-raises any exception from a handler as a plain ``KeyboardInterrupt``: ``fired`` is what tells
+    SIGTERM from SIGINT.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
         fired.append(signum)
-        if len(fired) == 1:
+        if not _CLEANING:
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -56,6 +59,16 @@ def stop_on_signals(fired: list):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def cleaning():
+    """While a scheduler stops its workers, signals are recorded but raise nothing (see ``stop_on_signals``)."""
+    _CLEANING.append(True)
+    try:
+        yield
+    finally:
+        _CLEANING.pop()
 
 
 def exit_code(fired: list) -> int:
@@ -137,9 +150,10 @@ def schedule_local(specs: list[RunSpec], devices: list, runner, on_start, on_don
                 conn.send(None)
                 p.join()
     finally:
-        for p, _, _ in [*busy.values(), *idle]:
-            if p is not None and p.is_alive():
-                stop_process(p)
+        with cleaning():
+            for p, _, _ in [*busy.values(), *idle]:
+                if p is not None and p.is_alive():
+                    stop_process(p)
 
 
 # ----------------------------------------------------------------------------------------------------- Ray backend
@@ -239,8 +253,9 @@ def schedule_ray(specs: list[RunSpec], address: str | None, resources: dict, run
                     row = _rebase(row, worker_dir, spec.run_dir)
                 on_done(row)
     finally:
-        for ref in pending:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        if own:
-            ray.shutdown()
+        with cleaning():
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            if own:
+                ray.shutdown()
