@@ -428,3 +428,15 @@ def test_second_export_needs_another_name_or_overwrite(tiny, tmp_path, capsys):
     assert E.onnx_info(static)["dynamic"]  # replaced, as asked
     with pytest.raises(FileExistsError):
         E.VerifyReport(str(dynamic), "m", 18, True, "fp32", [64, 64], [], {}).save()
+
+
+def test_nms_check_that_matched_nothing_is_not_run():
+    """Detections on both sides, none matched, all excused as near ties (the class may flip): nothing was verified, so
+    the check is NOT RUN, never a pass."""
+    ref = np.array([[[64.0], [64.0], [20.0], [20.0], [0.6000000], [0.6000004]]], dtype=np.float32)  # class 1 wins
+    out = np.array([[[64.0], [64.0], [20.0], [20.0], [0.6000004], [0.6000000]]], dtype=np.float32)  # class 0 wins
+    c = V.compare_detections(ref, out, conf=0.25, iou=0.7, margin=1e-5)
+    assert (c.detail["n_torch"], c.detail["n_onnx"], c.detail["matched"], c.detail["tie"]) == (1, 1, 0, 2)
+    assert c.status == "NOT RUN" and not c.passed and "nothing was verified" in c.not_run
+    same = V.compare_detections(ref, ref, conf=0.25, iou=0.7, margin=1e-5)
+    assert same.passed and same.detail["matched"] == 1  # a real match still passes

@@ -218,7 +218,8 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
     * ``cascade``: it overlaps a detection excused above (on either side), whose flip changes what NMS suppresses.
 
     Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those.
-    Not run (``Check.not_run``) if neither side has a detection: nothing was compared.
+    Not run (``Check.not_run``) if nothing was compared: neither side has a detection, or none matched and every one
+    was excused (a check that verified no detection is never a pass).
     """
     from scipy.optimize import linear_sum_assignment
     from ultralytics.utils.nms import non_max_suppression
@@ -278,6 +279,11 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
                f"there are no detections to compare; to compare them, pass a conf= below {top:.3g}")
         return Check("nms", "", False, None, IOU_MIN, detail, not_run=why)
     passed = n["unmatched_torch"] == 0 and n["unmatched_onnx"] == 0
+    if passed and n["matched"] == 0:  # every detection excused as a near tie or borderline score: nothing verified
+        why = (f"none of the {n['n_torch']} torch / {n['n_onnx']} onnx detections could be matched: each one's score "
+               f"is within the raw check's margin ({margin:.2g}) of a threshold or a rival, so NMS may keep either "
+               f"and nothing was verified; to compare them, pass a higher conf= (fewer, clearer detections)")
+        return Check("nms", "", False, None, IOU_MIN, detail, not_run=why)
     return Check("nms", "", passed, min_iou, IOU_MIN, detail)
 
 
@@ -337,10 +343,14 @@ class VerifyReport:
         t = self.tolerance
         ran = len(self.checks) - len(self.not_run)
         tail = f"{'PASSED' if self.passed else 'FAILED'}: {ran - len(self.failures)}/{ran} checks"
-        if self.not_run:
-            top = max(c.detail.get("max_score", 0.0) for c in self.not_run)
-            tail += (f", {len(self.not_run)} not run: no detections above conf={t['conf']} to compare (highest class "
+        empty = [c for c in self.not_run if not c.detail.get("n_torch", 0) + c.detail.get("n_onnx", 0)]
+        if empty:
+            top = max(c.detail.get("max_score", 0.0) for c in empty)
+            tail += (f", {len(empty)} not run: no detections above conf={t['conf']} to compare (highest class "
                      f"score {top:.3g}; rerun with a conf= below it to compare them)")
+        if len(empty) < len(self.not_run):
+            tail += (f", {len(self.not_run) - len(empty)} not run: every detection within the score margin of a tie, "
+                     f"none matched (rerun with a higher conf=)")
         tail += (
             f". Tolerance: raw {t['raw_rel']:.0e} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
             f"matched IoU >= {t['iou_min']}, same class."
