@@ -44,23 +44,29 @@ def modules_main(argv: list[str]) -> int:
     return 0
 
 
+ULTRALYTICS_COMMANDS = ("checks", "version", "settings", "cfg", "login", "logout", "copy-cfg", "solutions", "help")
+"""The special first words of Ultralytics' own CLI (``yolo checks``, ``yolo settings``, ...)."""
+
+
 def check_command(word: str) -> None:
-    """Raise ``UsageError`` for a first word that is a misspelt tool (``ablat``): not an Ultralytics mode, task or
-    argument, and close to a tool name. Any other word goes to Ultralytics' own command line as is.
+    """Raise ``UsageError`` for a first word that neither a tool nor Ultralytics' CLI knows (``ablat``, ``foo``),
+    suggesting the closest tool or mode, instead of Ultralytics' ``SyntaxError`` traceback. Ultralytics' modes, tasks,
+    ``key=value`` arguments, flags and special commands go to Ultralytics' own command line as they are.
 
     Raises:
         UsageError: ``unknown command 'ablat'. Did you mean 'attn-yolo ablate'? ...``.
     """
     from ultralytics.cfg import DEFAULT_CFG_DICT, MODES, TASKS
 
-    if "=" in word or word.startswith("-") or word in (*MODES, *TASKS) or word in DEFAULT_CFG_DICT:
+    special = {v for k in ULTRALYTICS_COMMANDS for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
+    if "=" in word or word.startswith("-") or word in (*MODES, *TASKS, *special) or word in DEFAULT_CFG_DICT:
         return
-    close = difflib.get_close_matches(word, list(TOOLS), n=1, cutoff=0.6)
-    if close:
-        raise UsageError(
-            f"attn-yolo: unknown command {word!r}. Did you mean 'attn-yolo {close[0]}'? Tools: {', '.join(TOOLS)}; "
-            f"Ultralytics modes: {', '.join(MODES)}"
-        )
+    close = difflib.get_close_matches(word, [*TOOLS, *MODES], n=1, cutoff=0.6)
+    hint = f" Did you mean 'attn-yolo {close[0]}'?" if close else ""
+    raise UsageError(
+        f"attn-yolo: unknown command {word!r}.{hint} Tools: {', '.join(TOOLS)}; Ultralytics modes: "
+        f"{', '.join(MODES)}; or Ultralytics arguments such as model=... data=..."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

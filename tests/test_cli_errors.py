@@ -40,6 +40,9 @@ CASES = {
         ["heatmap", f"model={MODELS / 'yolo11-se.yaml'}", "source={thin}", "imgsz=64", "out={dir}/maps"],
         "attn-yolo heatmap: image '{thin}' is 1×2000 (H×W); each side must be at least 10 px"),
     "ablat": (["ablat"], "attn-yolo: unknown command 'ablat'. Did you mean 'attn-yolo ablate'?"),
+    "foo": (["foo"], "attn-yolo: unknown command 'foo'. Tools: modules, insert, ablate, export, heatmap, bench"),
+    "export imgsz=100000": (["export", "model=nofile.pt", "imgsz=100000"],
+                            "attn-yolo export: imgsz=100000 is invalid; allowed: an int in 1..4096"),
 }  # fmt: skip
 
 

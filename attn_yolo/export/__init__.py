@@ -103,12 +103,20 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
 """
 
 
+MAX_IMGSZ = 4096
+"""Largest export side, pixels: the verification runs PyTorch and onnxruntime at this size and larger (dynamic)."""
+
+
 def _imgsz(v) -> int | tuple[int, int]:
-    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+    def ok(i) -> bool:
+        return isinstance(i, int) and not isinstance(i, bool) and 0 < i <= MAX_IMGSZ
+
+    if ok(v):
         return v
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(ok(i) for i in v):
         return tuple(v)
-    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: a positive int (640) or h,w (480,640)")
+    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: an int in 1..{MAX_IMGSZ} (640) or h,w "
+                     f"(480,640)")
 
 
 def main(argv: list[str]) -> int:
