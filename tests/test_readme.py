@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from attn_yolo import synthetic
@@ -154,6 +155,10 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return BENCH
     if tool in ("export", "heatmap"):
         return ["imgsz=64"]
+    if tool == "scripts/gpu_check.py":  # exits 2 at once without CUDA (checked below)
+        return []
+    if tool == "scripts/bench_bootstrap.py":
+        return ["--variants", "2", "--seeds", "2", "--images", "50", "--resamples", "50"]
     if tool not in TOOLS:  # an Ultralytics mode (train, val): Ultralytics would write under its own runs_dir
         return [*TRAIN, f"project={root / 'runs' / 'detect'}"]
     return []
@@ -167,6 +172,8 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
 def test_readme_command(command, workspace, capsys):
     """The command as the README shows it, placeholders filled in, tiny overrides appended: exit code 0."""
     root, fill = workspace
+    if "ray_address=auto" in command:  # tests/test_ablate_ray.py runs the Ray backend on a local instance
+        pytest.skip("needs a running Ray cluster (`ray start --head` first)")
     if "coco128-quick.yaml" in command and "path/to" not in command and not COCO128.exists():
         pytest.skip(f"COCO128 not found at {COCO128}")  # the config's data lies beside the repository
     for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
@@ -187,6 +194,9 @@ def test_readme_command(command, workspace, capsys):
             mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
             code = cli_main(args)
     out = capsys.readouterr()
+    if command.startswith("python scripts/gpu_check.py") and not torch.cuda.is_available():
+        assert code == 2 and "gpu_check: no CUDA device" in out.out + out.err  # said at once, before any work
+        return
     assert code == 0, f"{command}\n{out.out[-3000:]}\n{out.err[-3000:]}"
 
 
