@@ -609,3 +609,22 @@ def test_python_insert_returns_a_yolo_that_trains(tmp_path, monkeypatch):
     out = tmp_path / "yolo11s-se.yaml"  # with out=: the YAML is written and the result is YOLO(out)
     written = attn_yolo.insert("yolo11s.yaml", "SE", at="sppf", out=out)
     assert out.exists() and written.cfg == str(out) and written.model.yaml["scale"] == "s"
+
+
+def test_transfer_into_a_fresh_insert_result_takes_the_base_class_count(tmp_path, assets):
+    """README's Python path with a custom-trained base (nc=4): ``transfer(base.pt, insert(...))`` rebuilds the fresh
+    model with the base's classes and identity blocks, so it predicts exactly what the base does."""
+    from attn_yolo.checkpoint import save_checkpoint
+
+    base = DetectionModel("yolo11n.yaml", nc=4, verbose=False)
+    base.names = {i: f"c{i}" for i in range(4)}
+    pt = save_checkpoint(base, tmp_path / "base4.pt")
+    model = attn_yolo.insert("yolo11n.yaml", "CBAM", at="backbone")  # nc=80, random weights
+    report = transfer(str(pt), model, verbose=False)
+    assert report.transferred == report.total and report.identity
+    assert model.model is report.model and model.model.yaml["nc"] == 4 and model.model.names[3] == "c3"
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        want = YOLO(str(pt)).model.float().eval()(x)[0]  # the base as saved (fp16 weights, as Ultralytics saves)
+        got = model.model.float().eval()(x)[0]
+    assert torch.equal(want, got)

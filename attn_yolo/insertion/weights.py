@@ -75,11 +75,13 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
     Args:
         base: the base checkpoint: a ``*.pt`` path, a checkpoint dict, a YOLO object or a DetectionModel. Its
             ``model.yaml`` must be the YAML the new model was made from by ``insert`` (same scale).
-        model: the inserted model: a YOLO object or DetectionModel (loaded in place), or a YAML path / model dict
-            (built here with the base's class count and names, and the base's scale if the YAML name has none).
-        identity: for a YAML / dict ``model``, write ``init_values=0.0`` into the inserted rows before building, so
-            the blocks start as the identity. For a built model this cannot change anything; the report says whether
-            its blocks are identity at init.
+        model: the inserted model: a YAML path / model dict, or a ``YOLO`` with random weights (from a YAML or
+            ``attn_yolo.insert``): built (a ``YOLO``: rebuilt in place) with the base's class count and names, and
+            the base's scale if the YAML name has none; or a ``YOLO`` holding checkpoint weights, or a
+            DetectionModel, loaded in place (it must have the base's class count).
+        identity: for a model built here, write ``init_values=0.0`` into the inserted rows before building, so the
+            blocks start as the identity. For a model loaded in place this cannot change anything; the report says
+            whether its blocks are identity at init.
         strict: raise if a base tensor cannot be loaded (missing name or other shape); else skip and report it.
         verbose: log the report.
         trust: unpickle checkpoint files fully (may run code they contain); by default they load weights-only and a
@@ -101,8 +103,10 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
     if getattr(src, "is_fused", lambda: False)():
         raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
     yolo = model if isinstance(model, Model) else None
-    if isinstance(model, (str, Path, dict)):
-        d = copy.deepcopy(model) if isinstance(model, dict) else yaml_model_load(model)
+    fresh = (yolo is not None and isinstance(getattr(yolo.model, "yaml", None), dict)
+             and (not yolo.ckpt or yolo.overrides.get("pretrained") is False))  # random weights: YAML or insert()
+    if isinstance(model, (str, Path, dict)) or fresh:  # built here, from its YAML, with the base's nc
+        d = copy.deepcopy(yolo.model.yaml if fresh else model if isinstance(model, dict) else yaml_model_load(model))
         m = layer_map(src.yaml, d)
         d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
         if not d.get("scale") and src.yaml.get("scale"):
@@ -112,6 +116,8 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
                 row = _rows(d)[j]
                 row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
         dst = DetectionModel(d, verbose=False)
+        if fresh:  # a YOLO with random weights (from a YAML or insert()): rebuilt, then it holds the transferred ones
+            yolo.model = dst
     else:
         dst = load_model(model, "model", InsertionError, suffixes=(".pt",), trust=trust)
         m = layer_map(src.yaml, dst.yaml)
@@ -155,7 +161,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
     )
     if yolo is not None:  # train() then starts from these weights
         yolo.overrides.pop("pretrained", None)  # as Model.load does (insert() sets pretrained=False: fresh weights)
-        if not yolo.ckpt:
+        if fresh or not yolo.ckpt:
             yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}
     if verbose:
         LOGGER.info(f"attn-yolo: {report}")
