@@ -215,6 +215,37 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
     assert cli_main(["ablate", str(tmp_path / "bad.yaml")]) == 2
 
 
+def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsys):
+    """`seeds: 3` is not three seeds; batch takes a positive int or Ultralytics' auto batch (-1, a float in (0, 1));
+    fraction a float in (0, 1]; latency repeats and warmup are bounded. All listed at once, with the edit to make."""
+    raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
+    raw["variants"] = raw["variants"][:1]
+    bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0, "fraction": 2},
+           "latency": {"repeats": 10**9, "warmup": 1001}}  # fmt: skip
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.validate(bad, tmp_path, "t")
+    assert e.value.problems == [
+        (
+            "train.batch: 0; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) "
+            "(auto batch at that fraction of GPU memory)"
+        ),
+        "train.fraction: 2; expected a float in (0, 1] (share of the training images used)",
+        "seeds: 3; expected a list of ints, e.g. seeds: [0, 1, 2] for 3 seeds, or seeds: [3] for seed 3 alone",
+        "latency.repeats: 1000000000; expected an int in 1..10000",
+        "latency.warmup: 1001; expected an int in 0..1000",
+    ]
+    for batch, fraction in ((-3, 1.5), (1.0, 0.0), (2.5, [0.5, 1.0])):
+        with pytest.raises(ablate.ConfigError) as e:
+            ablate.validate({**raw, "train": {**raw["train"], "batch": batch, "fraction": fraction}}, tmp_path, "t")
+        assert sorted(p.split(":")[0] for p in e.value.problems) == ["train.batch", "train.fraction"], e.value.problems
+    for batch, fraction in ((-1, 1), (0.7, 0.25), (1, 1.0)):  # the edges Ultralytics means
+        ab = ablate.validate({**raw, "seeds": [3], "train": {**raw["train"], "batch": batch, "fraction": fraction},
+                              "latency": {"repeats": 10000, "warmup": 0}}, tmp_path, "t")  # fmt: skip
+        assert (ab.seeds, ab.train["batch"], ab.train["fraction"]) == ([3], batch, float(fraction))
+    assert cli_main(["ablate", str(write_config(tmp_path, tiny_data)), "seeds=2"]) == 2  # also on the command line
+    assert "seeds: 2; expected a list of ints, e.g. seeds: [0, 1] for 2 seeds" in capsys.readouterr().err
+
+
 def test_insert_specs_take_the_new_blocks(tmp_path, tiny_data):
     """Insert specs name the seven newer blocks like the others; a group count that does not fit is reported."""
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
@@ -766,36 +797,48 @@ def test_signal_stops_every_process_and_keeps_finished_runs(tmp_path, tiny_data,
 
 def test_mlflow_groups_the_runs_of_an_ablation(tmp_path, tiny_data, monkeypatch):
     """With Ultralytics' MLflow integration on, every run goes to one experiment named after the ablation, named
-    <variant>-seed<k>; summary.md and results.csv are artifacts of a `summary` run. MLflow's local file store."""
+    <variant>-seed<k> and tagged with the ablation's out folder; summary.md and results.csv are artifacts of a `summary`
+    run per out folder (reused when the same out is run again). MLflow's local file store."""
     mlflow = pytest.importorskip("mlflow")
     from ultralytics.utils import SETTINGS
+
+    from attn_yolo.ablate.tracking import OUT_TAG
 
     if not SETTINGS["mlflow"]:
         pytest.skip("Ultralytics' MLflow integration is off (yolo settings mlflow=False)")
     store = tmp_path / "mlruns"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps the file store in maintenance mode
-    for k in ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN"):
+    for k in ("MLFLOW_EXPERIMENT_NAME", "MLFLOW_RUN", "MLFLOW_RUN_CONTEXT"):
         monkeypatch.delenv(k, raising=False)
     cfg = write_config(tmp_path, tiny_data, seeds=[0])
     raw = yaml.safe_load(cfg.read_text())
     raw["train"]["imgsz"] = 32
     cfg.write_text(yaml.safe_dump(raw))
+    outs = [tmp_path / "out", tmp_path / "out2"]
     assert ablate.run(cfg) == 0
+    assert ablate.run(cfg, [f"out={outs[1]}"]) == 0  # the same config into another folder
+    assert ablate.run(cfg) == 0  # the first again: its runs are done, its summary run is logged again
 
     client = mlflow.MlflowClient(store.as_uri())
     experiments = {e.name: e for e in client.search_experiments()}
     assert "ablation" in experiments  # the config file's name
     runs = client.search_runs([experiments["ablation"].experiment_id])
-    by_name = {r.info.run_name: r for r in runs}
-    assert sorted(by_name) == ["baseline-seed0", "cbam-seed0", "summary"] and len(runs) == 3
-    for name in ("baseline-seed0", "cbam-seed0"):
-        assert by_name[name].info.status == "FINISHED"
-        assert "metrics/mAP50-95B" in by_name[name].data.metrics
-    artifacts = {a.path for a in client.list_artifacts(by_name["summary"].info.run_id)}
-    assert {"summary.md", "results.csv"} <= artifacts
-    got = Path(client.download_artifacts(by_name["summary"].info.run_id, "results.csv", str(tmp_path / "dl")))
-    assert got.read_text() == (tmp_path / "out" / "results.csv").read_text()
+    by_out = {}
+    for r in runs:
+        by_out.setdefault(r.data.tags.get(OUT_TAG), {})[r.info.run_name] = r
+    assert sorted(by_out) == [str(o) for o in outs] and len(runs) == 6
+    for out in outs:
+        by_name = by_out[str(out)]
+        assert sorted(by_name) == ["baseline-seed0", "cbam-seed0", "summary"]
+        for name in ("baseline-seed0", "cbam-seed0"):
+            assert by_name[name].info.status == "FINISHED"
+            assert "metrics/mAP50-95B" in by_name[name].data.metrics
+        artifacts = {a.path for a in client.list_artifacts(by_name["summary"].info.run_id)}
+        assert {"summary.md", "results.csv"} <= artifacts
+        dl = tmp_path / "dl" / out.name
+        got = Path(client.download_artifacts(by_name["summary"].info.run_id, "results.csv", str(dl)))
+        assert got.read_text() == (out / "results.csv").read_text()
     other = [r.info.run_name for e in experiments.values() if e.name != "ablation"
              for r in client.search_runs([e.experiment_id])]
     assert other == []  # nothing logged elsewhere (e.g. under Ultralytics' default, the project folder)

@@ -55,6 +55,7 @@ RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (bac
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
+LATENCY_BOUNDS = {"repeats": (1, 10000), "warmup": (0, 1000)}  # forwards per model; more only costs time
 BOOTSTRAP_DEFAULTS = {"resamples": 2000, "seed": 0}  # image resamples of the per-image bootstrap, and their seed
 RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
     "data": "data",
@@ -360,6 +361,26 @@ def _check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]
     return str(p.resolve()) if p.is_file() else path, f"{raw}:{data_id}", int(info["nc"]), []
 
 
+def _check_batch_fraction(train: dict) -> list[str]:
+    """``batch`` and ``fraction`` beyond Ultralytics' type checks: values it would take silently but misread.
+
+    batch: a positive int, or auto batch (``ultralytics.utils.autobatch.check_train_batch_size``): -1 at 60% of the
+    GPU memory, a float in (0, 1) at that fraction of it; any other value < 1 also starts auto batch at 60%.
+    fraction: the share of training images, a float in (0, 1].
+    """
+    problems = []
+    b = train.get("batch")
+    if b is not None and not (
+        (isinstance(b, int) and not isinstance(b, bool) and (b >= 1 or b == -1)) or (isinstance(b, float) and 0 < b < 1)
+    ):
+        problems.append(f"train.batch: {b!r}; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float "
+                        "in (0, 1) (auto batch at that fraction of GPU memory)")
+    f = train.get("fraction")
+    if f is not None and not (isinstance(f, float) and 0 < f <= 1):
+        problems.append(f"train.fraction: {f!r}; expected a float in (0, 1] (share of the training images used)")
+    return problems
+
+
 def _check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg
     from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES, attempt_download_asset
@@ -386,6 +407,7 @@ def _check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
             problems.append(f"train.{k}: {first_line(e)}")
             continue
         train[k] = one[k]
+    problems += _check_batch_fraction(train)
     if "device" in train and has_devices:
         problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
@@ -464,13 +486,16 @@ def _check_backend(raw: dict, devices: list, train: dict) -> tuple[str, str | No
 def _check_int_list(raw, key: str, default: list[int]) -> tuple[list[int], list[str]]:
     if raw is None:
         return default, []
-    vals = raw if isinstance(raw, list) else [raw]
-    bad = [v for v in vals if isinstance(v, bool) or not isinstance(v, int) or v < 0]
-    if not vals or bad:
+    if not isinstance(raw, list):  # `seeds: 3` is not three seeds: say which edit means what
+        n = raw if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= 100 else 3
+        return [], [f"{key}: {raw!r}; expected a list of ints, e.g. {key}: {list(range(n))} for {n} seed"
+                    f"{'s' if n > 1 else ''}" + (f", or {key}: [{raw}] for seed {raw} alone" if n == raw else "")]
+    bad = [v for v in raw if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if not raw or bad:
         return [], [f"{key}: {raw!r}; expected a non-empty list of non-negative ints"]
-    if len(set(vals)) != len(vals):
+    if len(set(raw)) != len(raw):
         return [], [f"{key}: {raw!r}; has duplicates"]
-    return list(vals), []
+    return list(raw), []
 
 
 def validate(raw: dict, base: Path, name: str = "ablation", source: str = "config") -> Ablation:
@@ -507,10 +532,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         problems.append(f"latency: expected a mapping with keys {', '.join(LATENCY_DEFAULTS)}, got {lat!r}")
     elif lat:
         problems += _unknown(lat, LATENCY_DEFAULTS, "latency.")
-        for k, lo in (("repeats", 1), ("warmup", 0)):
+        for k, (lo, hi) in LATENCY_BOUNDS.items():
             v = lat.get(k, latency[k])
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                problems.append(f"latency.{k}: {v!r}; expected an int >= {lo}")
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                problems.append(f"latency.{k}: {v!r}; expected an int in {lo}..{hi}")
             else:
                 latency[k] = v
     bootstrap = dict(BOOTSTRAP_DEFAULTS)

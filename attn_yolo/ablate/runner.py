@@ -184,7 +184,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
         check_replaceable(Path(s.run_dir), RUN_MARKER)
     data = prepare_data(ab)
     uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
-    todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri)
+    todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
                                 if uri else {}) for s in todo]  # fmt: skip
     write_results(csv_path, ordered_rows())
     durations, begun, estimate = [], {}, {}
@@ -241,9 +241,9 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
     print("\n" + text)
     if uri:
         try:
-            run_id = tracking.log_summary(ab.name, uri, [ab.out / "summary.md", csv_path])
+            run_id = tracking.log_summary(ab.name, uri, ab.out, [ab.out / "summary.md", csv_path])
             print(f"attn-yolo ablate: MLflow experiment {tracking.experiment_name(ab.name)!r} at {uri}: runs "
-                  f"<variant>-seed<k>, summary.md and results.csv in run {run_id}")
+                  f"<variant>-seed<k> tagged {tracking.OUT_TAG}={ab.out}, summary.md and results.csv in run {run_id}")
         except Exception as e:  # tracking never fails an ablation
             _warn(f"MLflow: could not log the summary: {e}")
     print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md, ablation.png, curves.png)")

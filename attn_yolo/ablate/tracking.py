@@ -4,7 +4,10 @@ Active when Ultralytics' MLflow integration is (``yolo settings mlflow=True``, t
 installed). Ultralytics' own callback (``ultralytics/utils/callbacks/mlflow.py``) logs each training run; it reads
 the experiment and run names from ``MLFLOW_EXPERIMENT_NAME`` and ``MLFLOW_RUN``, which ``run_env`` sets for every run:
 the experiment is the ablation's name (a ``MLFLOW_EXPERIMENT_NAME`` set by the user wins), runs are named
-``<variant>-seed<k>``. ``log_summary`` adds one run named ``summary`` holding summary.md and results.csv. The tracking
+``<variant>-seed<k>``. Every run is tagged ``attn_yolo.out`` with the ablation's ``out`` folder (through MLflow's
+``MLFLOW_RUN_CONTEXT``, tags that ``mlflow.start_run`` adds), so ablations of one config into different folders share
+the experiment but can be told apart. ``log_summary`` adds one run named ``summary`` per ``out`` holding summary.md and
+results.csv. The tracking
 URI (``MLFLOW_TRACKING_URI``, else MLflow's default) is resolved once by the driver and passed to every run, so that
 worker processes and Ray workers log to the same store.
 
@@ -15,10 +18,12 @@ folder, so ``tensorboard --logdir <out>/runs`` shows the ablation's runs side by
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
 SUMMARY_RUN = "summary"
+OUT_TAG = "attn_yolo.out"  # run tag: the ablation's out folder (absolute)
 
 
 def mlflow_enabled() -> bool:
@@ -45,22 +50,30 @@ def tracking_uri() -> str:
     return mlflow.get_tracking_uri()
 
 
-def run_env(ablation_name: str, run_name: str, uri: str) -> dict[str, str]:
-    """Environment variables for one training run, read by Ultralytics' MLflow callback."""
+def run_env(ablation_name: str, run_name: str, uri: str, out: Path) -> dict[str, str]:
+    """Environment variables for one training run, read by Ultralytics' MLflow callback (names, URI) and by
+    ``mlflow.start_run`` (``MLFLOW_RUN_CONTEXT``: tags, the user's own kept, plus ``OUT_TAG``)."""
+    try:
+        tags = dict(json.loads(os.environ.get("MLFLOW_RUN_CONTEXT") or "{}"))
+    except (ValueError, TypeError):  # not a JSON mapping: MLflow could not use it either
+        tags = {}
+    tags[OUT_TAG] = str(out)
     return {"MLFLOW_EXPERIMENT_NAME": experiment_name(ablation_name), "MLFLOW_RUN": run_name,
-            "MLFLOW_TRACKING_URI": uri}  # fmt: skip
+            "MLFLOW_TRACKING_URI": uri, "MLFLOW_RUN_CONTEXT": json.dumps(tags)}  # fmt: skip
 
 
-def log_summary(ablation_name: str, uri: str, files: list[Path]) -> str:
-    """Log ``files`` (summary.md, results.csv) as artifacts of the experiment's ``summary`` run (made once, then
-    reused on reruns); returns the run id."""
+def log_summary(ablation_name: str, uri: str, out: Path, files: list[Path]) -> str:
+    """Log ``files`` (summary.md, results.csv) as artifacts of the ``summary`` run of ``out`` (tagged ``OUT_TAG``;
+    made once, then reused on reruns into the same ``out``); returns the run id."""
     import mlflow
 
     mlflow.set_tracking_uri(uri)
     exp = mlflow.set_experiment(experiment_name(ablation_name))
-    found = mlflow.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{SUMMARY_RUN}'",
-                               output_format="list", max_results=1)  # fmt: skip
-    with mlflow.start_run(run_id=found[0].info.run_id if found else None, run_name=SUMMARY_RUN) as run:
+    summaries = mlflow.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{SUMMARY_RUN}'",
+                                   output_format="list")  # fmt: skip
+    found = [r for r in summaries if r.data.tags.get(OUT_TAG) == str(out)]  # matched here: no quoting of the path
+    run_id = found[0].info.run_id if found else None
+    with mlflow.start_run(run_id=run_id, run_name=SUMMARY_RUN, tags={OUT_TAG: str(out)}) as run:
         for f in files:
             if Path(f).exists():
                 mlflow.log_artifact(str(f))
