@@ -217,10 +217,10 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
 
 def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsys):
     """`seeds: 3` is not three seeds; batch takes a positive int or Ultralytics' auto batch (-1, a float in (0, 1));
-    fraction a float in (0, 1]; latency repeats and warmup are bounded. All listed at once, with the edit to make."""
+    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to make."""
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
     raw["variants"] = raw["variants"][:1]
-    bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0, "fraction": 2},
+    bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0},
            "latency": {"repeats": 10**9, "warmup": 1001}}  # fmt: skip
     with pytest.raises(ablate.ConfigError) as e:
         ablate.validate(bad, tmp_path, "t")
@@ -229,16 +229,15 @@ def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsy
             "train.batch: 0; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) "
             "(auto batch at that fraction of GPU memory)"
         ),
-        "train.fraction: 2; expected a float in (0, 1] (share of the training images used)",
         "seeds: 3; expected a list of ints, e.g. seeds: [0, 1, 2] for 3 seeds, or seeds: [3] for seed 3 alone",
         "latency.repeats: 1000000000; expected an int in 1..10000",
         "latency.warmup: 1001; expected an int in 0..1000",
     ]
-    for batch, fraction in ((-3, 1.5), (1.0, 0.0), (2.5, [0.5, 1.0])):
+    for batch in (-3, 1.0, 2.5, 0):
         with pytest.raises(ablate.ConfigError) as e:
-            ablate.validate({**raw, "train": {**raw["train"], "batch": batch, "fraction": fraction}}, tmp_path, "t")
-        assert sorted(p.split(":")[0] for p in e.value.problems) == ["train.batch", "train.fraction"], e.value.problems
-    for batch, fraction in ((-1, 1), (0.7, 0.25), (1, 1.0)):  # the edges Ultralytics means
+            ablate.validate({**raw, "train": {**raw["train"], "batch": batch}}, tmp_path, "t")
+        assert [p.split(":")[0] for p in e.value.problems] == ["train.batch"], e.value.problems
+    for batch, fraction in ((-1, 1), (0.7, 0.25), (1, 1.0), (4, 2)):  # the edges Ultralytics means (2: two images)
         ab = ablate.validate({**raw, "seeds": [3], "train": {**raw["train"], "batch": batch, "fraction": fraction},
                               "latency": {"repeats": 10000, "warmup": 0}}, tmp_path, "t")  # fmt: skip
         assert (ab.seeds, ab.train["batch"], ab.train["fraction"]) == ([3], batch, float(fraction))

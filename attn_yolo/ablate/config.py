@@ -361,12 +361,12 @@ def _check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]
     return str(p.resolve()) if p.is_file() else path, f"{raw}:{data_id}", int(info["nc"]), []
 
 
-def _check_batch_fraction(train: dict) -> list[str]:
-    """``batch`` and ``fraction`` beyond Ultralytics' type checks: values it would take silently but misread.
+def _check_batch(train: dict) -> list[str]:
+    """``batch`` beyond Ultralytics' type checks: values it would take silently but misread.
 
     batch: a positive int, or auto batch (``ultralytics.utils.autobatch.check_train_batch_size``): -1 at 60% of the
     GPU memory, a float in (0, 1) at that fraction of it; any other value < 1 also starts auto batch at 60%.
-    fraction: the share of training images, a float in (0, 1].
+    (``fraction`` needs no check here: Ultralytics' own ``check_cfg`` refuses what it cannot read.)
     """
     problems = []
     b = train.get("batch")
@@ -375,9 +375,6 @@ def _check_batch_fraction(train: dict) -> list[str]:
     ):
         problems.append(f"train.batch: {b!r}; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float "
                         "in (0, 1) (auto batch at that fraction of GPU memory)")
-    f = train.get("fraction")
-    if f is not None and not (isinstance(f, float) and 0 < f <= 1):
-        problems.append(f"train.fraction: {f!r}; expected a float in (0, 1] (share of the training images used)")
     return problems
 
 
@@ -407,7 +404,7 @@ def _check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
             problems.append(f"train.{k}: {first_line(e)}")
             continue
         train[k] = one[k]
-    problems += _check_batch_fraction(train)
+    problems += _check_batch(train)
     if "device" in train and has_devices:
         problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])

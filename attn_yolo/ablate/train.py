@@ -108,7 +108,9 @@ def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s
 
     tr = {**DEFAULT_CFG_DICT, **spec.train}
     batch = tr["batch"] if isinstance(tr["batch"], int) and tr["batch"] > 0 else 16  # auto batch: Ultralytics' 16
-    steps = math.ceil(max(1, round(n_train * tr["fraction"])) / batch) * tr["epochs"]  # fraction: (0, 1] (config)
+    frac = tr["fraction"]  # a share in (0, 1], or a whole number of images
+    used = frac if isinstance(frac, int) and not isinstance(frac, bool) and frac > 1 else round(n_train * frac)
+    steps = math.ceil(max(1, min(used, n_train)) / batch) * tr["epochs"]
     vals = (tr["epochs"] if tr["val"] else 1) + 1
     latency = (spec.latency.get("repeats", 0) + spec.latency.get("warmup", 0)) * val_s / (2 * batch)
     return steps * step_s + vals * math.ceil(n_val / (2 * batch)) * val_s + latency
