@@ -181,10 +181,10 @@ def test_maps_on_real_images_shapes_ranges_not_uniform(items):
         np.testing.assert_allclose(centres, (boxes[:, :2] + boxes[:, 2:]) / 2, atol=1e-3)
 
 
-def test_channel_and_spatial_maps_match_block_outputs():
-    """Independent check against the blocks' outputs: ``G = ‖y‖₁ / ‖x‖₁`` per location for SE/ECA, ``M = y / x``."""
-    net = Tiny().eval()
-    x = torch.randn(2, 3, 12, 10)
+
+def capture_with_io(net, x):
+    """Run ``net`` on ``x`` under ``AttentionCapture``, also keeping each layer's input and output:
+    ``(inputs, outputs, capture)``, the first two keyed by layer index."""
     ins, outs = {}, {}
 
     def keep(i):
@@ -198,6 +198,13 @@ def test_channel_and_spatial_maps_match_block_outputs():
         net(x)
     for h in hooks:
         h.remove()
+    return ins, outs, cap
+
+def test_channel_and_spatial_maps_match_block_outputs():
+    """Independent check against the blocks' outputs: ``G = ‖y‖₁ / ‖x‖₁`` per location for SE/ECA, ``M = y / x``."""
+    net = Tiny().eval()
+    x = torch.randn(2, 3, 12, 10)
+    ins, outs, cap = capture_with_io(net, x)
     for b in range(2):
         maps = {(m.layer, m.kind): m.map for m in cap.maps(b)}
         for i in (1, 2):  # SE, ECA: y = x ⊙ s
@@ -606,19 +613,7 @@ def test_new_block_maps_match_block_outputs():
     ``(cw + hc + hw) / 3 = ‖y‖₁ / ‖x‖₁`` and ``hw`` = its (H, W) branch recomputed from the Z-pool."""
     net = TinyNew().eval()
     x = torch.randn(2, 3, 12, 10)
-    ins, outs = {}, {}
-
-    def keep(i):
-        def hook(m, a, o):
-            ins[i], outs[i] = a[0], o
-
-        return hook
-
-    hooks = [b.register_forward_hook(keep(i)) for i, b in enumerate(net.model)]
-    with AttentionCapture(net) as cap, torch.no_grad():
-        net(x)
-    for h in hooks:
-        h.remove()
+    ins, outs, cap = capture_with_io(net, x)
     expected_kinds = [(1, "coord"), (2, "gain"), (3, "gain"), (4, "channel"), (4, "spatial"), (5, "channel"),
                       (5, "spatial"), (6, "cw"), (6, "hc"), (6, "hw"), (7, "gain")]  # fmt: skip
     assert [(m.layer, m.kind) for m in cap.maps(0)] == expected_kinds

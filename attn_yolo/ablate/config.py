@@ -55,8 +55,23 @@ RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (bac
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
-LATENCY_BOUNDS = {"repeats": (1, 10000), "warmup": (0, 1000)}  # forwards per model; more only costs time
+
+def _int_in(lo: int, hi: int | None = None):
+    """A rule of ``_check_numbers``: an int in ``lo..hi`` (``>= lo`` without ``hi``)."""
+    return (lambda v: isinstance(v, int) and lo <= v <= (hi if hi is not None else v),
+            f"an int in {lo}..{hi}" if hi is not None else f"an int >= {lo}")
+
+
+def _number(more_than_zero: bool):
+    """A rule of ``_check_numbers``: a number > 0, or >= 0."""
+    return ((lambda v: isinstance(v, (int, float)) and (v > 0 if more_than_zero else v >= 0)),
+            f"a number {'> 0' if more_than_zero else '>= 0'}")
+
+
+LATENCY_RULES = {"repeats": _int_in(1, 10000), "warmup": _int_in(0, 1000)}  # forwards per model; more only costs time
+RESOURCE_RULES = {"num_cpus": _number(True), "num_gpus": _number(False)}
 BOOTSTRAP_DEFAULTS = {"resamples": 2000, "seed": 0}  # image resamples of the per-image bootstrap, and their seed
+BOOTSTRAP_RULES = {"resamples": _int_in(100, 100_000), "seed": _int_in(0)}
 RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
     "data": "data",
     "seed": "seeds",
@@ -445,24 +460,33 @@ def _check_devices(raw) -> tuple[list, list[str]]:
     return [str(d) for d in devices], problems
 
 
+def _check_numbers(value, key: str, defaults: dict, rules: dict) -> tuple[dict, list[str]]:
+    """A mapping of numbers such as ``latency: {repeats: 50, warmup: 10}``: ``defaults`` updated with its valid values,
+    and a problem for an unknown key and for each value that breaks its rule (``rules``: key -> (test, allowed))."""
+    out, problems = dict(defaults), []
+    if value is not None and not isinstance(value, dict):
+        problems.append(f"{key}: expected a mapping with keys {', '.join(defaults)}, got {value!r}")
+    elif value:
+        problems += _unknown(value, defaults, f"{key}.")
+        for k, (ok, allowed) in rules.items():
+            v = value.get(k, out[k])
+            if isinstance(v, bool) or not ok(v):
+                problems.append(f"{key}.{k}: {v!r}; expected {allowed}")
+            else:
+                out[k] = v
+    return out, problems
+
+
 def _check_backend(raw: dict, devices: list, train: dict) -> tuple[str, str | None, dict, list[str]]:
     """``backend``, ``ray_address`` and ``resources``; returns (backend, address, resources, problems)."""
     backend, address, res = raw.get("backend", "local"), raw.get("ray_address"), raw.get("resources")
-    problems, resources = [], dict(RESOURCE_DEFAULTS)
+    problems = []
     if backend not in BACKENDS:
         problems.append(f"backend: {backend!r}; expected one of {', '.join(BACKENDS)}")
     if address is not None and (not isinstance(address, str) or not address):
         problems.append(f"ray_address: {address!r}; expected auto, ray://host:port or host:port")
-    if res is not None and not isinstance(res, dict):
-        problems.append(f"resources: expected a mapping with keys {', '.join(RESOURCE_DEFAULTS)}, got {res!r}")
-    elif res:
-        problems += _unknown(res, RESOURCE_DEFAULTS, "resources.")
-        for k, lo in (("num_cpus", 0), ("num_gpus", 0)):
-            v = res.get(k, resources[k])
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo or (k == "num_cpus" and v == 0):
-                problems.append(f"resources.{k}: {v!r}; expected a number {'> 0' if k == 'num_cpus' else '>= 0'}")
-            else:
-                resources[k] = v
+    resources, p = _check_numbers(res, "resources", RESOURCE_DEFAULTS, RESOURCE_RULES)
+    problems += p
     if backend != "ray":
         if address is not None:
             problems.append("ray_address: only with backend=ray")
@@ -523,30 +547,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
     seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
-    latency = dict(LATENCY_DEFAULTS)
-    lat = raw.get("latency")
-    if lat is not None and not isinstance(lat, dict):
-        problems.append(f"latency: expected a mapping with keys {', '.join(LATENCY_DEFAULTS)}, got {lat!r}")
-    elif lat:
-        problems += _unknown(lat, LATENCY_DEFAULTS, "latency.")
-        for k, (lo, hi) in LATENCY_BOUNDS.items():
-            v = lat.get(k, latency[k])
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                problems.append(f"latency.{k}: {v!r}; expected an int in {lo}..{hi}")
-            else:
-                latency[k] = v
-    bootstrap = dict(BOOTSTRAP_DEFAULTS)
-    boot = raw.get("bootstrap")
-    if boot is not None and not isinstance(boot, dict):
-        problems.append(f"bootstrap: expected a mapping with keys {', '.join(BOOTSTRAP_DEFAULTS)}, got {boot!r}")
-    elif boot:
-        problems += _unknown(boot, BOOTSTRAP_DEFAULTS, "bootstrap.")
-        for k, lo in (("resamples", 100), ("seed", 0)):
-            v = boot.get(k, bootstrap[k])
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                problems.append(f"bootstrap.{k}: {v!r}; expected an int >= {lo}")
-            else:
-                bootstrap[k] = v
+    latency, p = _check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
+    problems += p
+    bootstrap, p = _check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
+    problems += p
     out = raw.get("out", f"runs/ablate/{name}")
     if not isinstance(out, str) or not out:
         problems.append(f"out: expected a folder path, got {out!r}")
