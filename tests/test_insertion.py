@@ -270,6 +270,18 @@ def test_scale_from_name_and_warning(tmp_path, caplog):
     assert 'This file name carries no scale: YOLO("my.yaml") builds the first scale (n)' in text
 
 
+def test_scale_warning_only_when_the_built_scale_differs(tmp_path, monkeypatch):
+    """No scale letter in the name builds the first scale (n): a warning for a base of scale s, none for scale n."""
+    from ultralytics.utils import LOGGER
+
+    seen = []
+    monkeypatch.setattr(LOGGER, "warning", lambda msg, *a, **k: seen.append(str(msg)))
+    insert_dict("yolo11n.yaml", "SE", out=tmp_path / "multi.yaml", check=False)
+    assert not [m for m in seen if "builds scale" in m]
+    insert_dict("yolo11s.yaml", "SE", out=tmp_path / "my.yaml", check=False)
+    assert [m for m in seen if "the base was scale 's' but YOLO(" in m and "builds scale 'n'" in m]
+
+
 # ----------------------------------------------------------------------------------------------------- bad input
 
 

@@ -662,8 +662,8 @@ def write_yaml(d: dict, plan: Plan | None, out: str | Path, *, overwrite: bool =
     text = yaml_text(d, plan, out)
     atomic_write(out, lambda p: Path(p).write_text(text))
     want, got = d.get("scale") or "", guess_model_scale(out)
-    if want and got != want:
-        first = next(iter(d.get("scales") or {"n": 0}))
+    first = next(iter(d.get("scales") or {"n": 0}))
+    if want and (got or first) != want:  # a name without a scale letter builds the first scale listed
         LOGGER.warning(
             f"attn-yolo insert: the base was scale '{want}' but YOLO('{out}') builds scale '{got or first}' "
             f"(Ultralytics reads the scale from the file name); name it like '{default_out(plan.base, plan.blocks)}'"
