@@ -29,12 +29,12 @@ TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and retur
 def modules_main(argv: list[str]) -> int:
     """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
     from attn_yolo import ALIASES, MODULES
-    from attn_yolo.conventions import yaml_params
+    from attn_yolo.conventions import NONE_MEANS, yaml_params
 
     width = max(map(len, MODULES)) + 2  # one column for the longest name (ShuffleAttention, TripletAttention)
     for name, cls in MODULES.items():
         params = [inspect.signature(cls).parameters[p] for p in yaml_params(cls)]
-        args = ", ".join(f"{p.name}={p.default!r}" for p in params)
+        args = ", ".join(f"{p.name}={NONE_MEANS.get((name, p.name), p.default)!s}" for p in params)
         title = (cls.__doc__ or "").strip().splitlines()[0]
         aliases = [a for a, n in ALIASES.items() if n == name]
         print(f"{name:<{width}}[{args}]\n{'':<{width}}{title}")

@@ -44,6 +44,9 @@ hyperparameter (SE/CBAM ``r``: Hu et al. tried 2 to 32)."""
 
 UNSCALED = "before width scaling"
 
+NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive"}
+"""What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
+
 
 def yaml_params(cls: type) -> list[str]:
     """Names of a block's YAML args, in order: its constructor parameters after ``c1``."""

@@ -345,6 +345,7 @@ def test_cli_modules_lists_blocks():
         assert lines[i + 2] == " " * width + "also named: " + (", ".join(aliases) if aliases else "-")
     assert "CBAM" + " " * (width - 4) + "[r=16, k=7, init_values=None]" in out and "heads=4" in out
     assert "also named: CA, CoordAttention" in out and "also named: SA," in out
+    assert "[k=adaptive, init_values=None]" in out and "[groups=adaptive, init_values=None]" in out  # None means
 
 
 def test_too_many_args_refused_before_build():

@@ -61,7 +61,7 @@ import yaml
 
 from attn_yolo import build
 from attn_yolo.checkpoint import atomic_write, check_out
-from attn_yolo.conventions import bind
+from attn_yolo.conventions import NONE_MEANS, bind
 from attn_yolo.nn.common import AttnBuildError
 from attn_yolo.registry import ALIASES, MODULES, canonical, check_yaml_modules
 
@@ -236,19 +236,12 @@ def block_args(name: str, args, identity: bool) -> list:
     return args
 
 
-_NONE_MEANS = {  # what a None hyperparameter means, where it is worth saying
-    ("ECA", "k"): "adaptive",
-    ("EMA", "factor"): "adaptive",
-    ("ShuffleAttention", "groups"): "adaptive",
-}
-
-
 def _describe_args(name: str, args: list) -> str:
     """``r=16, k=7``: the block's effective hyperparameters (defaults filled in; None shown only where it means
     something, e.g. ECA's adaptive k)."""
     params = [p for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
     vals = [(p.name, args[i] if i < len(args) else p.default) for i, p in enumerate(params)]
-    vals = [(n, _NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
+    vals = [(n, NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
     return ", ".join(f"{n}={v}" for n, v in vals if v is not None)
 
 
