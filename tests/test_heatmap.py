@@ -675,6 +675,19 @@ def test_unreadable_and_missing_images(checkpoint, tmp_path):
         heatmaps(checkpoint, str(tmp_path / "*.png"))
 
 
+def test_query_points_outside_the_image_are_refused_before_any_work(checkpoint, monkeypatch):
+    """bus.jpg is 1080×810 (H×W): a point at y = -3 or x = 810 is refused, naming the point and the size; nothing
+    is predicted first."""
+    import attn_yolo.heatmap.capture as C
+
+    monkeypatch.setattr(C, "predict_with_maps", lambda *a, **k: pytest.fail("predicted before checking query"))
+    bus = default_sources()[0]
+    with pytest.raises(HeatmapError, match=r"point \(500, -3\) lies outside image .*bus.jpg', which is 1080×810"):
+        heatmaps(checkpoint, bus, query="500,-3")
+    with pytest.raises(HeatmapError, match=r"allowed: 0 <= x < 810, 0 <= y < 1080"):
+        heatmaps(checkpoint, bus, query=[(810, 10)])
+
+
 def test_layer_that_is_not_an_attention_block(model):
     listing = r"5 \(SE\), 6 \(CBAM\), 9 \(ECA\), 10 \(SAM\), 15 \(MHSA\)"
     with pytest.raises(HeatmapError, match=r"layers=3: layer 3 is Conv, not an attention block.*" + listing):

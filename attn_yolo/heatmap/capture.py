@@ -645,8 +645,13 @@ def predict_with_maps(
         model.train(was_training)
     det = nms.non_max_suppression(preds, conf, iou, max_det=300, end2end=getattr(model, "end2end", False))[0]
     det[:, :4] = ops.scale_boxes(x.shape[2:], det[:, :4], image.shape)  # original-image pixels, clipped
-    if isinstance(query, str) and query.lower() in ("det", "dets", "detections"):
+    if _is_det(query):
         points = [((x1 + x2) / 2, (y1 + y2) / 2) for x1, y1, x2, y2 in det[:max_queries, :4].tolist()]
+        if not len(det) and capture:
+            from ultralytics.utils import LOGGER
+
+            LOGGER.warning(f"heatmap: query=det, but {Path(path).name} has no detection above conf={conf}: no query "
+                           "map for it (lower conf=, or give x,y points)")
     else:
         points = _points(query) if query else []
     gx, gy, px, py = _letterbox_gain_pad(image.shape, x.shape[2:])
@@ -654,6 +659,11 @@ def predict_with_maps(
     names = getattr(model, "names", None) or {i: str(i) for i in range(int(det[:, 5].max()) + 1 if len(det) else 0)}
     result = Results(image, path=str(path), names=names, boxes=det[:, :6].cpu())
     return ImageHeatmaps(Path(path), image, tuple(x.shape[2:]), result, maps)
+
+
+def _is_det(query) -> bool:
+    """``query`` asks for the detections' centres (``"det"``)."""
+    return isinstance(query, str) and query.lower() in ("det", "dets", "detections")
 
 
 def _points(query) -> list[tuple[float, float]]:
@@ -728,6 +738,10 @@ def heatmaps(
                 f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
                 f"crop it or use a larger imgsz="
             )
+        for qx, qy in [] if query is None or _is_det(query) else _points(query):
+            if not (0 <= qx < w and 0 <= qy < h):
+                raise HeatmapError(f"query={query!r}: point ({qx:g}, {qy:g}) lies outside image {str(f)!r}, which is "
+                                   f"{h}×{w} (H×W); allowed: 0 <= x < {w}, 0 <= y < {h} (original-image pixels)")
     items = []
     for f, im, (name, stem) in zip(files, images, image_names(files)):
         if has_blocks:
