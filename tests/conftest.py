@@ -10,6 +10,7 @@ import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COCO128 = REPO.parent / "shared" / "data" / "coco128"
@@ -28,7 +29,6 @@ def coco_few(tmp_path_factory) -> Path:
     """A writable copy of a few COCO128 images (8 train, 4 val) with labels; returns its data.yaml. Skips if absent."""
     if not (COCO128 / "data.yaml").exists():
         pytest.skip(f"COCO128 not found at {COCO128}")
-    import yaml
 
     root = tmp_path_factory.mktemp("coco_few")
     for split, n in (("train2017", 8), ("val2017", 4)):
@@ -82,3 +82,30 @@ def oracle_predictions(validator, batch: dict, salt: str = "") -> list[dict]:
 def oracle():
     """``oracle_predictions`` (see there)."""
     return oracle_predictions
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    """8 train / 4 val synthetic-shapes images at 64 px."""
+    from attn_yolo.synthetic import generate
+
+    return generate(tmp_path_factory.mktemp("tiny") / "data", n_train=8, n_val=4, imgsz=64, seed=0)
+
+
+def write_config(folder: Path, data: Path, **over) -> Path:
+    """A tiny two-variant ablation config (baseline yolo11n, + CBAM at the backbone) on ``data``; ``over``: keys."""
+    cfg = {
+        "data": str(data),
+        "variants": [
+            {"name": "baseline", "model": "yolo11n.yaml"},
+            {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]},
+        ],
+        "seeds": [0, 1],
+        "train": {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"},
+        "out": str(folder / "out"),
+        "latency": {"repeats": 3, "warmup": 1},
+        **over,
+    }
+    path = folder / "ablation.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_config
 
 from attn_yolo import ablate
 from attn_yolo.ablate import perimage
@@ -23,32 +24,6 @@ from attn_yolo.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 T975 = {1: 12.706204736174705, 2: 4.302652729911275}  # Student t 0.975 quantiles (tables), df 1 and 2
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    """8 train / 4 val synthetic-shapes images at 64 px."""
-    from attn_yolo.synthetic import generate
-
-    return generate(tmp_path_factory.mktemp("tiny") / "data", n_train=8, n_val=4, imgsz=64, seed=0)
-
-
-def write_config(folder: Path, data: Path, **over) -> Path:
-    cfg = {
-        "data": str(data),
-        "variants": [
-            {"name": "baseline", "model": "yolo11n.yaml"},
-            {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]},
-        ],
-        "seeds": [0, 1],
-        "train": {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"},
-        "out": str(folder / "out"),
-        "latency": {"repeats": 3, "warmup": 1},
-        **over,
-    }
-    path = folder / "ablation.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
 
 
 def read_csv(path: Path) -> list[dict]:

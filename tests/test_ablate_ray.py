@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_config as write_ablation_config
 
 from attn_yolo import ablate
 
@@ -19,14 +20,6 @@ ray = pytest.importorskip("ray")
 
 FIELDS_EQUAL = ("variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95",
                 "best_epoch", "epochs", "device", "error", "fingerprint")  # results.csv columns equal local vs Ray
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    """8 train / 4 val synthetic-shapes images at 64 px."""
-    from attn_yolo.synthetic import generate
-
-    return generate(tmp_path_factory.mktemp("tiny") / "data", n_train=8, n_val=4, imgsz=64, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -42,21 +35,10 @@ def ray_session():
 
 
 def write_config(folder: Path, data: Path, **over) -> Path:
-    cfg = {
-        "data": str(data),
-        "variants": [
-            {"name": "baseline", "model": "yolo11n.yaml"},
-            {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]},
-        ],
-        "seeds": [0, 1],
-        "train": {"epochs": 1, "imgsz": 32, "batch": 4, "workers": 0, "plots": False},
-        "latency": {"repeats": 1, "warmup": 0},
-        "backend": "ray",
-        **over,
-    }
-    path = folder / "ablation.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+    """The tiny two-variant ablation of ``conftest.write_config`` on the Ray backend (32 px, no device pinned)."""
+    train = {"epochs": 1, "imgsz": 32, "batch": 4, "workers": 0, "plots": False}
+    return write_ablation_config(folder, data, **{"train": train, "latency": {"repeats": 1, "warmup": 0},
+                                                  "backend": "ray", **over})
 
 
 def read_csv(path: Path) -> list[dict]:
