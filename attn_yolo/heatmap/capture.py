@@ -196,12 +196,6 @@ def gain_map(x: torch.Tensor, *gates: torch.Tensor, eps: float = 1e-12) -> torch
     return (a * s).sum(1) / (a.sum(1) + eps)
 
 
-def channel_gate_map(x: torch.Tensor, s: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Spatial map of a channel gate ``s`` ``(B, C)``, ``(B, 1, C)`` or ``(B, C, 1, 1)``: ``gain_map(x, s)``,
-    ``(B, H, W)`` in ``[min s, max s]``."""
-    return gain_map(x, s, eps=eps)
-
-
 def shuffle_half(x: torch.Tensor, g: torch.Tensor, half: int) -> torch.Tensor:
     """The channels of ``x`` ``(B, C, H, W)`` that a ShuffleAttention gate ``g`` ``(B·G, c, P, Q)`` multiplies:
     half ``half`` (0: channel gate, 1: spatial gate) of each of the ``G`` groups, ``(B, G·c, H, W)``."""
