@@ -108,8 +108,9 @@ print('loaded', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()))
 def test_new_blocks_reload_with_safe_load(tmp_path, assets):
     """A checkpoint holding CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention and NAM (and every class
     they pickle) loads under weights-only unpickling in a fresh process."""
-    import attn_yolo
     from ultralytics import YOLO
+
+    import attn_yolo
 
     new = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
     attn_yolo.insert("yolo11n.yaml", new, "backbone", out=tmp_path / "yolo11n-seven.yaml")

@@ -151,9 +151,10 @@ def pickled_globals(path: Path) -> set[str]:
 
 
 def test_checkpoint_class_paths_are_pinned_and_reload_without_import(tmp_path):
+    from ultralytics.nn.tasks import DetectionModel
+
     import attn_yolo
     from attn_yolo.checkpoint import save_checkpoint
-    from ultralytics.nn.tasks import DetectionModel
 
     assert {k: f"{c.__module__}.{c.__qualname__}" for k, c in attn_yolo.MODULES.items()} == PINNED_CLASSES
     rows = [[-1, 1, "Conv", [32, 3, 2]]] + [[-1, 1, name, []] for name in PINNED_CLASSES] + [[-1, 1, "SE", [4, 0.0]]]

@@ -11,7 +11,7 @@ argument like any PyTorch layer.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 
 class _InferredC1:
