@@ -23,6 +23,7 @@ from ultralytics import YOLO
 import attn_yolo
 from attn_yolo import cli
 from attn_yolo import export as E
+from attn_yolo.export import checks as C
 from attn_yolo.export import verify as V
 from attn_yolo.images import default_sources
 
@@ -295,23 +296,23 @@ def test_compare_detections_synthetic():
     boxes = np.array([[10, 10, 8, 8], [50, 10, 8, 8], [90, 60, 20, 20], [50, 50, 20, 20]], np.float32)  # xywh
     scores = np.array([[0.9, 0.1], [0.1, 0.8], [0.05, 0.6], [0.3, 0.2]], np.float32)
     raw = np.concatenate([boxes.T, scores.T])[None]  # (1, 6, 4)
-    same = V.compare_detections(raw, raw.copy(), 0.25, 0.7, 0.0)
+    same = C.compare_detections(raw, raw.copy(), 0.25, 0.7, 0.0)
     assert same.passed and same.detail["matched"] == 4 and same.value == 1.0
 
     moved = raw.copy()
     moved[0, 0, 1] += 2.0  # anchor 1 shifted 2 px: IoU 48 / 80 = 0.6
-    c = V.compare_detections(raw, moved, 0.25, 0.7, 0.0)
-    assert not c.passed and (c.detail["unmatched_torch"], c.detail["unmatched_onnx"]) == (1, 1)
+    c = C.compare_detections(raw, moved, 0.25, 0.7, 0.0)
+    assert not c.passed and (c.detail["unmatched_torch"], c.detail["unmatched_export"]) == (1, 1)
     assert c.value == pytest.approx(0.6, abs=1e-6)
 
     relabel = raw.copy()
     relabel[0, 4:, 2] = [0.6, 0.05]  # anchor 2 changes class
-    assert not V.compare_detections(raw, relabel, 0.25, 0.7, 0.0).passed
+    assert not C.compare_detections(raw, relabel, 0.25, 0.7, 0.0).passed
 
     ref, out = raw.copy(), raw.copy()
     ref[0, 4, 3], out[0, 4, 3] = 0.26, 0.24  # anchor 3 drops below conf in the onnx output
-    assert not V.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # a real difference ...
-    b = V.compare_detections(ref, out, 0.25, 0.7, 0.02)  # ... unless the allowed score margin covers it
+    assert not C.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # a real difference ...
+    b = C.compare_detections(ref, out, 0.25, 0.7, 0.02)  # ... unless the allowed score margin covers it
     assert b.passed and b.detail["borderline"] == 1
 
     ref, out = raw.copy(), raw.copy()  # anchors 2, 3: class 0, overlapping (IoU 0.86), scores 1e-3 apart, swapped
@@ -319,8 +320,8 @@ def test_compare_detections_synthetic():
         r[0, :4, 3] = [91.5, 60, 20, 20]
     ref[0, 4:, 2], ref[0, 4:, 3] = [0.6, 0.05], [0.601, 0.05]
     out[0, 4:, 2], out[0, 4:, 3] = [0.601, 0.05], [0.6, 0.05]
-    assert not V.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # NMS keeps different boxes
-    t = V.compare_detections(ref, out, 0.25, 0.7, 1e-3)  # a 1e-3 score difference may swap them: excused
+    assert not C.compare_detections(ref, out, 0.25, 0.7, 0.0).passed  # NMS keeps different boxes
+    t = C.compare_detections(ref, out, 0.25, 0.7, 1e-3)  # a 1e-3 score difference may swap them: excused
     assert t.passed and t.detail["tie"] == 2 and t.detail["matched"] == 2, t.detail
 
 
@@ -364,7 +365,7 @@ def test_toposort_onnx_unit(tmp_path):
     "args, message",
     [
         (["imgsz=128"], "model= is required"),
-        (["model=x.pt", "format=engine"], "format='engine' is not verified here; allowed: onnx"),
+        (["model=x.pt", "format=tflite"], "format='tflite' is not verified here; allowed: onnx, openvino, engine"),
         (["model=x.pt", "imgsz=abc"], "imgsz='abc' is invalid"),
         (["model=x.pt", "dynamic=maybe"], "dynamic='maybe' is invalid"),
         (["model=x.pt", "conf=2"], "conf=2 is invalid"),
@@ -420,10 +421,10 @@ def test_second_export_needs_another_name_or_overwrite(tiny, tmp_path, capsys):
         E.export_onnx(pt, imgsz=64, dynamic=True)
     assert cli.main(["export", f"model={pt}", "imgsz=64", "dynamic=True", f"out={dynamic}", "simplify=False"]) == 0
     assert E.onnx_info(dynamic)["dynamic"] and not E.onnx_info(static)["dynamic"] and static.read_bytes() == first
-    assert json.loads(V.report_path(dynamic).read_text())["dynamic"] is True
+    assert json.loads(E.report_path(dynamic).read_text())["dynamic"] is True
     capsys.readouterr()
     assert cli.main(["export", f"model={pt}", f"onnx={dynamic}"]) == 2  # re-verifying: the report exists
-    assert f"the report '{V.report_path(dynamic)}' exists; pass overwrite=True" in capsys.readouterr().err
+    assert f"the report '{E.report_path(dynamic)}' exists; pass overwrite=True" in capsys.readouterr().err
     assert cli.main(["export", f"model={pt}", "imgsz=64", "dynamic=True", "overwrite=True", "verify=False"]) == 0
     assert E.onnx_info(static)["dynamic"]  # replaced, as asked
     with pytest.raises(FileExistsError):
@@ -435,8 +436,8 @@ def test_nms_check_that_matched_nothing_is_not_run():
     the check is NOT RUN, never a pass."""
     ref = np.array([[[64.0], [64.0], [20.0], [20.0], [0.6000000], [0.6000004]]], dtype=np.float32)  # class 1 wins
     out = np.array([[[64.0], [64.0], [20.0], [20.0], [0.6000004], [0.6000000]]], dtype=np.float32)  # class 0 wins
-    c = V.compare_detections(ref, out, conf=0.25, iou=0.7, margin=1e-5)
-    assert (c.detail["n_torch"], c.detail["n_onnx"], c.detail["matched"], c.detail["tie"]) == (1, 1, 0, 2)
+    c = C.compare_detections(ref, out, conf=0.25, iou=0.7, margin=1e-5)
+    assert (c.detail["n_torch"], c.detail["n_export"], c.detail["matched"], c.detail["tie"]) == (1, 1, 0, 2)
     assert c.status == "NOT RUN" and not c.passed and "nothing was verified" in c.not_run
-    same = V.compare_detections(ref, ref, conf=0.25, iou=0.7, margin=1e-5)
+    same = C.compare_detections(ref, ref, conf=0.25, iou=0.7, margin=1e-5)
     assert same.passed and same.detail["matched"] == 1  # a real match still passes

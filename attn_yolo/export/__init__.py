@@ -1,6 +1,7 @@
-"""ONNX export with the attention blocks registered, verified against PyTorch; the ``attn-yolo export`` command.
+"""Export with the attention blocks registered (ONNX, OpenVINO, TensorRT), verified against PyTorch; the CLI.
 
     attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+    attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True]
 
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
@@ -11,6 +12,9 @@ Outputs are never replaced silently: an existing ``.onnx`` or report is refused 
 ``overwrite=True``. Ultralytics names the file after the checkpoint (``best.onnx``) whatever ``dynamic``/``half``, so a
 second export of the same checkpoint with other settings needs ``out=`` (``out=best-dynamic.onnx``) or ``overwrite``.
 The checkpoint loads weights-only (``attn_yolo.checkpoint.load_yolo``) unless ``trust=True``.
+
+``format=openvino`` and ``format=engine`` (TensorRT, CUDA only: refused at once without a GPU) take the same flow in
+``attn_yolo.export.deploy``, with one runtime each (``attn_yolo.export.runtime``) and the same checks and report.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import load_yolo
+from attn_yolo.export.checks import TOLERANCE, Check
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -28,41 +33,45 @@ from attn_yolo.export.onnx_export import (
     default_opset,
     export_onnx,
     max_opset,
+    onnx_info,
     toposort_onnx,
     valid_opset,
 )
-from attn_yolo.export.verify import (
-    TOLERANCE,
-    Check,
-    VerifyReport,
-    load_images,
-    onnx_info,
-    onnx_latency_ms,
-    ort_session,
-    report_path,
-    verify_onnx,
-)
+from attn_yolo.export.openvino_export import export_openvino, openvino_info
+from attn_yolo.export.report import VerifyReport, report_path
+from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, onnx_latency_ms, ort_session
+from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
+from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
 
 __all__ = [
     "MIN_OPSET",
     "TOLERANCE",
     "Check",
+    "NoCudaError",
+    "OpenVINORuntime",
     "OpsetError",
+    "OrtRuntime",
     "VerifyReport",
     "block_min_opsets",
     "check_opset",
     "default_onnx_path",
     "default_opset",
     "export_onnx",
+    "export_openvino",
+    "latency_ms",
     "main",
     "max_opset",
     "onnx_info",
     "onnx_latency_ms",
+    "openvino_info",
     "ort_session",
     "report_path",
+    "require_cuda",
     "toposort_onnx",
     "valid_opset",
+    "verify_engine",
     "verify_onnx",
+    "verify_openvino",
 ]
 
 
@@ -79,15 +88,20 @@ DEFAULTS = {
     "conf": 0.25,
     "iou": 0.7,
     "onnx": None,
+    "openvino": None,
+    "engine": None,
     "out": None,
     "overwrite": False,
     "trust": False,
 }
-"""``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
+"""``attn-yolo export`` keys. ``onnx=file.onnx`` (``openvino=best_openvino_model``, ``engine=best.engine``) verifies an
+existing file against ``model=`` instead of exporting."""
 
 HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx] [out=file.onnx] [overwrite=True]
     [trust=True]
+attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True] [openvino=existing_openvino_model]
+attn-yolo export model=best.pt format=engine [imgsz=640] [half=True]     (TensorRT: a CUDA GPU, static only)
 
 Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
 onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
@@ -100,6 +114,10 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
   overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)
   trust     unpickle model= fully, which may run code it contains (default False: weights-only)
+format=openvino: Ultralytics' OpenVINO exporter (TorchScript -> OpenVINO, no ONNX), verified on OpenVINO's CPU plugin
+  (fp32: f32 inference; half: fp16 weights) with the same checks; out=<name>_openvino_model (default
+  best_openvino_model/ next to best.pt); report <folder>/best.verify.json.
+format=engine: TensorRT via Ultralytics, verified against PyTorch on CUDA; refused at once without a CUDA GPU.
 """
 
 
@@ -132,12 +150,19 @@ def main(argv: list[str]) -> int:
         print(HELP)
         return 0
     a = kv_args(argv, DEFAULTS, "export")
+    fmt = "openvino" if a["openvino"] is not None and a["format"] == "onnx" else str(a["format"]).lower()
+    if fmt == "engine" or a["engine"] is not None:
+        try:
+            require_cuda()  # at once: nothing else is worth checking without a GPU
+        except NoCudaError as e:
+            raise UsageError(f"attn-yolo export: {e}") from None
     if not a["model"]:
         raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
-    if str(a["format"]).lower() != "onnx":
+    if fmt not in ("onnx", "openvino", "engine"):
         raise UsageError(
-            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
-            f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
+            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx, openvino, engine. For "
+            f"other formats run Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... "
+            f"format={a['format']}"
         )
     for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust"):
         if not isinstance(a[k], bool):
@@ -145,6 +170,10 @@ def main(argv: list[str]) -> int:
     for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
         if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
             raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
+    if fmt != "onnx":
+        from attn_yolo.export.deploy import run_format
+
+        return run_format(fmt, a, _imgsz(a["imgsz"]))
     if a["half"]:
         print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
               f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")

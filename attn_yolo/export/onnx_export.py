@@ -8,6 +8,7 @@ with the block's name, its layer and the minimum opset instead of an operator er
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -208,3 +209,31 @@ def toposort_onnx(path) -> bool:
     m.graph.node.extend(sorted_nodes)
     onnx.save(m, str(path))
     return True
+
+
+def onnx_info(onnx_path) -> dict:
+    """How an ONNX file was exported: opset, dynamic axes, precision (fp16 if a weight is), export size, stride.
+
+    Raises:
+        ValueError: the file is not an ONNX model with an image input ``(B, 3, H, W)``.
+    """
+    import onnx
+
+    try:
+        m = onnx.load(str(onnx_path), load_external_data=False)
+    except Exception as e:  # google.protobuf DecodeError, or onnx's own errors
+        raise ValueError(f"{str(onnx_path)!r} is not an ONNX model file: {type(e).__name__}: {e}") from None
+    if not m.graph.input or len(m.graph.input[0].type.tensor_type.shape.dim) != 4:
+        raise ValueError(f"{str(onnx_path)!r} is not an ONNX detection model: expected an image input (B, 3, H, W)")
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dynamic = any(d.dim_param or not d.dim_value for d in dims)
+    meta = {p.key: p.value for p in m.metadata_props}
+    if "imgsz" in meta:  # Ultralytics' metadata
+        imgsz = [int(v) for v in json.loads(meta["imgsz"])]
+    else:
+        imgsz = [dims[2].dim_value or 640, dims[3].dim_value or 640]
+    fp16 = any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer)
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    stride = int(meta.get("stride", 32))
+    precision = "fp16" if fp16 else "fp32"
+    return {"opset": opset, "dynamic": dynamic, "precision": precision, "imgsz": imgsz, "stride": stride}
