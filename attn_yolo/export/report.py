@@ -94,11 +94,12 @@ class VerifyReport:
         )
         if self.failures:
             more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
-            tail += "\nFailed: " + "; ".join(_failure_text(c) for c in self.failures[:3]) + more
+            tail += "\nFailed: " + "; ".join(failure_text(c) for c in self.failures[:3]) + more
         return "\n".join([head, *(c.line() for c in self.checks), tail])
 
 
-def _failure_text(c: Check) -> str:
+def failure_text(c: Check) -> str:
+    """One failed check in a sentence (the report's ``Failed:`` line)."""
     d = c.detail
     if c.name == "raw" and "boxes" in d:
         return (

@@ -37,6 +37,27 @@ def ort_raw(sess, x: np.ndarray) -> np.ndarray:
     return np.asarray(sess.run(None, {sess.get_inputs()[0].name: x})[0], dtype=np.float32)
 
 
+def ort_max_opset() -> int:
+    """The newest default-domain ONNX opset the installed onnxruntime loads, probed: a one-node model (Relu) of each
+    opset from the ``onnx`` package's newest down, until an ``InferenceSession`` accepts one."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", vi[:1], vi[1:])
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    for opset in range(onnx.defs.onnx_opset_version(), 6, -1):
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=onnx.IR_VERSION)
+        try:
+            ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            return opset
+        except Exception:  # onnxruntime: opset newer than it was built for, or IR version too new
+            continue
+    return 7
+
+
 class OrtRuntime:
     """An ``.onnx`` in onnxruntime (CPU provider, ``threads`` intra-op threads; default torch's count)."""
 
@@ -80,7 +101,8 @@ class OpenVINORuntime:
         cfg = {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": n}
         self.compiled = core.compile_model(core.read_model(str(xml)), "CPU", cfg)
         self.request = self.compiled.create_infer_request()
-        self.inference_precision = str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
+        p = self.compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type
+        self.inference_precision = p.get_type_name() if hasattr(p, "get_type_name") else str(p)
         self.description = (f"OpenVINO {ov.get_version().split('-')[0]}, CPU plugin, inference precision "
                             f"{self.inference_precision} (asked {precision}), {n} threads")
 

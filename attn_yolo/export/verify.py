@@ -125,7 +125,7 @@ def verify_exported(
         extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
         cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
     torch_model = load_yolo(model, trust=trust).model.to(device)
-    step = {"onnx": "onnxruntime", "openvino": "openvino.compile", "engine": "tensorrt"}.get(fmt, fmt)
+    step = {"onnx": "onnxruntime", "openvino": "openvino.load", "engine": "tensorrt"}.get(fmt, fmt)
     try:
         rt = open_runtime(fmt, path, info["precision"], threads)
     except Exception as e:  # the runtime cannot load the file (unknown op, bad graph, corrupt weights)
