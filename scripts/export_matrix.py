@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
 
     from attn_yolo.export.matrix import IMGSZ, matrix_markdown, run_matrix, write_section
     from attn_yolo.export.runtime import ort_max_opset
+    from attn_yolo.export.verify import other_sizes
 
     torch.set_num_threads(int(a["threads"]))
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -54,14 +55,15 @@ def main(argv: list[str]) -> int:
     wall, load1 = time.perf_counter() - t0, os.getloadavg()[0]
     from attn_yolo.export.onnx_export import max_opset
 
+    sizes = " and ".join(f"{h}x{w}" for h, w in other_sizes((IMGSZ, IMGSZ)))
     header = (
         f"Produced by `python scripts/export_matrix.py` on {time.strftime('%Y-%m-%d')} ({platform.processor() or 'CPU'}"
         f", {torch.get_num_threads()} thread; load average {load0:.1f} at the start, {load1:.1f} at the end; "
         f"{wall:.0f} s): torch {torch.__version__}, ultralytics {ultralytics.__version__}, onnxruntime "
         f"{onnxruntime.__version__}, OpenVINO {openvino.get_version().split('-')[0]}. Each block sits in a tiny "
         f"calibrated detector (`attn_yolo.export.matrix.tiny_yaml`, block at P3) exported at {IMGSZ}x{IMGSZ}; "
-        "static cells are checked at batch 1 on bus.jpg and zidane.jpg, dynamic ones also at batch 3, 96x96 and "
-        "64x96. PASS shows the worst raw difference (box error / max box, or score error; limit 1e-4, fp16 1e-2) "
+        f"static cells are checked at batch 1 on bus.jpg and zidane.jpg, dynamic ones also at batch 3, {sizes}. "
+        "PASS shows the worst raw difference (box error / max box, or score error; limit 1e-4, fp16 1e-2) "
         f"and means the NMS detections matched too. The newest opset is {min(max_opset(), ort_max_opset())}: torch's "
         f"TorchScript ONNX exporter (Ultralytics') writes up to {max_opset()}; onnxruntime loads up to "
         f"{ort_max_opset()} (probed). OpenVINO has no opset: its columns are static, dynamic and fp16 weights "

@@ -30,8 +30,8 @@ BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "Co
               "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}
 """YAML args of each block on the tiny model's 32-channel P3 (EMA, ShuffleAttention: 4 channels a group)."""
 
-IMGSZ = 64
-"""Export size of every cell (P3 8×8; a dynamic cell is also checked at 96×96, 64×96 and batch 3)."""
+IMGSZ = 96
+"""Export size of every cell (P3 12×12; a dynamic cell is also checked at batch 3, 128×128 and 64×128)."""
 
 BEGIN, END = "<!-- export-matrix:begin -->", "<!-- export-matrix:end -->"
 """Markers around the table in ``BENCHMARKS.md``; ``write_section`` replaces what is between them."""
