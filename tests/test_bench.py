@@ -195,6 +195,26 @@ def test_export_cache_says_where_it_writes(tmp_path, monkeypatch, capsys):
     assert blocks.export_onnx_cached("yolo11n-eca.yaml", 64, cache) == f and capsys.readouterr().out == ""
 
 
+def test_openvino_column_times_cached_exports(tmp_path, capsys):
+    """Section 2's OpenVINO column: each model exported once (cached), compiled, timed round-robin."""
+    pytest.importorskip("openvino")
+    import yaml
+
+    from attn_yolo.export.matrix import tiny_yaml
+
+    yamls = {}
+    for name in ("SE", "CBAM"):
+        yamls[name] = str(tmp_path / f"tiny-{name}.yaml")
+        Path(yamls[name]).write_text(yaml.safe_dump(tiny_yaml(name)))
+    times, note = blocks._openvino_times(yamls, 64, 1, 2, tmp_path / "cache")
+    assert set(times) == {"SE", "CBAM"} and all(len(t) == 2 and min(t) > 0 for t in times.values())
+    assert "OpenVINO" in note and "inference precision f32" in note
+    assert "cached OpenVINO export" in capsys.readouterr().out
+    assert len(list((tmp_path / "cache").glob("*_openvino_model/*.xml"))) == 2
+    blocks._openvino_times(yamls, 64, 1, 1, tmp_path / "cache")
+    assert "cached OpenVINO export" not in capsys.readouterr().out  # reused
+
+
 def test_every_variant_has_its_model_yaml():
     assert list(blocks.detector_yamls(blocks.VARIANTS)) == ["baseline", *blocks.VARIANTS]
     with pytest.raises(UsageError, match="variant 'nope'"):
@@ -215,7 +235,7 @@ def test_sdpa_backend_rows_on_cpu():
 def test_smoke_run_writes_report(tmp_path, capsys):
     out = tmp_path / "BENCHMARKS.md"
     argv = ["quick=True", "sections=attention,blocks,timm,train,gpu", "tokens=64", "variants=eca", "repeats=1",
-            "rounds=1", "imgsz=64", "onnx=False", "isolate=False", "threads=2", f"out={out}"]
+            "rounds=1", "imgsz=64", "onnx=False", "openvino=False", "isolate=False", "threads=2", f"out={out}"]
     assert main(argv) == 0
     text = out.read_text()
     for heading in ("# attn-yolo benchmarks", "## Targets", "## 1. Attention kernel", "## 2. Block overhead",

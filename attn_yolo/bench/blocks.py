@@ -1,4 +1,4 @@
-"""Section 2: latency overhead of each attention variant on yolo11n, in PyTorch and in onnxruntime."""
+"""Section 2: latency overhead of each attention variant on yolo11n, in PyTorch, onnxruntime and OpenVINO (CPU)."""
 
 from __future__ import annotations
 
@@ -133,6 +133,46 @@ def export_onnx_cached(yaml: str, imgsz: int, cache: Path) -> Path:
     return dst
 
 
+def export_openvino_cached(yaml: str, imgsz: int, cache: Path) -> Path:
+    """OpenVINO IR (``.xml``) of ``YOLO(yaml)`` at ``imgsz`` via ``attn_yolo.export.export_openvino`` (Ultralytics'
+    exporter, fp32, static), cached under ``cache`` by the same content hash as the ONNX exports."""
+    from attn_yolo.export import export_openvino
+
+    cache.mkdir(parents=True, exist_ok=True)
+    dst = cache / f"{Path(yaml).stem}-{imgsz}-{_cache_key(yaml, imgsz)}_openvino_model"
+    if dst.is_dir():
+        return next(dst.glob("*.xml"))
+    for old in cache.glob(f"{Path(yaml).stem}-{imgsz}-*_openvino_model"):  # stale exports of the same model
+        shutil.rmtree(old)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp, _quiet_ultralytics():
+        f = export_openvino(build_detector(yaml), imgsz=imgsz, out=Path(tmp) / dst.name)
+        shutil.move(str(f.parent), dst)
+    print(f"attn-yolo bench: cached OpenVINO export {dst} (cache folder {cache}: reused by later runs; delete it to "
+          "clear, or set cache=)", flush=True)
+    return next(dst.glob("*.xml"))
+
+
+def _openvino_times(yamls: dict, imgsz: int, threads: int, rounds: int, cache: Path) -> tuple[dict, str]:
+    """Round-robin OpenVINO CPU times of every model (``interleaved_times``), and the note under the table."""
+    try:
+        import numpy as np
+        import openvino
+
+        from attn_yolo.export import OpenVINORuntime
+    except ImportError as e:
+        return {}, f"OpenVINO not measured: {e} (pip install 'attn-yolo[openvino]')"
+    files = {k: export_openvino_cached(y, imgsz, cache) for k, y in yamls.items()}
+    torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
+    x = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
+    rts = {k: OpenVINORuntime(f, "f32", threads) for k, f in files.items()}
+    times = interleaved_times({k: (lambda r=r: r.run(x)) for k, r in rts.items()}, rounds)
+    prec = next(iter(rts.values())).inference_precision
+    note = (f"OpenVINO {openvino.get_version().split('-')[0]}, CPU plugin, inference precision {prec}, {threads} "
+            f"threads; `attn_yolo.export.export_openvino` (Ultralytics' exporter, static fp32 IR) at {imgsz}, cached "
+            f"in `{cache}`; compiled models (`attn_yolo.export.OpenVINORuntime`) driven round-robin like the others.")
+    return times, note
+
+
 @contextlib.contextmanager
 def _quiet_ultralytics():
     """Ultralytics' logger at WARNING (the exporter logs a dozen lines per model)."""
@@ -197,11 +237,15 @@ def blocks_section(cfg: dict) -> Section:
             ort_note = f"onnxruntime not measured: {e} (pip install 'attn-yolo[export]')"
     else:
         ort_note = "onnxruntime not measured (onnx=False)."
+    t_ov, ov_note = ({}, "OpenVINO not measured (openvino=False).")
+    if cfg.get("openvino", True):
+        t_ov, ov_note = _openvino_times(yamls, imgsz, threads, rounds, Path(cfg["cache"]))
     rows = []
     for k in models:
         p, g = info[k]
         r_pt = paired_ratio(t_pt[k], t_pt["baseline"])
         r_ort = paired_ratio(t_ort[k], t_ort["baseline"]) if t_ort else None
+        r_ov = paired_ratio(t_ov[k], t_ov["baseline"]) if t_ov else None
         rows.append(
             [
                 k,
@@ -211,6 +255,8 @@ def blocks_section(cfg: dict) -> Section:
                 fmt(r_pt),
                 fmt(median_ms(t_ort[k])) if t_ort else None,
                 fmt(r_ort),
+                fmt(median_ms(t_ov[k])) if t_ov else None,
+                fmt(r_ov),
             ]
         )
         lim = VARIANTS[k].max_overhead if k in VARIANTS else None  # the baseline has none
@@ -219,7 +265,8 @@ def blocks_section(cfg: dict) -> Section:
             s.targets.append(
                 (
                     f"{k.upper()} overhead on yolo11n at {imgsz} ≤ {lim:.0%} (PyTorch)",
-                    f"{r_pt - 1:+.1%} (ORT {r_ort - 1:+.1%})" if r_ort else f"{r_pt - 1:+.1%}",
+                    f"{r_pt - 1:+.1%}" + (f" (ORT {r_ort - 1:+.1%})" if r_ort else "")
+                    + (f" (OpenVINO {r_ov - 1:+.1%})" if r_ov else ""),
                     ok,
                     VARIANTS[k].hint if ok == "missed" else "",
                 )
@@ -231,9 +278,13 @@ def blocks_section(cfg: dict) -> Section:
         f"at {imgsz}.",
         "",
         md_table(
-            ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline"], rows
+            ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline",
+             "OpenVINO ms", "OpenVINO × baseline"],
+            rows,
         ),
         "",
         ort_note,
+        "",
+        ov_note,
     ]
     return s
