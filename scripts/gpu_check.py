@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""GPU check, at most 5 minutes on one CUDA GPU; prints a Markdown block to paste into BENCHMARKS.md.
+"""GPU check, about 5-8 minutes on one CUDA GPU (two TensorRT engine builds included); prints a Markdown block to paste into BENCHMARKS.md.
 
     python scripts/gpu_check.py                    # runs under a temporary folder
     python scripts/gpu_check.py out=runs/gpu-check # keeps the training runs there
@@ -11,6 +11,10 @@
    synthetic-shapes data (``attn_yolo.synthetic``), with fp16 AMP and, where the GPU supports it, bf16 AMP. Passes
    when AMP stayed on, the training loss is finite and mAP50-95 > 0.
 3. A 2-variant x 1-seed ablation (yolo11n vs + CBAM, one epoch) with ``devices: [0]``: every run ok.
+4. TensorRT: yolo11n + CBAM and yolo11n + MHSA (calibrated random weights, ``attn_yolo.export.matrix.calibrate``)
+   exported as FP16 engines (``attn_yolo.export.tensorrt_export``, Ultralytics' exporter), verified against fp32
+   PyTorch on CUDA (raw head outputs within the fp16 tolerance, NMS detections; ``verify_engine``), and timed
+   (median ms, batch 1, against PyTorch on the same GPU). Passes when every verification passed.
 
 Exit code: 0 every check passed, 1 some check failed, 2 no CUDA device (said at once, before any work).
 """
@@ -125,6 +129,77 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     return f"exit code {code}, wall {time.perf_counter() - t0:.0f} s\n\n{table}", ok
 
 
+class TorchRunner:
+    """PyTorch fp32 inference on ``device``, shaped like a runtime (``run(x)``) so ``latency_ms`` times it the same way
+    (synchronised on CUDA)."""
+
+    def __init__(self, model, x, device: str):
+        import torch
+
+        self.model, self.x, self.device = model.to(device).eval(), torch.from_numpy(x).to(device), device
+
+    def run(self, _):
+        import torch
+
+        with torch.inference_mode():
+            self.model(self.x)
+        if self.device != "cpu":
+            torch.cuda.synchronize()
+
+
+def deploy_section(device: str, out: Path, fmt: str = "engine", models=MODELS, imgsz: int = 640,
+                   repeats: int = 50) -> tuple[str, bool]:
+    """Export each model as FP16 ``fmt`` (``engine``; ``openvino`` runs the same code on CPU), verify it against
+    PyTorch on ``device`` and time both; a row per model."""
+    import numpy as np
+    import torch
+    from ultralytics import YOLO
+
+    from attn_yolo.bench.common import md_table
+    from attn_yolo.export.matrix import calibrate
+    from attn_yolo.export.runtime import latency_ms, open_runtime
+    from attn_yolo.export.verify import verify_engine, verify_openvino
+
+    rows, ok = [], True
+    for label, yaml_path in models.items():
+        t0 = time.perf_counter()
+        try:
+            torch.manual_seed(0)
+            y = YOLO(str(yaml_path))
+            calibrate(y, imgsz)
+            pt = out / f"{Path(yaml_path).stem}-deploy.pt"
+            y.save(str(pt))
+            if fmt == "engine":
+                from attn_yolo.export.tensorrt_export import export_engine
+
+                f = export_engine(pt, imgsz, half=True, out=pt.with_suffix(".engine"), overwrite=True)
+                report = verify_engine(f, pt, device=device)
+            else:
+                from attn_yolo.export.openvino_export import export_openvino
+
+                f = export_openvino(pt, imgsz, half=True, out=out / f"{pt.stem}_openvino_model", overwrite=True)
+                report = verify_openvino(f, pt)
+            report.save(overwrite=True)
+            x = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
+            ms = latency_ms(open_runtime(fmt, f, "fp16"), x, repeats, 5)
+            t_pt = latency_ms(TorchRunner(YOLO(str(pt)).model, x, device), x, repeats, 5)
+            ran = len(report.checks) - len(report.not_run)
+            raw = max((c.value for c in report.checks if c.name == "raw" and c.value is not None), default=None)
+            nms = sum(c.detail.get("matched", 0) for c in report.checks if c.name == "nms")
+            verdict = f"{'PASS' if report.passed else 'FAIL'} {ran - len(report.failures)}/{ran}"
+            verdict += f", {len(report.not_run)} not run" if report.not_run else ""
+            problem = "" if report.passed else report.summary().splitlines()[-1][:200]
+        except Exception as e:  # report and go on with the other model
+            verdict, raw, nms, ms, t_pt = "FAIL", None, None, None, None
+            problem = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ok &= verdict.startswith("PASS")
+        rows.append([label, f"{fmt} fp16", imgsz, verdict, _f(raw, 6), nms, _f(ms, 2), _f(t_pt, 2),
+                     f"{time.perf_counter() - t0:.0f}", problem or "pass"])  # fmt: skip
+    head = ["model", "format", "imgsz", "verification", "worst raw rel", "NMS matched", "latency ms",
+            "PyTorch fp32 ms", "wall s", "check"]
+    return md_table(head, rows), ok
+
+
 def _f(v, dec: int = 4):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{dec}f}"
 
@@ -161,6 +236,8 @@ def main(argv: list[str]) -> int:
         ("AMP training: 1 epoch on synthetic-shapes (1000 images, 128 px)",
          lambda: amp_training_section("0", data, out, amp_dtypes())),
         ("Ablation: yolo11n vs + CBAM, 1 seed, 1 epoch, devices: [0]", lambda: ablation_section("0", data, out)),
+        ("TensorRT FP16 engines verified against PyTorch on CUDA, batch 1 at 640",
+         lambda: deploy_section("cuda:0", out)),
     ):  # fmt: skip
         t0 = time.perf_counter()
         body, ok = fn()

@@ -37,3 +37,26 @@ def test_checks_run_and_catch_amp_off_on_cpu(tmp_path):
 
     text, ok = gpu_check.ablation_section("cpu", data, tmp_path, **tiny)
     assert ok and text.startswith("exit code 0") and text.count("| ok | cpu |") == 2
+
+
+def test_deploy_section_runs_on_cpu_with_openvino(tmp_path):
+    """The TensorRT section's code (export fp16, verify against PyTorch, time both), run on CPU with OpenVINO in place
+    of the engine: every row verified and timed."""
+    import pytest
+
+    pytest.importorskip("openvino")
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    import yaml
+
+    from attn_yolo.export.matrix import tiny_yaml
+
+    (tmp_path / "tiny-cbam.yaml").write_text(yaml.safe_dump(tiny_yaml("CBAM")))  # yolo11n would cost minutes here
+    models = {"tiny + CBAM": tmp_path / "tiny-cbam.yaml"}
+    table, ok = gpu_check.deploy_section("cpu", tmp_path, fmt="openvino", models=models, imgsz=96, repeats=2)
+    row = table.splitlines()[2].split(" | ")
+    assert ok and row[:3] == ["| tiny + CBAM", "openvino fp16", "96"] and row[3].startswith("PASS 3/3"), table
+    assert int(row[5]) > 0  # detections compared
+    assert float(row[6]) > 0 and float(row[7]) > 0 and row[-1] == "pass |"
+    assert list(tmp_path.glob("*_openvino_model/*.verify.json"))
