@@ -5,6 +5,7 @@ into BENCHMARKS.md (between the export-matrix markers).
 
     python scripts/export_matrix.py                        # all 12 blocks, all columns; writes BENCHMARKS.md
     python scripts/export_matrix.py blocks=SE,MHSA write=  # some blocks, print only
+    python scripts/export_matrix.py formats=openvino write= # OpenVINO columns only
 
 Exit code: 0 no cell FAILed, 1 some cell FAILed, 2 bad arguments.
 """
@@ -26,13 +27,17 @@ def main(argv: list[str]) -> int:
     from attn_yolo.args import UsageError, kv_args
 
     try:
-        a = kv_args(argv, {"blocks": None, "write": str(REPO / "BENCHMARKS.md"), "threads": 1}, "export_matrix")
+        keys = {"blocks": None, "formats": "onnx,openvino", "write": str(REPO / "BENCHMARKS.md"), "threads": 1}
+        a = kv_args(argv, keys, "export_matrix")
         from attn_yolo.registry import MODULES
 
         blocks = list(MODULES) if a["blocks"] is None else [b.strip() for b in str(a["blocks"]).split(",")]
         bad = [b for b in blocks if b not in MODULES]
         if bad:
             raise UsageError(f"export_matrix: blocks={a['blocks']!r}: unknown {bad}; allowed: {', '.join(MODULES)}")
+        formats = [f.strip() for f in str(a["formats"]).split(",")]
+        if not formats or not set(formats) <= {"onnx", "openvino"}:
+            raise UsageError(f"export_matrix: formats={a['formats']!r}; allowed: onnx, openvino (comma-separated)")
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -41,7 +46,7 @@ def main(argv: list[str]) -> int:
     import torch
     import ultralytics
 
-    from attn_yolo.export.matrix import IMGSZ, matrix_markdown, run_matrix, write_section
+    from attn_yolo.export.matrix import IMGSZ, matrix_markdown, run_matrix, variants, write_section
     from attn_yolo.export.runtime import ort_max_opset
     from attn_yolo.export.verify import other_sizes
 
@@ -51,7 +56,7 @@ def main(argv: list[str]) -> int:
     def progress(c):
         print(f"{c.block:<17} {c.column:<22} {c.status:<13} {c.seconds:5.1f} s  {c.reason[:100]}", flush=True)
 
-    cells = run_matrix(blocks, progress=progress)
+    cells = run_matrix(blocks, [v for v in variants() if v[0] in formats], progress=progress)
     wall, load1 = time.perf_counter() - t0, os.getloadavg()[0]
     from attn_yolo.export.onnx_export import max_opset
 

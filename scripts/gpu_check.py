@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""GPU check, about 5-8 minutes on one CUDA GPU (two TensorRT engine builds included); prints a Markdown block to paste into BENCHMARKS.md.
+"""GPU check, about 5-8 minutes on one CUDA GPU (two TensorRT engine builds included); prints a Markdown block for
+BENCHMARKS.md.
 
     python scripts/gpu_check.py                    # runs under a temporary folder
     python scripts/gpu_check.py out=runs/gpu-check # keeps the training runs there

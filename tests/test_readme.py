@@ -155,6 +155,8 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return BENCH
     if tool in ("export", "heatmap"):
         return ["imgsz=64"]
+    if tool == "scripts/export_matrix.py":  # one block, ONNX columns, BENCHMARKS.md left alone
+        return ["blocks=SE", "formats=onnx", "write="]
     if tool == "scripts/gpu_check.py":  # exits 2 at once without CUDA (checked below)
         return []
     if tool == "scripts/bench_bootstrap.py":
