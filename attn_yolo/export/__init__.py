@@ -150,7 +150,9 @@ def main(argv: list[str]) -> int:
         print(HELP)
         return 0
     a = kv_args(argv, DEFAULTS, "export")
-    fmt = "openvino" if a["openvino"] is not None and a["format"] == "onnx" else str(a["format"]).lower()
+    fmt = str(a["format"]).lower()
+    for k in ("openvino", "engine"):  # openvino=<IR> / engine=<file> re-verify a file of that format
+        fmt = k if a[k] is not None and fmt == "onnx" else fmt
     if fmt == "engine" or a["engine"] is not None:
         try:
             require_cuda()  # at once: nothing else is worth checking without a GPU
