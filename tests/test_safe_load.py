@@ -80,7 +80,7 @@ def test_the_payload_works_when_unpickled(ckpts):
     ckpts["marker"].unlink()
 
 
-@pytest.mark.parametrize("tool", ["insert", "heatmap", "export", "ablate"])
+@pytest.mark.parametrize("tool", ["insert", "heatmap", "export", "export-openvino", "ablate"])
 def test_every_tool_refuses_the_crafted_checkpoint(tool, ckpts, tiny_data, tmp_path, capsys):
     crafted = ckpts["crafted"]
     argv = {
@@ -88,16 +88,17 @@ def test_every_tool_refuses_the_crafted_checkpoint(tool, ckpts, tiny_data, tmp_p
                    f"out={tmp_path / 'yolo11n-se.yaml'}"],
         "heatmap": ["heatmap", f"model={crafted}", f"out={tmp_path / 'maps'}", "imgsz=64"],
         "export": ["export", f"model={crafted}", "imgsz=64"],
+        "export-openvino": ["export", f"model={crafted}", "imgsz=64", "format=openvino"],
         "ablate": ["ablate", str(ablation_config(tmp_path, tiny_data, crafted, "yolo11n.yaml"))],
     }[tool]  # fmt: skip
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
-    key = {"insert": "pretrained", "heatmap": "model", "export": "model", "ablate": "train.pretrained"}[tool]
+    key = {"insert": "pretrained", "heatmap": "model", "ablate": "train.pretrained"}.get(tool, "model")
     assert f"{key}='{crafted}': refused to load: the checkpoint references {OPEN}, outside the weights-only" in err
     assert "only if you trust the file's source, pass trust=True" in err
     assert not ckpts["marker"].exists()
     assert {p.name for p in tmp_path.iterdir()} <= {"ablation.yaml"}  # nothing written (but the test's config)
-    assert not list(crafted.parent.glob("*.onnx"))
+    assert not list(crafted.parent.glob("*.onnx")) and not list(crafted.parent.glob("*_openvino_model"))
     assert tasks.torch_safe_load is ULTRALYTICS_LOADER  # Ultralytics' own loading is left as it was
 
 
