@@ -75,12 +75,13 @@ def run_format(fmt: str, a: dict, imgsz) -> int:
         target = Path(a["out"]) if a["out"] is not None else (
             default_openvino_path(yolo) if fmt == "openvino" else default_engine_path(yolo))
         stem = target.name[: -len(SUFFIX)] if fmt == "openvino" else target.stem
-        rep = (target / f"{stem}.xml" if fmt == "openvino" else target).with_suffix(".verify.json")
+        rep = report_path(target / f"{stem}.xml" if fmt == "openvino" else target)
         what = "the OpenVINO folder" if fmt == "openvino" else "the engine"
         eg = f"{stem}-dynamic{SUFFIX}" if fmt == "openvino" else f"{stem}-fp16.engine"
-        if target.exists() and not a["overwrite"]:
-            raise UsageError(f"attn-yolo export: {what} {str(target)!r} exists; pass overwrite=True to replace it, "
-                             f"or out= another name to keep both (e.g. out={eg})")
+        for p, w in ((target, what), (rep, "the report")):
+            if p.exists() and not a["overwrite"] and (p is target or a["verify"]):
+                raise UsageError(f"attn-yolo export: {w} {str(p)!r} exists; pass overwrite=True to replace it, "
+                                 f"or out= another name to keep both (e.g. out={eg})")
     else:
         rep = report_path(f)
         if rep.exists() and a["verify"] and not a["overwrite"]:

@@ -116,6 +116,10 @@ def failure_text(c: Check) -> str:
 
 def report_path(path) -> Path:
     """Where the verification report of an exported file is saved: ``<stem>.verify.json`` next to it (for OpenVINO,
-    next to the ``.xml`` inside the ``*_openvino_model`` folder)."""
-    return Path(path).with_suffix(".verify.json")
+    next to the ``.xml`` inside the ``*_openvino_model`` folder; for a TensorRT ``best.engine``,
+    ``best-engine.verify.json``, apart from the report of the ``best.onnx`` Ultralytics builds it from)."""
+    p = Path(path)
+    if p.suffix.lower() == ".engine":
+        return p.with_name(f"{p.stem}-engine.verify.json")
+    return p.with_suffix(".verify.json")
 
