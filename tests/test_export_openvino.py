@@ -232,3 +232,21 @@ def test_full_matrix_is_what_benchmarks_says(tmp_path):
     cells = M.run_matrix(folder=tmp_path)
     assert len(cells) == len(MODULES) * len(M.variants())
     assert {(c.block, c.column): c.status for c in cells} == M.read_section(REPO / "BENCHMARKS.md")
+
+
+def test_engine_header_and_report_name(tmp_path):
+    """What can be checked of the TensorRT path without a GPU: Ultralytics' engine header (4-byte length, JSON) is read
+    for how it was exported, and its report does not collide with the intermediate ONNX file's."""
+    meta = {"imgsz": [640, 640], "stride": 32, "args": {"quantize": 16, "dynamic": False, "batch": 1}}
+    blob = json.dumps(meta).encode()
+    f = tmp_path / "best.engine"
+    f.write_bytes(len(blob).to_bytes(4, "little") + blob + b"\x00serialized-engine")
+    assert E.tensorrt_export.engine_info(f) == {"opset": None, "dynamic": False, "precision": "fp16",
+                                                "imgsz": [640, 640], "stride": 32}
+    (tmp_path / "raw.engine").write_bytes(b"\xff\xff\xff\x7fnot an engine")
+    with pytest.raises(ValueError, match="not an Ultralytics TensorRT engine"):
+        E.tensorrt_export.engine_info(tmp_path / "raw.engine")
+    assert E.report_path(f).name == "best-engine.verify.json" != E.report_path(tmp_path / "best.onnx").name
+    if not torch.cuda.is_available():
+        with pytest.raises(E.NoCudaError, match="needs a CUDA GPU"):
+            E.runtime.EngineRuntime(f)
