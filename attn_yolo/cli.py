@@ -86,14 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not argv or argv[0] in ("help", "-h", "--help"):
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
-    from ultralytics.cfg import entrypoint
-
     try:
         argv, health = health_arg(argv)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    old, sys.argv[:] = sys.argv[:], ["attn-yolo", *argv]  # in place: Ultralytics reads its ARGV, this same list
+    import ultralytics.cfg
+    from ultralytics.cfg import entrypoint
+
+    old = sys.argv, ultralytics.cfg.ARGV
+    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]  # its CLI reads the ARGV it kept at import (sys.argv then)
     try:
         if not health:
             entrypoint()
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     finally:
-        sys.argv[:] = old
+        sys.argv, ultralytics.cfg.ARGV = old
 
 
 def health_arg(argv: list[str]) -> tuple[list[str], bool]:

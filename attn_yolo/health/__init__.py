@@ -7,20 +7,13 @@
     model.add_callback("on_pretrain_routine_start", attach)  # on by default in `attn-yolo train` and `attn-yolo ablate`
     model.train(data="data/synthetic-shapes.yaml", epochs=2, imgsz=128)  # → gates.csv, gates.png in the run folder
 
-``measure`` (what is measured), ``flags`` (the thresholds), ``callback`` (when, and the NaN/inf guard), ``report``
-(the printed table, gates.png, the ablation summary's section).
+``measure`` (what is measured), ``flags`` (the thresholds), ``gatescsv`` (the file), ``callback`` (when, and the
+NaN/inf guard), ``report`` (the printed table, gates.png, the ablation summary's section).
 """
 
-from attn_yolo.health.callback import (
-    CSV_NAME,
-    PNG_NAME,
-    HealthMonitor,
-    NonFiniteAttentionError,
-    attach,
-    default_on,
-    read_csv,
-)
+from attn_yolo.health.callback import PNG_NAME, HealthMonitor, NonFiniteAttentionError, attach, default_on
 from attn_yolo.health.flags import FLAGS, flags
+from attn_yolo.health.gatescsv import CSV_NAME, read_csv
 from attn_yolo.health.measure import measure
 from attn_yolo.health.report import console_table, health_section, plot_gates
 

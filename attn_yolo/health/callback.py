@@ -11,15 +11,15 @@ registers, on that trainer:
   MLflow, ClearML, Comet, DVC, W&B); they are taken out again after the loggers ran, so ``results.csv`` and the
   checkpoints keep Ultralytics' own columns;
 - at ``on_train_end``: prints the last epoch's health table with flags and writes ``gates.png``;
-- during training, a guard: forward hooks on every block of the training model check each gate's input (the logits)
-  and output and the block's output for NaN/inf (one ``isfinite().all()`` per tensor, read once per batch); the first
+- during training, a guard: forward hooks on every block of the training model check each gate's input (the logits;
+  a sigmoid of finite logits is finite) and the block's output (for MHSA, whose logits ``QKᵀ`` stay inside the fused
+  kernel, the output only) for NaN/inf: one ``isfinite().all()`` per tensor, read once per batch; the first
   non-finite one raises ``NonFiniteAttentionError`` naming the epoch, batch, layer and block.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 import random
 import time
@@ -29,36 +29,19 @@ import numpy as np
 import torch
 
 from attn_yolo.health.flags import flags
-from attn_yolo.health.measure import COLUMNS, block_name, measure
+from attn_yolo.health.gatescsv import CSV_NAME, read_csv, write_csv
+from attn_yolo.health.measure import block_name, measure
+from attn_yolo.health.report import console_table, plot_gates
 from attn_yolo.heatmap.capture import ATTENTION_WEIGHTS, attention_blocks, block_gates
 
-CSV_NAME, PNG_NAME = "gates.csv", "gates.png"
-CSV_FIELDS = ("epoch", "name", "layer", "block", *COLUMNS, "flags")
+PNG_NAME = "gates.png"
 LOGGED = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout")
 PREFIX = "health/"
-DEFAULT_IMAGES = 16
+DEFAULT_IMAGES = 8
 
 
 class NonFiniteAttentionError(FloatingPointError):
     """A NaN or inf in an attention block's logits, gate or output during training."""
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else format(v, ".12g")
-    return str(v)
-
-
-def read_csv(path: str | Path) -> list[dict]:
-    """Rows of a ``gates.csv``: numbers as floats (NaN for an empty cell), ``epoch`` as int, ``flags`` as a list."""
-    rows = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            row = {"epoch": int(r["epoch"]), "name": r["name"], "layer": r["layer"], "block": r["block"],
-                   "flags": [x for x in r["flags"].split(";") if x]}  # fmt: skip
-            row.update({k: float(r[k]) if r.get(k) else math.nan for k in COLUMNS})
-            rows.append(row)
-    return rows
 
 
 def load_images(files: list[str], imgsz: int, device, dtype=torch.float32) -> torch.Tensor:
@@ -187,8 +170,6 @@ class HealthMonitor:
         self.remove_guard()
         if not self.active or not self.rows:
             return
-        from attn_yolo.health.report import console_table, plot_gates
-
         png = Path(trainer.save_dir) / PNG_NAME
         with contextlib.suppress(Exception):  # a plot failure must not fail a finished training
             plot_gates(self.rows, png)
@@ -229,26 +210,16 @@ class HealthMonitor:
         return rows
 
     def _write(self) -> None:
-        from attn_yolo.checkpoint import atomic_write
-
-        def write(p):
-            with open(p, "w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(CSV_FIELDS)
-                for r in self.rows:
-                    w.writerow([";".join(r[k]) if k == "flags" else _fmt(r[k]) for k in CSV_FIELDS])
-
-        atomic_write(self.csv_path, write)
+        write_csv(self.rows, self.csv_path)
 
     def _install_guard(self, trainer) -> None:
         from ultralytics.utils.torch_utils import unwrap_model
 
         for key, block in attention_blocks(unwrap_model(trainer.model)).items():
             label = f"layer {key[0]}{'.' + key[1] if key[1] else ''} {type(block).__name__} ({block_name(key, block)})"
-            for path, gate in block_gates(block).items():
+            for path, gate in block_gates(block).items():  # finite logits give a finite gate: its input suffices
                 self._handles.append(gate.register_forward_hook(self._check(f"{label}: NaN/inf in the logits of gate "
                                                                             f"'{path}' (its input)", 0)))
-                self._handles.append(gate.register_forward_hook(self._check(f"{label}: NaN/inf in gate '{path}'")))
             what = "attention output" if isinstance(block, ATTENTION_WEIGHTS) else "output"
             self._handles.append(block.register_forward_hook(self._check(f"{label}: NaN/inf in the block's {what}")))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.health.callback import CSV_NAME, read_csv
 from attn_yolo.health.flags import FLAGS
+from attn_yolo.health.gatescsv import CSV_NAME, read_csv
 
 PLOTTED = (("gate_mean", "gate mean"), ("saturated", "saturated share"), ("entropy", "entropy / ln N"),
            ("peak_share", "peak share"), ("gamma", "mean |γ|"), ("knockout", "knock-out effect"))
