@@ -41,7 +41,7 @@ DEFAULT_IMAGES = 8
 
 
 class NonFiniteAttentionError(FloatingPointError):
-    """A NaN or inf in an attention block's logits, gate or output during training."""
+    """A NaN or inf in an attention block's gate logits or output during training."""
 
 
 def load_images(files: list[str], imgsz: int, device, dtype=torch.float32) -> torch.Tensor:
@@ -66,7 +66,7 @@ class HealthMonitor:
     Args:
         images (int): validation images measured every epoch (fewer if the split has fewer).
         knockout (bool): measure each block's knock-out effect (one forward pass of the images per block).
-        guard (bool): stop training at the first NaN/inf in a block's logits, gates or output.
+        guard (bool): stop training at the first NaN/inf in a block's gate logits or output.
         seed (int | None): seed of the image choice; None: the run's ``seed`` argument.
 
     Attributes:
