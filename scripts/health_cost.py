@@ -1,7 +1,7 @@
 """Cost of the attention-health callback at the default ablation's settings: training with it on and off, interleaved.
 
     python scripts/health_cost.py            # 3 pairs of runs of yolo11n + CBAM (P3/P4/P5), the default ablation's train args
-    python scripts/health_cost.py pairs=1 epochs=1
+    python scripts/health_cost.py pairs=1 epochs=1 imgsz=64 data=path/to/data.yaml   # a smoke run
 
 Prints a Markdown block for BENCHMARKS.md: per run the epoch times (train + validation + the callback), the callback's
 own time (measuring, and the NaN/inf guard's hooks), and the medians; the load average before and after.
@@ -47,9 +47,10 @@ def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     pairs = int(opts.get("pairs", 3))
     train = {**yaml.safe_load(DEFAULT_CONFIG_YAML)["train"], "device": "cpu", "workers": 0}
-    if "epochs" in opts:
-        train["epochs"] = int(opts["epochs"])
-    data = default_data_yaml()
+    for key in ("epochs", "imgsz", "batch"):
+        if key in opts:
+            train[key] = int(opts[key])
+    data = opts.get("data") or default_data_yaml()
     load0 = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -372,3 +372,20 @@ def test_health_section_puts_verdicts_beside_block_health(tmp_path):
             "switched off (1/2) |") in text
     assert "| bad | n/a | (training stopped) | | | | | | non-finite (1 runs) |" in text
     assert health_section(["baseline"], rows[:1], {}) == []
+
+
+@pytest.mark.slow  # two trainings: a smoke run of the benchmark script, opt-in
+def test_cost_script_runs(tiny_data, capsys):
+    import runpy
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "health_cost.py"
+    argv, sys.argv = sys.argv, [str(script), "pairs=1", "epochs=1", "imgsz=32", "batch=4", f"data={tiny_data}"]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "| 1 on, 1 off, 1 epochs each |" in out and "load average (1, 5, 15 min) before" in out
