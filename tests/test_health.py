@@ -150,6 +150,16 @@ def test_every_block_is_measured(yaml_name, photos):
 MIXED = "yolo11-cbam.yaml"  # rows 5, 8, 13 become CBAM(init_values=0), SE, MHSA
 
 
+def _mlflow_run() -> tuple[str, str] | None:
+    """``(tracking URI, run id)`` of the active MLflow run (the one Ultralytics logs to), None without one."""
+    try:
+        import mlflow
+    except ImportError:
+        return None
+    run = mlflow.active_run()
+    return (mlflow.get_tracking_uri(), run.info.run_id) if run else None
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_data):
     """yolo11n with an identity-initialised CBAM at P3, SE at P4 and MHSA at P5, trained 2 epochs at 64 px with the
@@ -176,6 +186,7 @@ def trained(tmp_path_factory, tiny_data):
         yolo.add_callback("on_fit_epoch_end", lambda t: seen.__setitem__(t.epoch + 1, dict(t.metrics)))
         yolo.add_callback("on_fit_epoch_end", lambda t: snaps.__setitem__(t.epoch + 1, copy.deepcopy(t.ema.ema)))
         yolo.add_callback("on_train_start", lambda t: snaps.__setitem__(0, copy.deepcopy(t.ema.ema)))
+        yolo.add_callback("on_fit_epoch_end", lambda t: seen.__setitem__("mlflow", _mlflow_run()))
         yolo.train(data=str(tiny_data), epochs=2, imgsz=64, batch=4, nbs=4, warmup_epochs=0, optimizer="AdamW",
                    lr0=0.01, workers=0, plots=False, device="cpu", project=str(tmp), name="run", exist_ok=True,
                    val=True, seed=0)
@@ -203,13 +214,11 @@ def test_mlflow_and_every_logger_see_the_values_results_csv_keeps_its_columns(tr
     header = (trained["dir"] / "results.csv").read_text().splitlines()[0]
     assert "health" not in header
     if SETTINGS["mlflow"] and "test_mlflow" in trained["created_by"]:
-        assert trained["mlflow_active"]
+        assert trained["mlflow_active"] and trained["seen"]["mlflow"]
         mlflow = pytest.importorskip("mlflow")
         monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-        client = mlflow.MlflowClient(trained["store"].as_uri())
-        exp = client.get_experiment_by_name("health")
-        run = client.search_runs([exp.experiment_id])[0]
-        hist = client.get_metric_history(run.info.run_id, "health/L05_CBAM/knockout")
+        uri, run_id = trained["seen"]["mlflow"]  # the store an earlier test's set_tracking_uri may have left in place
+        hist = mlflow.MlflowClient(uri).get_metric_history(run_id, "health/L05_CBAM/knockout")
         assert [h.step for h in hist] == [0, 1]  # Ultralytics' MLflow step is the 0-based epoch
         last = next(r for r in rows if r["epoch"] == 2 and r["name"] == "L05_CBAM")
         assert hist[-1].value == pytest.approx(last["knockout"], rel=1e-6)
