@@ -1,6 +1,7 @@
 """``attn-yolo`` command line: Ultralytics' own CLI with the attention blocks registered, plus the plugin's tools.
 
     attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
+    attn-yolo train ... health=False                                              # no attention health per epoch
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
 
@@ -85,11 +86,51 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not argv or argv[0] in ("help", "-h", "--help"):
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
+    try:
+        argv, health = health_arg(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import ultralytics.cfg
     from ultralytics.cfg import entrypoint
 
-    sys.argv = ["attn-yolo", *argv]
-    entrypoint()
-    return 0
+    old = sys.argv, ultralytics.cfg.ARGV
+    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]  # its CLI reads the ARGV it kept at import (sys.argv then)
+    try:
+        if not health:
+            entrypoint()
+            return 0
+        from attn_yolo.health import NonFiniteAttentionError, default_on
+
+        try:
+            with default_on():  # attention health per epoch: gates.csv, gates.png, a stop at NaN/inf in a block
+                entrypoint()
+        except NonFiniteAttentionError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    finally:
+        sys.argv, ultralytics.cfg.ARGV = old
+
+
+def health_arg(argv: list[str]) -> tuple[list[str], bool]:
+    """``(argv without health=..., health on?)``: ``health=True|False`` (default True) applies to training
+    (``attn-yolo train ...``, ``mode=train``); Ultralytics' own CLI does not know the key, so it is taken out here.
+
+    Raises:
+        UsageError: ``health=`` with a value other than True/False, or given to a mode other than train.
+    """
+    values = [a.partition("=")[2] for a in argv if a.startswith("health=")]
+    rest = [a for a in argv if not a.startswith("health=")]
+    training = "train" in rest or "mode=train" in rest
+    if not values:
+        return rest, training
+    v = values[-1].strip().lower()
+    if v not in ("true", "false", "1", "0"):
+        raise UsageError(f"health={values[-1]!r}: expected True or False (attention health per epoch of training)")
+    if not training:
+        raise UsageError("health= applies to training only (attn-yolo train ...)")
+    return rest, v in ("true", "1")
 
 
 if __name__ == "__main__":

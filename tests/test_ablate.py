@@ -373,6 +373,11 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     assert "| nan | 0 | NonFiniteLossError" in text and "**nan**: **n/a" in text
     assert "runs: 4 ok, 2 failed, 0 not run" in text
     assert "| baseline | 2/2 |" in text and "baseline (baseline)" not in text  # the name already says it
+    # attention health (on by default): each CBAM run measured its blocks; the summary puts them beside the verdict
+    for r in ok:
+        assert (Path(r["run_dir"]) / "gates.csv").exists() == (r["variant"] == "cbam")
+    assert "## Attention health" in text and "| cbam | learned nothing | L05_CBAM |" in text
+    assert "| baseline | baseline | no attention blocks |" in text
 
     # resume: finished runs are skipped, the failed ones redone; ok rows stay as they were
     trained.clear()

@@ -49,7 +49,7 @@ latency: {repeats: 50, warmup: 10}
 """
 
 CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
-               "ray_address", "resources", "bootstrap")
+               "ray_address", "resources", "bootstrap", "health")
 BACKENDS = ("local", "ray")
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
@@ -131,6 +131,7 @@ class Ablation:
     ray_address: str | None = None  # None: a local Ray instance started and stopped by the run; `auto`, ray://...
     resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
     bootstrap: dict = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
+    health: bool = True  # attention health per run (attn_yolo.health); `health: false` turns it off
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -560,6 +561,9 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     trust = raw.get("trust", False)
     if not isinstance(trust, bool):
         problems.append(f"trust: {trust!r}; expected true or false (true: load train.pretrained by a full unpickle)")
+    health = raw.get("health", True)
+    if not isinstance(health, bool):
+        problems.append(f"health: {health!r}; expected true or false (false: no attention health per run)")
     copy_data = raw.get("copy_data", "auto")
     if copy_data not in (True, False, "auto"):
         problems.append(f"copy_data: {copy_data!r}; expected auto, true or false")
@@ -590,7 +594,9 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "ray_address": ray_address,
         "resources": resources,
         "bootstrap": bootstrap,
+        "health": health is not False,
         "source": source,
     }
     return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources, bootstrap)
+                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources, bootstrap,
+                    health is not False)

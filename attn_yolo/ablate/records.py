@@ -45,6 +45,7 @@ class RunSpec:
     fingerprint: str
     trust: bool = False  # load train.pretrained by a full unpickle (the config's `trust`)
     env: dict = dataclasses.field(default_factory=dict)  # environment variables set during the run (tracking)
+    health: bool = True  # attention health per epoch (attn_yolo.health): gates.csv, gates.png, NaN/inf guard
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:

@@ -23,6 +23,7 @@ from attn_yolo.ablate.stats import (
     seeds_needed,
     summarize,
 )
+from attn_yolo.health import health_section
 
 
 def _fmt(x, dec: int, sign: bool = False) -> str:
@@ -245,6 +246,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     ]
     for v, why in boot["why"].items():
         lines.append(f"- `{v}`: seeds-only t-interval only: {why}.")
+    verdicts = {v: "learned nothing" if v in boot["nothing"] else (cmp_.get(v, {}).get(PRIMARY)
+                or stats["diffs"][v][PRIMARY]).get("verdict", "n/a") for v in names if v != ab.baseline}
+    lines += health_section(names, rows, {**verdicts, ab.baseline: "baseline"})
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         lines += ["", "## Failed runs", "", "| variant | seed | error | run folder |", "|---|---|---|---|"]

@@ -96,7 +96,7 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
                 variant=v.name, seed=seed, model=v.model, model_dict=v.model_dict, data=data, train=dict(ab.train),
                 imgsz=ab.imgsz, latency=dict(ab.latency), run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
-                trust=ab.trust,
+                trust=ab.trust, health=ab.health,
             ))  # fmt: skip
     return specs
 

@@ -24,6 +24,7 @@ from attn_yolo.ablate.perimage import (
 from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_record
 from attn_yolo.ablate.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
+from attn_yolo.health import attach
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -220,6 +221,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
                 report = transfer(train.pop("pretrained"), yolo, strict=False, verbose=False, trust=spec.trust)
                 print(f"attn-yolo ablate: {report}")
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
+            if spec.health:  # gates.csv, gates.png per run; stops the run at a NaN/inf in a block (attn_yolo.health)
+                yolo.add_callback("on_pretrain_routine_start", attach)
             metrics = yolo.train(data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name,
                                  exist_ok=True, trainer=RecordingTrainer, **train)
             row["train_time_s"] = time.perf_counter() - t0

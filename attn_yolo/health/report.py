@@ -1,0 +1,131 @@
+"""Report: the attention-health table printed after training, gates.png, and the ablation summary's health section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from attn_yolo.health.flags import FLAGS
+from attn_yolo.health.gatescsv import CSV_NAME, read_csv
+
+PLOTTED = (("gate_mean", "gate mean"), ("saturated", "saturated share"), ("entropy", "entropy / ln N"),
+           ("peak_share", "peak share"), ("gamma", "mean |γ|"), ("knockout", "knock-out effect"))
+
+
+def _g(v, spec: str = ".3g") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def _pct(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f} %"
+
+
+def last_epoch(rows: list[dict]) -> list[dict]:
+    """The rows of the last epoch recorded."""
+    if not rows:
+        return []
+    e = max(r["epoch"] for r in rows)
+    return [r for r in rows if r["epoch"] == e]
+
+
+def console_table(rows: list[dict], note: str = "") -> str:
+    """The last epoch's health per block as a fixed-width table, flags last (``-`` for none)."""
+    last = last_epoch(rows)
+    head = ("block", "gate mean", "gate std", "saturated", "entropy", "peak", "|γ|", "knock-out", "flags")
+    cells = [head] + [(r["name"], _g(r["gate_mean"], ".4f"), _g(r["gate_std"], ".4f"), _pct(r["saturated"]),
+                       _g(r["entropy"], ".4f"), _g(r["peak_share"], ".3f"), _g(r["gamma"], ".3g"),
+                       _g(r["knockout"], ".3g"), ", ".join(r["flags"]) or "-") for r in last]  # fmt: skip
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = [f"attention health after epoch {last[0]['epoch'] if last else 0}" + (f" ({note})" if note else "") + ":"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def plot_gates(rows: list[dict], path: str | Path) -> Path:
+    """``gates.png``: one panel per measure (``PLOTTED``) against the epoch, one curve per block."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["name"] for r in rows))
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
+    for ax, (key, label) in zip(axes.ravel(), PLOTTED):
+        for n in names:
+            pts = [(r["epoch"], r[key]) for r in rows if r["name"] == n and not math.isnan(r[key])]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=n)
+        ax.set_title(label)
+        ax.set_xlabel("epoch (0: before training)")
+        if key == "knockout" and any(r[key] > 0 for r in rows if not math.isnan(r[key])):
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle("attention health per block (fixed validation images)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def _run_health(row: dict) -> tuple[list[dict], str]:
+    """``(last-epoch rows, note)`` of one ablation run's record: its gates.csv, or why there is none."""
+    csv_path = Path(row.get("run_dir") or "") / CSV_NAME
+    if "non-finite attention" in str(row.get("error") or ""):  # NonFiniteAttentionError stopped the run
+        return [], "non-finite"
+    if not csv_path.is_file():
+        return [], ""
+    return last_epoch(read_csv(csv_path)), ""
+
+
+def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> list[str]:
+    """The ablation summary's "Attention health" section (Markdown lines): per variant its verdict beside the health
+    of each of its blocks at the last epoch, averaged over the seeds whose run folder has a ``gates.csv``; each flag
+    with the share of seeds that raised it. Empty when no run measured any health.
+
+    Args:
+        variants: variant names in config order.
+        rows: the runs' records (``variant``, ``seed``, ``status``, ``run_dir``, ``error``).
+        verdicts: ``{variant: verdict vs the baseline}`` (``"baseline"`` for the baseline; absent: ``—``).
+    """
+    per: dict[str, dict[str, list[dict]]] = {}
+    seeds: dict[str, int] = {}
+    nonfinite: dict[str, int] = {}
+    for r in rows:
+        last, note = _run_health(r)
+        v = r["variant"]
+        if note == "non-finite":
+            nonfinite[v] = nonfinite.get(v, 0) + 1
+        if last:
+            seeds[v] = seeds.get(v, 0) + 1
+            for b in last:
+                per.setdefault(v, {}).setdefault(b["name"], []).append(b)
+    if not per and not nonfinite:
+        return []
+    lines = ["", "## Attention health (last epoch, fixed validation images; mean over seeds)", "",
+             "| variant | verdict | block | gate mean | saturated | entropy | |γ| | knock-out | flags (seeds) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        verdict = verdicts.get(v, "—")
+        blocks = per.get(v, {})
+        if v in nonfinite:
+            lines.append(f"| {v} | {verdict} | (training stopped) | | | | | | non-finite ({nonfinite[v]} runs) |")
+        if not blocks:
+            if v not in nonfinite:
+                lines.append(f"| {v} | {verdict} | no attention blocks | | | | | | |")
+            continue
+        for name, bs in blocks.items():
+            def mean(k, bs=bs):
+                vals = [b[k] for b in bs if not math.isnan(b[k])]
+                return sum(vals) / len(vals) if vals else math.nan
+
+            counts = {f: sum(f in b["flags"] for b in bs) for f in FLAGS}
+            shown = ", ".join(f"{f} ({c}/{len(bs)})" for f, c in counts.items() if c) or "none"
+            lines.append(f"| {v} | {verdict} | {name} | {_g(mean('gate_mean'), '.3f')} | {_pct(mean('saturated'))} | "
+                         f"{_g(mean('entropy'), '.4f')} | {_g(mean('gamma'))} | {_g(mean('knockout'))} | {shown} |")
+    lines += ["", ("Flags: uniform (entropy / ln N >= 0.99: the block's maps are flat), one-hot (half a map's mass in "
+                   "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
+                   "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). A verdict of "
+                   "no detectable difference beside switched-off blocks means the attention did nothing; beside "
+                   "working blocks, that it did something that did not help. Per run: `runs/<run>/gates.csv`, "
+                   "`gates.png`.")]
+    return lines
