@@ -124,7 +124,7 @@ def _checked(diffs) -> np.ndarray:
 
 def _intervals(x: np.ndarray, confidence: float, test_var: float, naive: bool) -> tuple[np.ndarray, np.ndarray]:
     """Intervals after each prefix of every row of ``x`` (E, N): (lo, hi), each (E, N)."""
-    from scipy.stats import norm, t
+    from scipy.special import ndtri, stdtrit  # the kernels of scipy.stats' norm.ppf and t.ppf (not its import)
 
     if not (math.isfinite(test_var) and test_var >= 0):
         raise ValueError(f"test_var must be a finite variance >= 0, got {test_var!r}")
@@ -137,7 +137,7 @@ def _intervals(x: np.ndarray, confidence: float, test_var: float, naive: bool) -
     sd_mean = np.sqrt(ss / np.maximum(n - 1, 1) / n)  # s/√n
     if naive:
         with np.errstate(invalid="ignore"):
-            q = np.where(n >= 2, t.ppf(1 - alpha / 2, np.maximum(n - 1, 1)), np.inf)
+            q = np.where(n >= 2, stdtrit(np.maximum(n - 1, 1), 1 - alpha / 2), np.inf)
             half = np.where(n >= 2, q * np.sqrt(sd_mean**2 + test_var), np.inf)
     else:
         share = TEST_SHARE if test_var > 0 else 0.0
@@ -145,7 +145,7 @@ def _intervals(x: np.ndarray, confidence: float, test_var: float, naive: bool) -
         with np.errstate(invalid="ignore"):
             half = np.where(np.isinf(k), np.inf, k * sd_mean)
         if test_var > 0:
-            half = half + norm.ppf(1 - alpha * share / 2) * math.sqrt(test_var)
+            half = half + ndtri(1 - alpha * share / 2) * math.sqrt(test_var)
     half = np.where(np.isnan(half), np.inf, half)
     return mean - half, mean + half
 
