@@ -266,6 +266,23 @@ def decide_all(diffs: dict[str, Sequence[float]], rule: SeedRule, test_var: dict
             "variants": per}  # fmt: skip
 
 
+def decide_from_bootstrap(compared: dict, rule: SeedRule, metric: str = "map50_95") -> dict:
+    """``decide_all`` on ``stats.bootstrap_compare``'s output: each variant's per-seed Δ of ``metric`` (in seed order)
+    with the validation set's common variance of its hierarchical interval as ``test_var``.
+
+    Returns:
+        ``decide_all``'s dict; a variant without the metric (no per-image records) is left out of ``variants``.
+    """
+    diffs, test_var = {}, {}
+    for v, res in compared.items():
+        if metric not in res:
+            continue
+        diffs[v] = res[metric]["deltas"]
+        g = res[metric]["hier"].get("test_var", 0.0)
+        test_var[v] = g if g is not None and math.isfinite(g) else 0.0  # fewer than 2 seeds: unbounded anyway
+    return decide_all(diffs, rule, test_var)
+
+
 # ------------------------------------------------------------------------------------------------ simulation
 
 

@@ -141,8 +141,21 @@ def image_weights(n_images: int, n_boot: int = N_BOOT, seed: int = BOOT_SEED) ->
     return counts
 
 
-def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED, workers: int | None = None
-                     ) -> dict:
+def record_fingerprint(rec) -> str:
+    """A digest of everything in a ``perimage.Record`` that its metrics depend on (classes, images, predictions,
+    ground truth, size statuses): equal digests, equal resampled metrics."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((rec.names, rec.images)).encode())
+    for name in ("pred_img", "pred_cls", "pred_conf", "pred_tp", "gt_img", "gt_cls", "gt_area", "size_status"):
+        a = getattr(rec, name)
+        h.update(name.encode() + (b"-" if a is None else np.ascontiguousarray(a).tobytes() + a.dtype.str.encode()))
+    return h.hexdigest()
+
+
+def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED, workers: int | None = None,
+                     cache: dict | None = None) -> dict:
     """Metrics of every run on its record and on ``n_boot`` image resamples, the same resamples for every run.
 
     Args:
@@ -150,6 +163,9 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
         n_boot: resamples.
         seed: of the resamples.
         workers: threads (default: up to 2; numpy releases the GIL in the heavy loops).
+        cache: a dict the caller keeps between calls (e.g. after every seed of a sequential ablation): a run whose
+            record, ``n_boot`` and ``seed`` are unchanged (``record_fingerprint``) is taken from it, not recomputed;
+            new results are added to it.
 
     Returns:
         ``{key: {"point": metrics, "boot": metrics}}`` with ``weighted_ap.WeightedMetrics`` outputs (B = 1 and
@@ -170,8 +186,10 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
     for k in keys[1:]:
         if records[k].images != first:
             raise ValueError(f"the per-image records of {keys[0]} and {k} hold different validation images")
+    tags = {k: (record_fingerprint(records[k]), n_boot, seed) for k in keys} if cache is not None else {}
+    todo = [k for k in keys if cache is None or tags[k] not in cache]
     # the record itself (all weights one) as column 0 of the same call: one pass instead of two
-    wt = np.hstack([np.ones((len(first), 1), np.int32), image_weights(len(first), n_boot, seed)])
+    wt = np.hstack([np.ones((len(first), 1), np.int32), image_weights(len(first), n_boot, seed)]) if todo else None
 
     def one(key):
         m = WeightedMetrics(records[key])(wt)
@@ -179,7 +197,11 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
 
     workers = workers or min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as ex:
-        return dict(ex.map(one, keys))
+        done = dict(ex.map(one, todo))
+    if cache is None:
+        return done
+    cache.update({tags[k]: v for k, v in done.items()})
+    return {k: cache[tags[k]] for k in keys}
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
