@@ -63,11 +63,11 @@ def grid_counts(n: np.ndarray, style: str) -> np.ndarray:
 def _scan_rows(x: np.ndarray, op) -> np.ndarray:
     """Inclusive scan of ``op`` (``np.add``, ``np.fmax``) down the rows of an (n, b) array, in place.
 
-    Row by row costs n vector operations (numpy's own axis-0 scan is slower still for many columns); instead the rows are
-    cut into blocks of m ≈ √n, scanned within all blocks at once (m operations, each over every block), then the
-    blocks' totals (n/m) are scanned and carried into the blocks (one operation): about 2√n vector operations over
-    many rows each, with the GIL released for most of the time. Exact: the same operations on the same numbers,
-    only grouped (``op`` associative: integer addition, maximum).
+    Row by row costs n vector operations (numpy's own axis-0 scan is slower still for many columns); instead the
+    rows are cut into blocks of m ≈ √n, scanned within all blocks at once (m operations, each over every block),
+    then the blocks' totals (n/m) are scanned and carried into the blocks (one operation): about 2√n vector
+    operations over many rows each, with the GIL released for most of the time. Exact: the same operations on the
+    same numbers, only grouped (``op`` associative: integer addition, maximum).
     """
     if x.shape[1] < 32:  # few columns: numpy's own scan, its strides are short
         return op.accumulate(x, axis=0, out=x)
@@ -75,8 +75,8 @@ def _scan_rows(x: np.ndarray, op) -> np.ndarray:
     m = math.isqrt(n)
     nb = n // m if m else 0
     start = 1
-    if m >= 2 and nb >= 2:
-        blocks = x[: nb * m].reshape(nb, m, x.shape[1])  # a view (also of a reversed view: the strides split)
+    blocks = x[: nb * m].reshape(nb, m, x.shape[1]) if m >= 2 and nb >= 2 else None
+    if blocks is not None and np.may_share_memory(blocks, x):  # a view (also of a reversed view: the strides split)
         for i in range(1, m):
             op(blocks[:, i - 1], blocks[:, i], out=blocks[:, i])
         carry = blocks[:, -1].copy()
