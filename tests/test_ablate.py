@@ -477,10 +477,10 @@ def test_interrupt_resume_and_changed_settings(tmp_path, tiny_data):
     assert ablate.run(cfg, runner=lambda s, d: calls.append((s.variant, s.seed)) or fake_runner(s, d)) == 0
     assert calls == [("baseline", 2), ("cbam", 0), ("cbam", 1), ("cbam", 2)]  # the lost run and the rest
 
-    calls.clear()  # another imgsz changes every run's settings: all are redone, none mixed with the old ones
+    calls.clear()  # another imgsz changes every run's settings: a folder of its own (out-imgsz96), all runs done there
     assert ablate.run(cfg, ["imgsz=96"], runner=lambda s, d: calls.append(s.variant) or fake_runner(s, d)) == 0
-    assert len(calls) == 6
-    calls.clear()  # nor are device and plots
+    assert len(calls) == 6 and len(read_csv(tmp_path / "out-imgsz96" / "results.csv")) == 6
+    calls.clear()  # device and plots change no result: the same folder, nothing to redo
     again = ["imgsz=96", "device=mps", "plots=True"]
     assert ablate.run(cfg, again, runner=lambda s, d: calls.append(1) or fake_runner(s, d)) == 0
     assert calls == []
@@ -604,9 +604,10 @@ def test_foreign_folder_in_the_way_is_kept(tmp_path, tiny_data, capsys):
     mine.mkdir()  # an empty folder: nothing to lose
     assert ablate.run(cfg, runner=counting(calls)) == 0 and len(calls) == 4
     assert (mine / ".attn-yolo-run").is_file()  # the runner's own folder, replaced when the run is redone
-    calls.clear()
-    assert ablate.run(cfg, ["imgsz=96"], runner=counting(calls)) == 0 and len(calls) == 4
-    assert (mine / "weights.txt").read_text() == "cbam 1" and len(list(mine.iterdir())) == 3  # + record, marker
+    calls.clear()  # changed settings into the same out: redone only with redo=True, into the runner's own folders
+    assert ablate.run(cfg, [f"out={tmp_path / 'out'}", "imgsz=96", "redo=True"], runner=counting(calls)) == 0
+    assert len(calls) == 4
+    assert (mine / "weights.txt").read_text() == "cbam 1" and len(list(mine.iterdir())) == 4  # + record, marker, log
     assert f"out={tmp_path / 'out'} (outside the working directory {Path.cwd()})" in capsys.readouterr().out
 
 
