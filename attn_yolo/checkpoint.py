@@ -2,8 +2,8 @@
 
 Safe by default: every attn-yolo tool loads a user checkpoint weights-only (``load_yolo``), so a crafted ``.pt`` cannot
 run code; ``trust=True`` (a key of each tool, ``trust: true`` in an ablation config) opts into a full unpickle for a
-file whose source the user trusts. Ultralytics' own commands (``attn-yolo train/val/predict``) load as Ultralytics
-does: a full unpickle unless ``ULTRALYTICS_SAFE_LOAD=1``.
+file whose source the user trusts. Ultralytics' own commands through the CLI (``attn-yolo train/val/predict``) load
+weights-only too (``weights_only``, as ``ULTRALYTICS_SAFE_LOAD=1`` would), ``trust=True`` opting out.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ _SAFE_LOCK = threading.Lock()  # one weights-only load at a time: it swaps a fun
 
 
 @contextlib.contextmanager
-def _weights_only():
+def weights_only():
     """Make Ultralytics' checkpoint loader (``tasks.torch_safe_load``, called by ``load_checkpoint`` and so by
     ``YOLO(path)``) load weights-only for the duration, as ``ULTRALYTICS_SAFE_LOAD=1`` would for the whole process."""
     from ultralytics.nn import tasks
@@ -93,7 +93,7 @@ def _load_checkpoint(path: Path, what: str, error: type[Exception], trust: bool)
     try:
         if trust:
             return YOLO(str(path))
-        with _weights_only():
+        with weights_only():
             return YOLO(str(path))
     except Exception as e:  # Ultralytics/torch raise TypeError, UnpicklingError, KeyError, ... for unloadable files
         bad = [] if trust else unsafe_globals(path)

@@ -1,6 +1,7 @@
 """``attn-yolo`` command line: Ultralytics' own CLI with the attention blocks registered, plus the plugin's tools.
 
     attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
+    attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
 
@@ -13,6 +14,7 @@ import difflib
 import importlib
 import inspect
 import sys
+from pathlib import Path
 
 from attn_yolo.args import UsageError
 
@@ -69,6 +71,81 @@ def check_command(word: str) -> None:
     )
 
 
+CHECKPOINT_KEYS = ("model", "pretrained")  # pass-through arguments that name a checkpoint Ultralytics will load
+
+
+def take_trust(argv: list[str]) -> tuple[list[str], bool]:
+    """Take attn-yolo's own ``trust=True|False`` out of a pass-through command line (Ultralytics has no such key).
+
+    Raises:
+        UsageError: ``trust=`` with another value.
+    """
+    rest, trust = [], False
+    for tok in argv:
+        key, _, value = tok.partition("=")
+        if key != "trust":
+            rest.append(tok)
+        elif value.lower() in ("true", "false"):
+            trust = value.lower() == "true"
+        else:
+            raise UsageError(f"attn-yolo: trust={value!r}; expected True or False")
+    return rest, trust
+
+
+def check_checkpoints(argv: list[str]) -> None:
+    """Load each existing ``model=`` / ``pretrained=`` checkpoint of a pass-through command weights-only (the tools'
+    loader, ``checkpoint.load_yolo``) before Ultralytics sees it, so a crafted file is refused in one line naming the
+    global it references, before anything runs.
+
+    Raises:
+        UsageError: ``model='evil.pt': refused to load: the checkpoint references posix.system, ...``.
+    """
+    from attn_yolo.checkpoint import load_yolo
+
+    for tok in argv:
+        key, _, value = tok.partition("=")
+        if key in CHECKPOINT_KEYS and value.lower().endswith(".pt") and Path(value).is_file():
+            load_yolo(value, what=key, error=UsageError, suffixes=(".pt",))
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors that carry a message for the user (a bad YAML row, block argument, key or file): one line, exit 2."""
+    from attn_yolo.nn.common import AttnBuildError
+    from attn_yolo.registry import ModelYamlError, UnknownModuleError
+
+    return UsageError, UnknownModuleError, ModelYamlError, AttnBuildError
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (a ``KeyError`` subclass's without its quotes)."""
+    text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    return " ".join(str(text).split())
+
+
+def passthrough(argv: list[str]) -> int:
+    """Ultralytics' own CLI (``train``, ``val``, ``predict``, ...) with the blocks registered, checkpoints loaded
+    weights-only unless ``trust=True``, Ray Tune's warning silenced, and attn-yolo's errors as one line (exit 2)."""
+    from contextlib import nullcontext
+
+    from ultralytics.cfg import entrypoint
+
+    from attn_yolo.ablate.console import quiet_ray_tune
+    from attn_yolo.checkpoint import weights_only
+
+    argv, trust = take_trust(argv)
+    if not trust:
+        check_checkpoints(argv)
+    quiet_ray_tune()
+    saved = list(sys.argv)
+    sys.argv[:] = ["attn-yolo", *argv]  # in place: Ultralytics' ARGV is this list, bound when it was imported
+    try:
+        with nullcontext() if trust else weights_only():
+            entrypoint()
+    finally:
+        sys.argv[:] = saved
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``attn-yolo`` console script."""
     argv = sys.argv[1:] if argv is None else argv
@@ -80,16 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
         if argv:
             check_command(argv[0])
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if not argv or argv[0] in ("help", "-h", "--help"):
+            print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
+        return passthrough(argv)
+    except user_errors() as e:
+        print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
-    if not argv or argv[0] in ("help", "-h", "--help"):
-        print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
-    from ultralytics.cfg import entrypoint
-
-    sys.argv = ["attn-yolo", *argv]
-    entrypoint()
-    return 0
 
 
 if __name__ == "__main__":
