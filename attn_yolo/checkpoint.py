@@ -33,6 +33,29 @@ def check_out(path: str | Path, overwrite: bool, key: str = "out", error: type[E
         raise error(f"{key}={str(path)!r} exists; pass overwrite=True to replace it")
 
 
+def check_writable(path: str | Path, key: str = "out", error: type[Exception] = OSError) -> None:
+    """Refuse an output path that cannot be written, before any work: the nearest existing folder on the way must be
+    a folder in which a file can be created (probed with a temporary folder, removed at once).
+
+    Catches what a permission check would miss: a path under a file (``a.txt/x``), a read-only or pseudo file system
+    (``/sys/x``, ``/proc/x``), a missing permission.
+
+    Raises:
+        error: one line naming ``key``, the path and why, e.g. ``out='/sys/x': cannot write in /sys (Operation not
+            permitted)``.
+    """
+    p = Path(path).expanduser().absolute()
+    anc = p.parent if p.is_file() else p
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise error(f"{key}={str(path)!r}: {anc} is a file, not a folder, so nothing can be written under it")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".attn-yolo-probe-", dir=anc))
+    except OSError as e:
+        raise error(f"{key}={str(path)!r}: cannot write in {anc} ({e.strerror or e}); choose another {key}=") from None
+
+
 def atomic_write(path: str | Path, write) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then move it onto ``path`` (never a half-written file).
 

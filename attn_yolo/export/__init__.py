@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -175,6 +175,7 @@ def main(argv: list[str]) -> int:
         if p.exists() and not a["overwrite"]:
             keep = "" if a["onnx"] else f", or out= another name to keep both (e.g. out={f.stem}-dynamic.onnx)"
             raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it{keep}")
+        check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
     if not a["onnx"]:
         try:
             f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"], out=f,

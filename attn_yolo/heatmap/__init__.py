@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
+from attn_yolo.checkpoint import check_writable
 from attn_yolo.heatmap.capture import (
     AttentionCapture,
     AttentionMap,
@@ -95,6 +96,7 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"attn-yolo heatmap: trust={a['trust']!r}: expected True or False")
     if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
         raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
+    check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out", lambda msg: UsageError(f"attn-yolo heatmap: {msg}"))
     try:
         items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
                          iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])

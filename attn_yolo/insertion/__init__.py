@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
-from attn_yolo.checkpoint import check_out, load_model, save_checkpoint
+from attn_yolo.checkpoint import check_out, check_writable, load_model, save_checkpoint
 from attn_yolo.insertion.rewire import (
     InsertionError,
     _check_build,
@@ -80,6 +80,7 @@ def main(argv: list[str]) -> int:
         for p, key in ((out, "out"), (weights, "out_weights")):
             if p is not None:
                 check_out(p, a["overwrite"], key, InsertionError)
+                check_writable(p, key, InsertionError)
         src = load_model(pretrained, "pretrained", InsertionError, (".pt",), trust=a["trust"]) if pretrained else None
         _check_build(d, plan)
         d["yaml_file"] = str(out)
