@@ -163,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     except user_errors() as e:
         print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
+        print(f"\nattn-yolo {argv[0] if argv else ''}: interrupted (Ctrl-C); nothing half-written is kept",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

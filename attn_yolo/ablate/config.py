@@ -548,6 +548,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
+    if "imgsz" in train:  # Ultralytics' rule (check_imgsz, one warning): a multiple of the max stride, 32
+        from ultralytics.utils.checks import check_imgsz
+
+        imgsz = train["imgsz"] = check_imgsz(imgsz, stride=32)
     seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
     latency, p = _check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)

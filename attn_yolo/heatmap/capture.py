@@ -721,6 +721,9 @@ def heatmaps(
         from ultralytics.utils.torch_utils import select_device
 
         net.to(select_device(str(device), verbose=False))
+    from ultralytics.utils.checks import check_imgsz
+
+    imgsz = check_imgsz(imgsz, stride=int(max(getattr(net, "stride", torch.tensor([32.0])).max(), 32)))  # 1 warning
     files = read_sources(source, HeatmapError)
     images = [read_image(f, HeatmapError) for f in files]  # fail on a bad file before any work
     for f, im in zip(files, images):
