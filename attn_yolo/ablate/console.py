@@ -48,7 +48,7 @@ def to_log(path: Path, verbose: bool = False):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         stream = _Tee(f, sys.__stdout__ if sys.stdout is None else sys.stdout) if verbose else f
-        handlers = [h for h in LOGGER.handlers if isinstance(h, logging.StreamHandler)]
+        handlers = [h for h in LOGGER.handlers if type(h) is logging.StreamHandler]  # its console handler
         old = [h.setStream(stream) for h in handlers]
         try:
             with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
