@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from attn_yolo.checkpoint import atomic_write, check_out, load_yolo
-from attn_yolo.images import read_image, read_sources
+from attn_yolo.images import default_images, read_image, read_sources
 
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2}
 """Maximum ``max|onnx − torch| / output scale`` per raw output part (``RAW_SCALE``), by exported precision."""
@@ -424,7 +424,8 @@ def verify_onnx(
     Args:
         onnx_path: the exported file; opset, dynamic axes, precision and export size are read from it.
         model: the PyTorch model it was exported from.
-        source: images (file, directory or list); None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
+        source: images (file, directory or list); None: the first 2 validation images of the model's own dataset
+            when it is at hand (``images.default_images``), else Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
         conf, iou: NMS thresholds of the detection check.
         tol: raw-output tolerance; None: ``TOLERANCE[precision]``.
         sizes: extra (h, w) sizes for a dynamic file; None: ``other_sizes(export size)``.
@@ -439,7 +440,8 @@ def verify_onnx(
 
     info = onnx_info(onnx_path)
     tol = TOLERANCE[info["precision"]] if tol is None else tol
-    images = load_images(source)
+    yolo = load_yolo(model, trust=trust)
+    images = load_images(default_images(yolo)[0] if source is None else source)
     report = VerifyReport(
         onnx=str(onnx_path),
         model=str(getattr(model, "ckpt_path", None) or getattr(model, "model_name", None) or model),
@@ -461,7 +463,7 @@ def verify_onnx(
     if info["dynamic"]:
         extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
         cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
-    torch_model = load_yolo(model, trust=trust).model
+    torch_model = yolo.model
     try:
         sess = ort_session(onnx_path)
     except Exception as e:  # onnxruntime cannot load the file (unknown op, bad graph)
