@@ -98,14 +98,22 @@ def check_checkpoints(argv: list[str]) -> None:
     global it references, before anything runs.
 
     Raises:
-        UsageError: ``model='evil.pt': refused to load: the checkpoint references posix.system, ...``.
+        UsageError: ``model='evil.pt': refused to load: the checkpoint references posix.system, ...``, or a ``.pt``
+            that does not exist (and is not an official Ultralytics name, which Ultralytics fetches).
     """
+    from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
+
     from attn_yolo.checkpoint import load_yolo
 
     for tok in argv:
         key, _, value = tok.partition("=")
-        if key in CHECKPOINT_KEYS and value.lower().endswith(".pt") and Path(value).is_file():
+        if key not in CHECKPOINT_KEYS or not value.lower().endswith(".pt"):
+            continue
+        if Path(value).is_file():
             load_yolo(value, what=key, error=UsageError, suffixes=(".pt",))
+        elif value not in GITHUB_ASSETS_NAMES:  # an official name (yolo11n.pt) is Ultralytics' to fetch
+            raise UsageError(f"attn-yolo: {key}={value!r}: no such file (give a checkpoint, e.g. "
+                             "runs/detect/train/weights/best.pt)")
 
 
 def user_errors() -> tuple[type[Exception], ...]:

@@ -132,3 +132,9 @@ def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_pat
     assert "warning: row 6: CBAM right after CBAM (row 5): the block is stacked on itself" in err
     assert cli_main(["insert", "base=yolo11n.yaml", "module=SE", f"out={tmp_path / 'd.yaml'}"]) == 0
     assert "stacked" not in capsys.readouterr().err  # SE after C3k2: no warning
+
+
+def test_pass_through_with_a_missing_checkpoint_is_one_line(tmp_path, capsys):
+    assert cli_main(["val", f"model={tmp_path / 'nofile.pt'}", "data=coco8.yaml"]) == 2
+    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo: model='{tmp_path / 'nofile.pt'}': no such file "
+                                                 "(give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
