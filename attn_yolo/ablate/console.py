@@ -97,7 +97,7 @@ class Progress:
 
         self.verbose = verbose
         self.bar = TQDM(total=max(total, 1), desc="attn-yolo ablate", unit="run", disable=total == 0 or None,
-                        file=sys.stdout)
+                        mininterval=0, file=sys.stdout)  # redrawn only at a run's start and end: each redraw shows
         self.bar.RATE_SMOOTHING_FACTOR = 0.0  # rate = runs done / elapsed over the session, not a smoothed burst
 
     def line(self, text: str) -> None:
