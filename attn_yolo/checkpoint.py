@@ -2,8 +2,8 @@
 
 Safe by default: every attn-yolo tool loads a user checkpoint weights-only (``load_yolo``), so a crafted ``.pt`` cannot
 run code; ``trust=True`` (a key of each tool, ``trust: true`` in an ablation config) opts into a full unpickle for a
-file whose source the user trusts. Ultralytics' own commands (``attn-yolo train/val/predict``) load as Ultralytics
-does: a full unpickle unless ``ULTRALYTICS_SAFE_LOAD=1``.
+file whose source the user trusts. Ultralytics' own commands through the CLI (``attn-yolo train/val/predict``) load
+weights-only too (``weights_only``, as ``ULTRALYTICS_SAFE_LOAD=1`` would), ``trust=True`` opting out.
 """
 
 from __future__ import annotations
@@ -31,6 +31,29 @@ def check_out(path: str | Path, overwrite: bool, key: str = "out", error: type[E
     """
     if Path(path).exists() and not overwrite:
         raise error(f"{key}={str(path)!r} exists; pass overwrite=True to replace it")
+
+
+def check_writable(path: str | Path, key: str = "out", error: type[Exception] = OSError) -> None:
+    """Refuse an output path that cannot be written, before any work: the nearest existing folder on the way must be
+    a folder in which a file can be created (probed with a temporary folder, removed at once).
+
+    Catches what a permission check would miss: a path under a file (``a.txt/x``), a read-only or pseudo file system
+    (``/sys/x``, ``/proc/x``), a missing permission.
+
+    Raises:
+        error: one line naming ``key``, the path and why, e.g. ``out='/sys/x': cannot write in /sys (Operation not
+            permitted)``.
+    """
+    p = Path(path).expanduser().absolute()
+    anc = p.parent if p.is_file() else p
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise error(f"{key}={str(path)!r}: {anc} is a file, not a folder, so nothing can be written under it")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".attn-yolo-probe-", dir=anc))
+    except OSError as e:
+        raise error(f"{key}={str(path)!r}: cannot write in {anc} ({e.strerror or e}); choose another {key}=") from None
 
 
 def atomic_write(path: str | Path, write) -> None:
@@ -69,7 +92,7 @@ _SAFE_LOCK = threading.Lock()  # one weights-only load at a time: it swaps a fun
 
 
 @contextlib.contextmanager
-def _weights_only():
+def weights_only():
     """Make Ultralytics' checkpoint loader (``tasks.torch_safe_load``, called by ``load_checkpoint`` and so by
     ``YOLO(path)``) load weights-only for the duration, as ``ULTRALYTICS_SAFE_LOAD=1`` would for the whole process."""
     from ultralytics.nn import tasks
@@ -93,7 +116,7 @@ def _load_checkpoint(path: Path, what: str, error: type[Exception], trust: bool)
     try:
         if trust:
             return YOLO(str(path))
-        with _weights_only():
+        with weights_only():
             return YOLO(str(path))
     except Exception as e:  # Ultralytics/torch raise TypeError, UnpicklingError, KeyError, ... for unloadable files
         bad = [] if trust else unsafe_globals(path)

@@ -2,6 +2,7 @@
 
     attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
     attn-yolo train ... health=False                                              # no attention health per epoch
+    attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
 
@@ -14,6 +15,7 @@ import difflib
 import importlib
 import inspect
 import sys
+from pathlib import Path
 
 from attn_yolo.args import UsageError
 
@@ -70,6 +72,105 @@ def check_command(word: str) -> None:
     )
 
 
+CHECKPOINT_KEYS = ("model", "pretrained")  # pass-through arguments that name a checkpoint Ultralytics will load
+
+
+def take_flag(argv: list[str], key: str, default: bool | None, meaning: str) -> tuple[list[str], bool | None]:
+    """Take one of attn-yolo's own ``key=True|False`` arguments (``trust``, ``health``, ``sdpa``) out of a
+    pass-through command line, since Ultralytics' CLI has no such key: ``(the rest, the value or default)``.
+
+    Raises:
+        UsageError: ``key=`` with another value than True or False.
+    """
+    rest, value = [], default
+    for tok in argv:
+        k, eq, v = tok.partition("=")
+        if not (eq and k == key):
+            rest.append(tok)
+        elif v.lower() in ("true", "false"):
+            value = v.lower() == "true"
+        else:
+            raise UsageError(f"attn-yolo: {key}={v!r} is invalid; allowed: True or False ({meaning})")
+    return rest, value
+
+
+def check_checkpoints(argv: list[str]) -> None:
+    """Load each existing ``model=`` / ``pretrained=`` checkpoint of a pass-through command weights-only (the tools'
+    loader, ``checkpoint.load_yolo``) before Ultralytics sees it, so a crafted file is refused in one line naming the
+    global it references, before anything runs.
+
+    Raises:
+        UsageError: ``model='evil.pt': refused to load: the checkpoint references posix.system, ...``, or a ``.pt``
+            that does not exist (and is not an official Ultralytics name, which Ultralytics fetches).
+    """
+    from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
+
+    from attn_yolo.checkpoint import load_yolo
+
+    for tok in argv:
+        key, _, value = tok.partition("=")
+        if key not in CHECKPOINT_KEYS or not value.lower().endswith(".pt"):
+            continue
+        if Path(value).is_file():
+            load_yolo(value, what=key, error=UsageError, suffixes=(".pt",))
+        elif value not in GITHUB_ASSETS_NAMES:  # an official name (yolo11n.pt) is Ultralytics' to fetch
+            raise UsageError(f"attn-yolo: {key}={value!r}: no such file (give a checkpoint, e.g. "
+                             "runs/detect/train/weights/best.pt)")
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors that carry a message for the user (a bad YAML row, block argument, key or file): one line, exit 2."""
+    from attn_yolo.health import NonFiniteAttentionError
+    from attn_yolo.nn.common import AttnBuildError
+    from attn_yolo.registry import ModelYamlError, UnknownModuleError
+
+    return UsageError, UnknownModuleError, ModelYamlError, AttnBuildError, NonFiniteAttentionError
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (a ``KeyError`` subclass's without its quotes)."""
+    text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    return " ".join(str(text).split())
+
+
+def passthrough(argv: list[str]) -> int:
+    """Ultralytics' own CLI (``train``, ``val``, ``predict``, ...) with the blocks registered, checkpoints loaded
+    weights-only unless ``trust=True``, attention health per epoch of training unless ``health=False``, Ray Tune's
+    warning silenced, and attn-yolo's errors as one line (exit 2).
+
+    Raises:
+        UsageError: a bad ``trust=`` / ``health=`` value, ``health=`` outside training, a refused checkpoint.
+    """
+    from contextlib import ExitStack
+
+    import ultralytics.cfg
+
+    from attn_yolo.ablate.console import quiet_ray_tune
+    from attn_yolo.checkpoint import weights_only
+    from attn_yolo.health import default_on
+
+    argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust")
+    argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True")
+    training = "train" in argv or "mode=train" in argv
+    if health and not training:
+        raise UsageError("attn-yolo: health= applies to training only (attn-yolo train ...)")
+    if not trust:
+        check_checkpoints(argv)
+    quiet_ray_tune()
+    saved = sys.argv, ultralytics.cfg.ARGV
+    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]  # Ultralytics parses the ARGV it bound at import
+    try:
+        with ExitStack() as stack:
+            if not trust:
+                stack.enter_context(weights_only())
+            if training and health is not False:
+                stack.enter_context(default_on())  # gates.csv, gates.png, a stop at NaN/inf in a block
+            ultralytics.cfg.entrypoint()
+    finally:
+        sys.argv, ultralytics.cfg.ARGV = saved
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``attn-yolo`` console script."""
     argv = sys.argv[1:] if argv is None else argv
@@ -81,56 +182,16 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
         if argv:
             check_command(argv[0])
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if not argv or argv[0] in ("help", "-h", "--help"):
+            print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
+        return passthrough(argv)
+    except user_errors() as e:
+        print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
-    if not argv or argv[0] in ("help", "-h", "--help"):
-        print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
-    try:
-        argv, health = health_arg(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    import ultralytics.cfg
-    from ultralytics.cfg import entrypoint
-
-    old = sys.argv, ultralytics.cfg.ARGV
-    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]  # its CLI reads the ARGV it kept at import (sys.argv then)
-    try:
-        if not health:
-            entrypoint()
-            return 0
-        from attn_yolo.health import NonFiniteAttentionError, default_on
-
-        try:
-            with default_on():  # attention health per epoch: gates.csv, gates.png, a stop at NaN/inf in a block
-                entrypoint()
-        except NonFiniteAttentionError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        return 0
-    finally:
-        sys.argv, ultralytics.cfg.ARGV = old
-
-
-def health_arg(argv: list[str]) -> tuple[list[str], bool]:
-    """``(argv without health=..., health on?)``: ``health=True|False`` (default True) applies to training
-    (``attn-yolo train ...``, ``mode=train``); Ultralytics' own CLI does not know the key, so it is taken out here.
-
-    Raises:
-        UsageError: ``health=`` with a value other than True/False, or given to a mode other than train.
-    """
-    values = [a.partition("=")[2] for a in argv if a.startswith("health=")]
-    rest = [a for a in argv if not a.startswith("health=")]
-    training = "train" in rest or "mode=train" in rest
-    if not values:
-        return rest, training
-    v = values[-1].strip().lower()
-    if v not in ("true", "false", "1", "0"):
-        raise UsageError(f"health={values[-1]!r}: expected True or False (attention health per epoch of training)")
-    if not training:
-        raise UsageError("health= applies to training only (attn-yolo train ...)")
-    return rest, v in ("true", "1")
+    except KeyboardInterrupt:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
+        print(f"\nattn-yolo {argv[0] if argv else ''}: interrupted (Ctrl-C); nothing half-written is kept",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

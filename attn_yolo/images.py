@@ -1,4 +1,5 @@
-"""Reading the images a tool runs on: files, folders, globs, and Ultralytics' sample photos as the default."""
+"""Reading the images a tool runs on: files, folders, globs; by default the model's own validation images when its
+dataset is at hand, else Ultralytics' sample photos."""
 
 from __future__ import annotations
 
@@ -15,6 +16,50 @@ def default_sources() -> list[Path]:
 
     assets = Path(ultralytics.__file__).parent / "assets"
     return [assets / "bus.jpg", assets / "zidane.jpg"]
+
+
+VAL_IMAGES = 2  # validation images a tool takes by default from the model's own dataset
+
+
+def model_dataset(model) -> str | None:
+    """The dataset YAML a model was trained on: ``train_args["data"]`` of its checkpoint, which Ultralytics puts in
+    ``model.args`` when it loads one (a ``YOLO``, its ``nn.Module``); None for a model built from a YAML."""
+    from ultralytics.engine.model import Model
+
+    net = model.model if isinstance(model, Model) else model
+    for args in (getattr(net, "args", None), getattr(model, "overrides", None)):
+        data = args.get("data") if isinstance(args, dict) else getattr(args, "data", None)
+        if isinstance(data, str) and data:
+            return data
+    return None
+
+
+def dataset_images(model, n: int = VAL_IMAGES) -> tuple[list[Path], str] | None:
+    """The first ``n`` validation images (sorted by name) of the dataset the model was trained on, when that dataset
+    is at hand (nothing is downloaded), with a description such as ``"2 val images of data.yaml"``; else None.
+
+    On its own images a trained model finds objects, so a check of its detections (export's NMS comparison) or its
+    attention (heatmaps) has something to look at, unlike on photos of another domain."""
+    from ultralytics.data.utils import check_det_dataset
+
+    data = model_dataset(model)
+    if data is None:
+        return None
+    try:
+        info = check_det_dataset(data, autodownload=False)
+        splits = [Path(v) for v in (info["val"] if isinstance(info["val"], list) else [info["val"]])]
+        listed = [Path(line.strip()) for s in splits if s.suffix == ".txt" and s.is_file()
+                  for line in s.read_text(encoding="utf-8-sig").splitlines() if line.strip()]  # a .txt image list
+        files = read_sources([str(s) for s in splits if s.suffix != ".txt"]) if not listed else listed
+    except Exception:  # noqa: BLE001  not at hand (moved, another machine, a download dataset): the defaults apply
+        return None
+    files = sorted(files, key=lambda f: f.name)[:n]
+    return (files, f"{len(files)} val images of {Path(data).name}") if files else None
+
+
+def default_images(model) -> tuple[list[Path], str]:
+    """``dataset_images(model)`` when the model's dataset is at hand, else Ultralytics' bus.jpg and zidane.jpg."""
+    return dataset_images(model) or (default_sources(), "Ultralytics' bus.jpg, zidane.jpg")
 
 
 def read_sources(source=None, error: type[Exception] = ValueError) -> list[Path]:

@@ -10,7 +10,9 @@
    from / repeats / args ``ModelYamlError``, instead of a bare ``KeyError`` or ``IndexError``; (b) each attention
    row (its name, or an alias in ``ALIASES``) gets its block's class and one marker (``attn_yolo.conventions.RowArgs``)
    in place of its args, so the block takes its input width from the layer it reads and its args are read by the
-   conventions of public YAMLs (``attn_yolo.conventions``);
+   conventions of public YAMLs (``attn_yolo.conventions``); and wraps the ``guess_model_task`` of
+   ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those checks come first there too
+   (an attention row after Detect would otherwise end in Ultralytics' ``'None' task`` error);
 3. allow-lists the classes for weights-only loading (``ULTRALYTICS_SAFE_LOAD=1``, ``torch.serialization``);
 4. adds a callback to Ultralytics' default callbacks. Multi-GPU training pickles the trainer's callbacks into the
    DDP worker state (``ultralytics.utils.dist.generate_ddp_file``); unpickling this function imports ``attn_yolo`` in
@@ -22,6 +24,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import re
 
 import torch
 
@@ -103,6 +106,9 @@ NOT_PROVIDED = (
 a different block by a "did you mean" hint."""
 
 SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
+
+
+HEAD_RE = re.compile(r"Detect|Segment|Pose|OBB|Classify|RTDETRDecoder")  # output heads (as guess_model_task reads)
 
 
 class UnknownModuleError(KeyError):
@@ -235,6 +241,7 @@ def check_yaml_modules(d: dict) -> None:
             f"[from, repeats, module, args] rows (got keys: {', '.join(map(str, d or {})) or 'none'})"
         )
     rows = [("backbone", r) for r in sections[0]] + [("head", r) for r in sections[1]]
+    head = None  # (row, name) of the first output head (Detect, Segment, ...)
     for i, (section, row) in enumerate(rows):
         where = f"model YAML row {i} ({section})"
         if not isinstance(row, (list, tuple)) or len(row) != 4 or not isinstance(row[2], str):
@@ -242,6 +249,11 @@ def check_yaml_modules(d: dict) -> None:
         f, n, m, args = row
         if not _known(m):
             raise UnknownModuleError(unknown_module_message(i, section, m))
+        if head and canonical(m):
+            raise ModelYamlError(f"model YAML row {i}: {m} after {head[1]} (row {head[0]}); attention must come "
+                                 f"before the head's {head[1]}")
+        if head is None and HEAD_RE.search(m.split(".")[-1]):
+            head = (i, m)
         if err := _from_error(f, i):
             raise ModelYamlError(f"{where} {m}: {err}")
         if not is_int(n) or n < 1:
@@ -302,6 +314,21 @@ def _wrap_init(initialize):
     return attn_initialize
 
 
+def _wrap_guess(guess):
+    """Wrap the ``guess_model_task`` that ``YOLO(yaml)`` calls first (``ultralytics.engine.model``), so a YAML's row
+    errors (e.g. attention after Detect, which makes the task unguessable) are said before Ultralytics' ``'None'
+    task`` error."""
+
+    @functools.wraps(guess)
+    def attn_guess_model_task(model):
+        if isinstance(model, dict) and "backbone" in model:
+            check_yaml_modules(model)
+        return guess(model)
+
+    attn_guess_model_task.__attn_yolo_original__ = guess
+    return attn_guess_model_task
+
+
 def ensure_registered(*_args) -> None:
     """Ultralytics callback (any event) that makes sure the blocks are registered in this process."""
     register()
@@ -318,6 +345,10 @@ def register() -> None:
         tasks.parse_model = _wrap(tasks.parse_model)
     if not hasattr(tasks._initialize_yolo_model, "__attn_yolo_original__"):
         tasks._initialize_yolo_model = _wrap_init(tasks._initialize_yolo_model)
+    from ultralytics.engine import model as engine_model
+
+    if not hasattr(engine_model.guess_model_task, "__attn_yolo_original__"):
+        engine_model.guess_model_task = _wrap_guess(engine_model.guess_model_task)
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
     hooks = base.default_callbacks["on_pretrain_routine_start"]
     if ensure_registered not in hooks:
@@ -336,6 +367,10 @@ def unregister() -> None:
     tasks._initialize_yolo_model = getattr(
         tasks._initialize_yolo_model, "__attn_yolo_original__", tasks._initialize_yolo_model
     )
+    from ultralytics.engine import model as engine_model
+
+    engine_model.guess_model_task = getattr(engine_model.guess_model_task, "__attn_yolo_original__",
+                                            engine_model.guess_model_task)
     hooks = base.default_callbacks["on_pretrain_routine_start"]
     if ensure_registered in hooks:
         hooks.remove(ensure_registered)

@@ -66,7 +66,41 @@ def test_ablate_out_is_an_existing_file(files, tmp_path, capsys):
     cfg = tmp_path / "ablation.yaml"
     cfg.write_text(yaml.safe_dump({"data": str(data), "variants": [{"name": "base", "model": "yolo11n.yaml"}],
                                    "train": {"epochs": 1, "imgsz": 64}}))  # fmt: skip
+    capsys.readouterr()
     assert cli.main(["ablate", str(cfg), f"out={files['file']}"]) == 2
     err = capsys.readouterr().err
-    assert f"- out: '{files['file']}' is an existing file; expected a folder" in err and "Traceback" not in err
+    assert f": out: '{files['file']}' is an existing file; expected a folder" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
     assert files["file"].read_text() == ""
+
+
+UNWRITABLE = {"/sys/x": "cannot write in /sys (Operation not permitted)",
+              "/proc/x": "cannot write in /proc (No such file or directory)",
+              "{file}/x": "{file} is a file, not a folder, so nothing can be written under it"}  # fmt: skip
+
+
+@pytest.mark.parametrize("out", list(UNWRITABLE))
+@pytest.mark.parametrize("tool", ["insert", "export", "heatmap", "ablate"])
+def test_an_impossible_out_is_one_line(tool, out, files, tmp_path, capsys):
+    """An out= that cannot be written (a pseudo file system, a path under a file): exit 2, one line, before any work."""
+    if out.startswith(("/sys", "/proc")) and not Path("/" + out.split("/")[1]).exists():
+        pytest.skip(f"no {out.split('/')[1]} here")
+    out = out.format(file=files["file"])
+    yaml_model = str(MODELS / "yolo11-se.yaml")
+    if tool == "ablate":
+        from attn_yolo.synthetic import generate
+
+        data = generate(tmp_path / "shapes", n_train=2, n_val=1, imgsz=64, seed=0)
+        cfg = tmp_path / "ablation.yaml"
+        cfg.write_text(yaml.safe_dump({"data": str(data), "variants": [{"name": "base", "model": "yolo11n.yaml"}],
+                                       "train": {"epochs": 1, "imgsz": 64}}))  # fmt: skip
+    argv = {"insert": ["insert", "base=yolo11n.yaml", f"out={out}/m.yaml"],
+            "export": ["export", f"model={yaml_model}", "imgsz=64", f"out={out}/m.onnx"],
+            "heatmap": ["heatmap", f"model={yaml_model}", "imgsz=64", f"out={out}"],
+            "ablate": ["ablate", str(tmp_path / "ablation.yaml"), f"out={out}"]}[tool]  # fmt: skip
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert UNWRITABLE[next(k for k in UNWRITABLE if k.format(file=files["file"]) == out)].format(file=files["file"]) in err
+    assert not Path(out).exists()

@@ -335,13 +335,14 @@ def test_nan_in_a_block_stops_attn_yolo_train_naming_it(tmp_path, tiny_data, cap
     assert not (tmp_path / "nan" / "weights" / "best.pt").exists()
 
 
-def test_cli_health_switch():
-    assert cli.health_arg(["train", "model=a.yaml"]) == (["train", "model=a.yaml"], True)
-    assert cli.health_arg(["train", "model=a.yaml", "health=False"]) == (["train", "model=a.yaml"], False)
-    assert cli.health_arg(["val", "model=a.pt"]) == (["val", "model=a.pt"], False)
-    with pytest.raises(cli.UsageError, match=r"health='maybe': expected True or False"):
-        cli.health_arg(["train", "health=maybe"])
+def test_cli_health_switch(capsys):
+    assert cli.take_flag(["train", "model=a.yaml"], "health", None, "") == (["train", "model=a.yaml"], None)
+    assert cli.take_flag(["train", "health=False"], "health", None, "") == (["train"], False)
+    with pytest.raises(cli.UsageError, match=r"health='maybe' is invalid; allowed: True or False"):
+        cli.take_flag(["train", "health=maybe"], "health", None, "")
     assert cli.main(["train", "health=maybe"]) == 2
+    assert cli.main(["val", "model=a.yaml", "health=True"]) == 2
+    assert "health= applies to training only" in capsys.readouterr().err
 
 
 def test_ablation_config_health_key(tmp_path, tiny_data):

@@ -146,3 +146,32 @@ def test_trust_loads_a_foreign_checkpoint(ckpts, tiny_data, tmp_path, capsys):
     ab = validate({**raw, "trust": True}, folder, name, source)
     assert ab.trust and ab.config["trust"] is True
     assert all(s.trust for s in plan(ab, ab.data))  # each run's transfer of train.pretrained gets it
+
+
+@pytest.mark.parametrize("mode", ["val", "predict", "train"])
+def test_pass_through_commands_refuse_the_crafted_checkpoint(mode, ckpts, tiny_data, assets, capsys):
+    """``attn-yolo val/predict/train`` load checkpoints weights-only too: one line naming the global, exit 2, no
+    payload run."""
+    crafted = ckpts["crafted"]
+    key = "pretrained" if mode == "train" else "model"
+    argv = {"val": ["val", f"model={crafted}", f"data={tiny_data}", "imgsz=64"],
+            "predict": ["predict", f"model={crafted}", f"source={assets / 'bus.jpg'}", "imgsz=64"],
+            "train": ["train", f"model={ckpts['yaml']}", f"pretrained={crafted}", f"data={tiny_data}", "epochs=1"]}[mode]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {key}='{crafted}': refused to load: the checkpoint references {OPEN}, outside")
+    assert "\n" not in err and "Traceback" not in err
+    assert not ckpts["marker"].exists()
+    assert tasks.torch_safe_load is ULTRALYTICS_LOADER
+
+
+def test_pass_through_loads_a_plain_checkpoint_weights_only_and_trust_opts_out(ckpts, assets, tmp_path, monkeypatch):
+    calls = []
+    loader = tasks.torch_safe_load
+    monkeypatch.setattr(tasks, "torch_safe_load", lambda w, safe_only=None: calls.append(safe_only) or loader(w, safe_only))
+    src, out = f"source={assets / 'bus.jpg'}", f"project={tmp_path}"
+    assert cli.main(["predict", f"model={ckpts['legit']}", src, "imgsz=64", out, "save=False"]) == 0
+    assert calls and all(calls)  # every load weights-only
+    calls.clear()
+    assert cli.main(["predict", f"model={ckpts['foreign']}", src, "imgsz=64", out, "save=False", "trust=True"]) == 0
+    assert calls and not any(calls)  # trust=True: as Ultralytics loads by default

@@ -38,8 +38,12 @@ three intervals per variant and metric) and ``config.yaml`` (the resolved config
 Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment named after the ablation
 (``attn_yolo.ablate.tracking``).
 
-Re-running the same command skips runs recorded ``ok`` with the same settings; it redoes runs that are missing
-(interrupted), that failed, or whose settings changed (model, data, train args or seed). Safety: one ablation at a
+Re-running the same command skips runs recorded ``ok`` with the same settings and redoes runs that are missing
+(interrupted) or failed. Finished runs whose settings changed (model, data, train args) stop the ablation before any
+work (exit 2, naming the keys and runs) unless ``redo=True``, which replaces each old run folder only after its new
+run has finished; without ``out=``, overrides that change a run's result name their own folder
+(``<out>-epochs1-imgsz96``). On the terminal: one line per run under a progress bar; each run's full Ultralytics
+output is in ``runs/<run>/train.log`` (``verbose=True``: on the terminal too). Safety: one ablation at a
 time per ``out`` (a lock; a second one exits 2 naming the holder's pid and host); the runner deletes or replaces only
 folders it created (a marker file in each; anything else in the way: exit 2 naming it); SIGINT/SIGTERM stop every
 worker and keep the finished runs. Exit code: 0 every run ok, 1 some run failed, 2 bad config or ``out`` in use or
@@ -54,6 +58,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   weighted_ap  mAP, per-class AP and size AP of a per-image record under image weights (bootstrap resamples)
 #   results      results.csv: the index of every run's record, rebuilt from the run folders
 #   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
+#   rerun        finished runs are results: the changed-settings stop, redo into a staging folder, the default out
+#   console      the terminal: one line per run, the progress bar; each run's output into its train.log
 #   report       summary.md, ablation.png, curves.png, delta.png
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)

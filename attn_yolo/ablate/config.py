@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import load_model
+from attn_yolo.checkpoint import check_writable, load_model
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"
@@ -92,7 +92,10 @@ class ConfigError(UsageError):
     def __init__(self, source: str, problems: list[str]):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s) in the ablation config:\n{lines}")
+        if len(self.problems) == 1:  # one line
+            super().__init__(f"{source}: {self.problems[0]}")
+        else:
+            super().__init__(f"{source}: {len(self.problems)} problems in the ablation config:\n{lines}")
 
 
 @dataclasses.dataclass
@@ -546,6 +549,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
+    if "imgsz" in train:  # Ultralytics' rule (check_imgsz, one warning): a multiple of the max stride, 32
+        from ultralytics.utils.checks import check_imgsz
+
+        imgsz = train["imgsz"] = check_imgsz(imgsz, stride=32)
     seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
     latency, p = _check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
@@ -558,6 +565,11 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         out = f"runs/ablate/{name}"
     elif Path(out).exists() and not Path(out).is_dir():
         problems.append(f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)")
+    else:
+        try:
+            check_writable(out, "out", UsageError)
+        except UsageError as e:
+            problems.append(str(e).replace("out=", "out: ", 1))
     trust = raw.get("trust", False)
     if not isinstance(trust, bool):
         problems.append(f"trust: {trust!r}; expected true or false (true: load train.pretrained by a full unpickle)")

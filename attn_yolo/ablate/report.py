@@ -18,6 +18,7 @@ from attn_yolo.ablate.stats import (
     TARGET_DELTA,
     bootstrap_compare,
     detectable_delta,
+    detectable_from_t,
     learned_nothing,
     resample_records,
     seeds_needed,
@@ -86,6 +87,21 @@ def analyze(ab: Ablation, rows: list[dict]) -> dict:
     return out
 
 
+def verdict_words(verdict: str, lo: float, hi: float, detectable: float) -> str:
+    """A verdict as the summary words it. ``better`` / ``worse`` stand; an interval that contains 0 reads
+    ``no difference beyond ±w`` when it lies within ±``TARGET_DELTA`` (w: its larger bound in absolute value, rounded
+    up at the 4th decimal), else ``inconclusive: this design detects only |Δ| ≥ X`` (X: the smallest Δ the design
+    detects with 80 % power, ``stats.detectable_delta``), never a bare "no detectable difference"."""
+    if verdict != "no detectable difference" or not (math.isfinite(lo) and math.isfinite(hi)):
+        return verdict
+    w = max(abs(lo), abs(hi))
+    if w <= TARGET_DELTA:
+        return f"no difference beyond ±{math.ceil(w * 1e4 - 1e-9) / 1e4:.4f}"
+    if math.isfinite(detectable):
+        return f"inconclusive: this design detects only |Δ| ≥ {detectable:.4f}"
+    return f"inconclusive: the interval spans [{lo:+.4f}, {hi:+.4f}]"
+
+
 def _ci(lo, hi, dec: int) -> str:
     return "n/a" if lo is None or math.isnan(lo) else f"[{_fmt(lo, dec, True)}, {_fmt(hi, dec, True)}]"
 
@@ -103,8 +119,8 @@ def _cost(b: dict, s: dict) -> list[str]:
 
 def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None = None,
                      wall_s: float | None = None) -> str:
-    """The summary.md text: setup, verdicts with their three intervals and the power of the design, per-variant
-    table (mean ± std), paired differences, per-class movers, how the intervals are made, failures.
+    """The summary.md text: first the verdicts with their three intervals and the power of the design, then the
+    setup, per-variant table (mean ± std), paired differences, per-class movers, how the intervals are made, failures.
 
     Args:
         ab: the ablation.
@@ -118,9 +134,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     cmp_, conf = boot["compare"], int(CONFIDENCE * 100)
     tr = ", ".join(f"{k}={v}" for k, v in ab.train.items())
     n_ok = sum(r["status"] == "ok" for r in rows)
-    lines = [
-        f"# Ablation `{ab.name}`",
-        "",
+    setup = [
         f"- data: `{ab.data}` ({ab.nc} classes); seeds: {', '.join(map(str, ab.seeds))}; baseline: `{ab.baseline}`",
         f"- train: {tr or 'Ultralytics defaults'}; GFLOPs and latency at imgsz {ab.imgsz}",
         f"- runs: {n_ok} ok, {len(rows) - n_ok} failed, {len(names) * len(ab.seeds) - len(rows)} not run"
@@ -128,12 +142,14 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         + f"; training time, sum over runs: {duration(sum(r['train_time_s'] or 0 for r in rows))}",
     ]
     if cmp_:
-        lines.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
+        setup.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
                      f"{boot['n_images']} validation images, the same resamples for every run")
-    lines += ["", f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
-              (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
-               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
-               "runs have no per-image record, the seeds-only t-interval decides (see Intervals)."), ""]
+    lines = [f"# Ablation `{ab.name}`", "", f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
+             (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
+              "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
+              "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
+              f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else \"inconclusive\" "
+              f"with the smallest |Δ| the design detects ({int(POWER * 100)}% power)."), ""]
     power = []
     for v in names:
         if v == ab.baseline:
@@ -155,17 +171,18 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         cost = f"; cost: {', '.join(cost)}" if cost else ""
         c = cmp_.get(v, {}).get(PRIMARY)
         if c is None:
-            lines.append(f"- **{v}**: **{d['verdict']}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
+            words = verdict_words(d["verdict"], d["lo"], d["hi"], detectable_from_t(d["lo"], d["hi"], d["n"]))
+            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
                          f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no image-level "
                          f"interval: {boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         h = c["hier"]
+        mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
         lines.append(
-            f"- **{v}**: **{c['verdict']}** (Δ {_fmt(h['mean'], 4, True)}; hierarchical {conf}% CI "
+            f"- **{v}**: **{verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** (Δ {_fmt(h['mean'], 4, True)}; hierarchical {conf}% CI "
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
         )
-        mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
         need = seeds_needed(h["seed_var"], h["test_var"], TARGET_DELTA)
         need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
                 "adding seeds, the validation set's own noise is too large: use more validation images")
@@ -176,6 +193,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     if power:
         lines += ["", f"Power (mAP50-95, two-sided {100 - conf}% level, from the measured seed and image variances):",
                   ""] + power
+    lines += ["", "## Setup", "", *setup]
     head = ["variant", "ok runs", "params (M)", "GFLOPs"] + [label for _, label, _, _ in METRICS]
     lines += ["", "## Results (mean ± std over seeds)", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]  # fmt: skip
@@ -255,7 +273,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{r['run_dir']}` |"
                   for r in failed]
     lines += ["", "Plots: `ablation.png` (mAP50-95 vs GFLOPs), `curves.png` (validation mAP per epoch)"
-              + (", `delta.png` (Δ with its three intervals per variant and metric)" if cmp_ else "")
+              + (", `delta.png` (Δ with its three intervals per variant and metric; the hierarchical one, which decides, "
+                 "drawn thick)" if cmp_ else "")
               + "; every run: `results.csv`.", ""]
     return "\n".join(lines)
 
@@ -283,7 +302,8 @@ def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgs
     """mAP50-95 (mean ± std over seeds) against GFLOPs, one point per variant; returns the matplotlib Figure.
 
     The GFLOPs axis starts at 0, so a cost difference shows at its true proportion (an attention block adding 0.04 %
-    does not look like a gap), and the mAP axis stays within [0, 1].
+    does not look like a gap), and the mAP axis stays within [0, 1]. Variants are set 2 % of the axis apart in
+    config order, so that near-equal costs do not hide one error bar behind another.
     """
     from matplotlib.figure import Figure
 
@@ -291,16 +311,18 @@ def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgs
     ax = fig.subplots()
     if stats["variants"][baseline]["n"]:
         ax.axhline(stats["variants"][baseline][PRIMARY][0], color="C0", ls="--", lw=0.8, alpha=0.6)
-    gflops = []
+    shown = [v for v in names if stats["variants"][v]["n"] and stats["variants"][v]["gflops"] is not None]
+    gflops = [stats["variants"][v]["gflops"] for v in shown]
+    step = 0.02 * max(gflops, default=0.0)  # 2 % of the largest cost: near-equal GFLOPs would hide each other's bar
     for i, v in enumerate(names):
         s = stats["variants"][v]
         mean, sd = s[PRIMARY]
-        if s["n"] == 0 or s["gflops"] is None:
+        if v not in shown:
             continue
-        gflops.append(s["gflops"])
-        ax.errorbar(s["gflops"], mean, yerr=0 if math.isnan(sd) else sd, fmt="s" if v == baseline else "o",
-                    ms=8, capsize=5, color=f"C{i % 10}", label=f"{v} (n={s['n']})")
-        ax.annotate(v, (s["gflops"], mean), textcoords="offset points", xytext=(7, 7 + 10 * (i % 3)), fontsize=9)
+        x = s["gflops"] + step * (shown.index(v) - (len(shown) - 1) / 2)  # drawn side by side; the tick is the cost
+        ax.errorbar(x, mean, yerr=0 if math.isnan(sd) else sd, fmt="s" if v == baseline else "o", ms=7, capsize=5,
+                    elinewidth=1.6, color=f"C{i % 10}", alpha=0.9, label=f"{v} (n={s['n']}, ± std)")
+        ax.annotate(v, (x, mean), textcoords="offset points", xytext=(7, 7 + 10 * (i % 3)), fontsize=9)
     ax.set_xlabel(f"GFLOPs at imgsz {imgsz}")
     ax.set_ylabel("mAP50-95 (val), mean ± std over seeds")
     ax.set_title("Ablation: accuracy vs cost")
@@ -354,9 +376,10 @@ INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)",
              ("hier", "hierarchical (verdict)", "C3"))  # fmt: skip
 
 
-def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE) -> None:
+def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE):
     """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
-    images-only and hierarchical intervals; a line marks Δ = 0."""
+    images-only and hierarchical intervals (the hierarchical one decides the verdict: drawn thick and capped, the
+    others thin and faint); a line marks Δ = 0. Returns the matplotlib Figure."""
     from matplotlib.figure import Figure
 
     variants = list(compare)
@@ -378,11 +401,14 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
             for j, (kind, name, color) in enumerate(INTERVALS):
                 lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
                 y = i + (j - 1) * 0.22
+                decides = kind == "hier"  # the verdict's interval: thick, opaque, capped; the others thin and faint
                 if math.isfinite(lo) and math.isfinite(hi):
-                    ax.hlines(y, lo, hi, color=color, lw=4 if kind == "hier" else 2.2, zorder=2,
-                              label=name if i == 0 else None)
+                    ax.hlines(y, lo, hi, color=color, lw=6 if decides else 1.5, alpha=1.0 if decides else 0.45,
+                              zorder=3 if decides else 2, label=name if i == 0 else None)
+                    if decides:
+                        ax.plot([lo, hi], [y, y], "|", color=color, ms=14, mew=2.5, zorder=3)
                     span += [lo, hi]
-                ax.plot(mean, y, "o", color=color, ms=4, zorder=3)
+                ax.plot(mean, y, "o", color=color if decides else "0.4", ms=6 if decides else 3, zorder=4)
             span.append(mean)
         lo, hi = min(span), max(span)
         pad = 0.08 * (hi - lo) if hi > lo else 0.01
@@ -398,6 +424,7 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
                  "the verdict uses the hierarchical one")
     fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
     fig.savefig(path)
+    return fig
 
 
 def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import tracking
+from attn_yolo.ablate import console, rerun, tracking
 from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config, validate
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_replaceable, claim
 from attn_yolo.ablate.records import RunSpec, complete, write_record
@@ -123,7 +123,7 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
             f"{n_todo} to run; {how}", f"attn-yolo ablate: out={ab.out}{where}"]
 
 
-def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None) -> int:
+def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False) -> int:
     """Run every unfinished run of ``ab``, recording each in its run folder and in results.csv as it ends, then write
     the report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
 
@@ -132,26 +132,29 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None)
         runner: ``runner(spec, device) -> row``; ``execute_run`` (replaceable for tests; picklable for parallel and
             Ray runs).
         started: ``time.perf_counter()`` when the command started (for the wall time in the summary).
+        redo: redo finished runs whose settings changed (each old run folder is replaced only once its new run has
+            finished); without it such runs stop the ablation before any work (``rerun.check_changed``).
 
     Returns:
         Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
 
     Raises:
-        UsageError: another ablation holds ``out``, or a file or folder the runner did not create is where it writes.
+        UsageError: another ablation holds ``out``, a file or folder the runner did not create is where it writes,
+            or finished runs used other settings and not ``redo``.
     """
     t_start = time.perf_counter() if started is None else started
     fired = []  # signals received
     try:
         with stop_on_signals(fired), OutLock(ab.out):
-            return _run_locked(ab, runner, t_start, fired)
+            return _run_locked(ab, runner, t_start, fired, redo)
     except KeyboardInterrupt as e:  # before or after the runs (during them, _run_locked reports and returns)
         print(f"\nattn-yolo ablate: interrupted ({e}); run the same command again to continue", file=sys.stderr)
         return exit_code(fired)
 
 
-def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
+def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = False) -> int:
     csv_path = ab.out / "results.csv"
-    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
+    verbose = bool(ab.train.get("verbose"))
     specs = plan(ab, ab.data)
     records, problems = collect_records(ab.out)
     for msg in problems:
@@ -169,11 +172,15 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
         print(f"attn-yolo ablate: {len(extra)} run record(s) in {ab.out / 'runs'} are not in this config (kept, not "
               "summarised)")
     changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
-    if changed:
-        print(f"attn-yolo ablate: {len(changed)} finished run(s) used other settings (model, data, train args) and "
-              "are redone; use another out= to keep both")
-    todo = [s for s in specs
+    finished = [k for k in changed if rows[k]["status"] == "ok"]
+    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), ab.config, UNFINGERPRINTED_TRAIN_KEYS, redo)
+    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
+    if finished:
+        print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
+              f"once its new run has finished (trained in {ab.out / rerun.STAGING})")
+    todo = [rerun.stage(s, ab.out) if (s.variant, s.seed) in finished else s for s in specs
             if rows.get((s.variant, s.seed), {}).get("status") != "ok" or (s.variant, s.seed) in changed]
+    staged = {(s.variant, s.seed): s.run_dir for s in todo if (s.variant, s.seed) in finished}
     for line in describe(ab, len(todo)):
         print(line)
     done_before = len(specs) - len(todo)
@@ -189,15 +196,17 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
     write_results(csv_path, ordered_rows())
     durations, begun, estimate = [], {}, {}
     n_workers = max(1, len(ab.devices))
+    progress = console.Progress(len(todo), verbose)
 
     def on_start(spec: RunSpec, device) -> None:
         key = (spec.variant, spec.seed)
         claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed})
-        rows.pop(key, None)  # its old record went with the folder
+        if key not in staged:
+            rows.pop(key, None)  # its old record went with the folder (a staged redo keeps it until it has finished)
         k = done_before + len(begun) + 1
         begun[key] = time.perf_counter()
         if ab.backend == "ray":
-            print(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}: submitted to Ray", flush=True)
+            progress.running(f"{len(begun)} run(s) submitted to Ray")
             return
         left = len(todo) - len(durations)
         if durations:
@@ -205,40 +214,50 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
         else:  # before any run has ended: from the dataset size, the epochs and one timed training step
             if not estimate:
                 try:
-                    estimate["s"], estimate["basis"] = first_run_estimate(spec, ab.nc, device)
+                    with console.quiet_ultralytics(verbose):
+                        estimate["s"], estimate["basis"] = first_run_estimate(spec, ab.nc, device)
                 except Exception as e:  # noqa: BLE001  an estimate must never stop the ablation
                     estimate["s"], estimate["basis"] = None, first_line(e, 120)
             eta = (f"~{duration(estimate['s'] * left / n_workers)} (estimated from {estimate['basis']}; measured "
                    "from run 1 on)" if estimate["s"] is not None else f"unknown until run 1 ends ({estimate['basis']})")
         dev = f" device={device}" if device is not None else ""
-        print(f"\n[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev} — ETA {eta}", flush=True)
+        progress.running(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev} — ETA {eta}")
 
     def on_done(row: dict) -> None:
         key = (row["variant"], row["seed"])
         durations.append(time.perf_counter() - begun.get(key, time.perf_counter()))
-        row = complete({**row, "run_dir": planned[key].run_dir})  # the record lives in the run folder
-        write_record(row)
+        if key in staged:  # a redo: its folder replaces the old one only now that it has finished
+            row = rerun.promote(complete(row), staged[key], planned[key].run_dir)
+        else:
+            row = complete({**row, "run_dir": planned[key].run_dir})  # the record lives in the run folder
+            write_record(row)
         rows[key] = row
         write_results(csv_path, ordered_rows())
         msg = f"mAP50-95 {row['map50_95']:.4f}" if row["status"] == "ok" else f"FAILED: {row['error']}"
         host = f" on {row.get('host')}" if ab.backend == "ray" else ""
-        print(f"[done] variant={row['variant']} seed={row['seed']}{host}: {msg}", flush=True)
+        took = duration(durations[-1])
+        log = Path(planned[key].run_dir) / console.LOG_NAME
+        progress.done(f"[done {len(durations)}/{len(todo)}] variant={row['variant']} seed={row['seed']}{host}: {msg} "
+                      f"({took}; log {log})")
 
     code = 0
+    logged = console.LoggedRunner(runner, verbose)
     try:
         if ab.backend == "ray":
-            schedule_ray(todo, ab.ray_address, ab.resources, runner, on_start, on_done)
+            schedule_ray(todo, ab.ray_address, ab.resources, logged, on_start, on_done)
         else:
-            schedule_local(todo, ab.devices, runner, on_start, on_done)
+            schedule_local(todo, ab.devices, logged, on_start, on_done)
     except KeyboardInterrupt:
+        progress.close()
         code = exit_code(fired)
         print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(durations)} run(s) of "
               f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
               flush=True)
+    progress.close()
     write_results(csv_path, ordered_rows())
     current = [rows[k] for k, s in planned.items() if k in rows and rows[k]["fingerprint"] == s.fingerprint]
     text = write_report(ab, current, time.perf_counter() - t_start)
-    print("\n" + text)
+    print("\n" + (text if verbose else lead(text)))
     if uri:
         try:
             run_id = tracking.log_summary(ab.name, uri, ab.out, [ab.out / "summary.md", csv_path])
@@ -246,7 +265,9 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
                   f"<variant>-seed<k> tagged {tracking.OUT_TAG}={ab.out}, summary.md and results.csv in run {run_id}")
         except Exception as e:  # tracking never fails an ablation
             _warn(f"MLflow: could not log the summary: {e}")
-    print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md, ablation.png, curves.png)")
+    plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if (ab.out / p).exists())
+    print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md{', ' + plots if plots else ''}; each run's "
+          f"full Ultralytics output: runs/<run>/{console.LOG_NAME})")
     if code == 0 and any(r["status"] != "ok" for r in current):
         code = 1
     return code
@@ -255,6 +276,17 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list) -> int:
 def run(config: str | Path | None = None, overrides: list[str] = (), runner=execute_run) -> int:
     """Load, override, validate (every problem at once, before any training) and run an ablation config."""
     started = time.perf_counter()
+    overrides, redo = rerun.split_redo(list(overrides))
     raw, base, name, source = load_config(config)
-    ab = validate(apply_overrides(raw, list(overrides)), base, name, source)
-    return run_ablation(ab, runner=runner, started=started)
+    raw = rerun.default_out(apply_overrides(raw, overrides), overrides, name)
+    verbose = bool((raw.get("train") or {}).get("verbose")) if isinstance(raw.get("train"), dict) else False
+    with console.quiet_ultralytics(verbose):
+        ab = validate(raw, base, name, source)
+    return run_ablation(ab, runner=runner, started=started, redo=redo)
+
+
+def lead(summary: str) -> str:
+    """The head of summary.md for the terminal: the title, setup and verdicts with their power, up to the first
+    table (the rest is in summary.md)."""
+    head = summary.split("\n## Results")[0].rstrip()
+    return head + "\n\n(tables, per-class Δ and how the intervals are made: summary.md)"

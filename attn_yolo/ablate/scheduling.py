@@ -31,6 +31,7 @@ from pathlib import Path
 
 from attn_yolo.ablate.config import first_line
 from attn_yolo.ablate.records import RunSpec, new_record
+from attn_yolo.args import UsageError
 
 STOP_GRACE_S = 5.0  # seconds a stopped worker gets between SIGTERM and SIGKILL
 _CLEANING: list = []  # non-empty while a scheduler stops its workers: signals are then recorded, not raised
@@ -229,7 +230,11 @@ def schedule_ray(specs: list[RunSpec], address: str | None, resources: dict, run
     if own:
         sigterm = signal.getsignal(signal.SIGTERM)
         kw = {"address": address} if address else {"include_dashboard": False}
-        ray.init(**kw, logging_level="warning")
+        try:
+            ray.init(**kw, logging_level="warning")
+        except ConnectionError as e:  # no cluster at that address: bad input, said in one line
+            raise UsageError(f"ray_address={address!r}: no Ray cluster reachable ({first_line(e, 160)}); start one "
+                             "(`ray start --head`), or leave ray_address out to use a local Ray instance") from None
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own SIGTERM handler: keep ours
     device = ray_device(resources)

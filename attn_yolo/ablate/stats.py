@@ -355,3 +355,15 @@ def bootstrap_compare(resampled: dict, variants: list[str], baseline: str, seeds
         res["classes"] = classes
         out[v] = res
     return out
+
+
+def detectable_from_t(lo: float, hi: float, n: int, confidence: float = CONFIDENCE, power: float = POWER) -> float:
+    """Smallest Δ a design of ``n`` paired seeds detects with ``power``, from its seeds-only t-interval [lo, hi]:
+    SE = half-width / t quantile (n − 1 df), Δ = (t_{1−α/2} + t_power) · SE. NaN for n < 2 or an unbounded interval."""
+    from scipy.stats import t
+
+    if n < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan
+    q = float(t.ppf(0.5 + confidence / 2, n - 1))
+    return float((q + t.ppf(power, n - 1)) * (hi - lo) / 2 / q)
+

@@ -165,9 +165,10 @@ def first_run_estimate(spec: RunSpec, nc: int, device=None) -> tuple[float, str]
 
     info = check_det_dataset(spec.data, autodownload=False)
     n_train, n_val = count_images(info["train"]), count_images(info.get("val") or [])
-    epochs = spec.train.get("epochs", 100)
+    epochs, frac = spec.train.get("epochs", 100), spec.train.get("fraction", 1.0)
     seconds = estimate_run_s(spec, n_train, n_val, *time_steps(spec, nc, device))
-    return seconds, f"{n_train} train / {n_val} val images, {epochs} epoch{'s' * (epochs != 1)}"
+    used = f" (fraction={frac}: {frac if frac > 1 else round(n_train * frac)} used)" if frac != 1.0 else ""
+    return seconds, f"{n_train} train{used} / {n_val} val images, {epochs} epoch{'s' * (epochs != 1)}"
 
 
 @contextlib.contextmanager

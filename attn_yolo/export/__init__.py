@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
@@ -109,7 +109,8 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   model     .pt checkpoint or model YAML (required)         imgsz   export size: int or h,w (default 640)
   dynamic   dynamic batch/height/width (default False)       half    fp16 weights (CPU: Ultralytics converts the graph)
   opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
-  verify    run the checks (default True)                    source  images for the checks (default bus.jpg, zidane.jpg)
+  verify    run the checks (default True)                    source  images for the checks (default: 2 val images of
+                                                                    the model's dataset if at hand, else bus.jpg, zidane.jpg)
   conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
   out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
   overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)
@@ -206,6 +207,7 @@ def main(argv: list[str]) -> int:
         if p.exists() and not a["overwrite"]:
             keep = "" if a["onnx"] else f", or out= another name to keep both (e.g. out={f.stem}-dynamic.onnx)"
             raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it{keep}")
+        check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
     if not a["onnx"]:
         try:
             f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"], out=f,

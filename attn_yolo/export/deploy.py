@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE
 from attn_yolo.export.report import report_path
 
@@ -82,6 +82,7 @@ def run_format(fmt: str, a: dict, imgsz) -> int:
             if p.exists() and not a["overwrite"] and (p is target or a["verify"]):
                 raise UsageError(f"attn-yolo export: {w} {str(p)!r} exists; pass overwrite=True to replace it, "
                                  f"or out= another name to keep both (e.g. out={eg})")
+            check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
     else:
         rep = report_path(f)
         if rep.exists() and a["verify"] and not a["overwrite"]:

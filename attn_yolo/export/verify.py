@@ -20,7 +20,7 @@ from attn_yolo.checkpoint import load_yolo
 from attn_yolo.export.checks import IOU_MIN, RAW_SCALE, TOLERANCE, Check, compare_detections, compare_raw
 from attn_yolo.export.report import VerifyReport
 from attn_yolo.export.runtime import open_runtime
-from attn_yolo.images import read_image, read_sources
+from attn_yolo.images import default_images, read_image, read_sources
 
 
 def load_images(source=None) -> list[tuple[str, np.ndarray]]:
@@ -89,7 +89,8 @@ def verify_exported(
         fmt: ``onnx``, ``openvino`` or ``engine``: picks the runtime (``open_runtime``).
         info: ``{"opset", "dynamic", "precision", "imgsz", "stride"}`` (``onnx_info``, ``openvino_info``, ...).
         model: the PyTorch model it was exported from (path, YAML or ``YOLO``).
-        source: images (file, directory or list); None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
+        source: images (file, directory or list); None: the first 2 validation images of the model's own dataset
+            when it is at hand (``images.default_images``), else Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
         conf, iou: NMS thresholds of the detection check.
         tol: raw-output tolerance; None: ``TOLERANCE[precision]``.
         sizes: extra (h, w) sizes for a dynamic file; None: ``other_sizes(export size)``.
@@ -105,7 +106,8 @@ def verify_exported(
         batch 3 at the last (rectangular) one.
     """
     tol = TOLERANCE[info["precision"]] if tol is None else tol
-    images = load_images(source)
+    yolo = load_yolo(model, trust=trust)
+    images = load_images(default_images(yolo)[0] if source is None else source)
     report = VerifyReport(
         file=str(path),
         model=_model_name(model),
@@ -124,7 +126,7 @@ def verify_exported(
     if info["dynamic"]:
         extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
         cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
-    torch_model = load_yolo(model, trust=trust).model.to(device)
+    torch_model = yolo.model.to(device)
     step = {"onnx": "onnxruntime", "openvino": "openvino.load", "engine": "tensorrt"}.get(fmt, fmt)
     try:
         rt = open_runtime(fmt, path, info["precision"], threads)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
+from attn_yolo.checkpoint import check_writable
 from attn_yolo.heatmap.capture import (
     AttentionCapture,
     AttentionMap,
@@ -34,7 +35,7 @@ from attn_yolo.heatmap.capture import (
     map_stats,
     predict_with_maps,
 )
-from attn_yolo.heatmap.figure import figure_size, plot, save, stats_rows, write_stats
+from attn_yolo.heatmap.figure import SCALES, figure_size, plot, save, stats_rows, write_stats
 
 __all__ = [
     "AttentionCapture",
@@ -66,16 +67,19 @@ DEFAULTS = {
     "cam": None,
     "device": None,
     "trust": False,
+    "scale": "fixed",
 }
 
 USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
                   [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
-                  [trust=False]
+                  [trust=False] [scale=fixed|panel]
 
 Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
 (raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
-Default source: Ultralytics' bus.jpg and zidane.jpg. The checkpoint loads weights-only; trust=True unpickles it fully
-(may run code it contains: only for a file from a source you trust)."""
+Default source: 2 validation images of the model's own dataset when it is at hand, else Ultralytics' bus.jpg and
+zidane.jpg. The checkpoint loads weights-only; trust=True unpickles it fully
+(may run code it contains: only for a file from a source you trust). scale=fixed (default) colours every gate map on
+[0, 1], so that a gate spanning 0.475-0.509 looks as flat as it is; scale=panel uses each map's own min..max."""
 
 
 def main(argv: list[str]) -> int:
@@ -91,10 +95,13 @@ def main(argv: list[str]) -> int:
     for key in ("conf", "iou"):
         if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
             raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
+    if a["scale"] not in SCALES:
+        raise UsageError(f"attn-yolo heatmap: scale={a['scale']!r}: expected one of {', '.join(SCALES)}")
     if not isinstance(a["trust"], bool):
         raise UsageError(f"attn-yolo heatmap: trust={a['trust']!r}: expected True or False")
     if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
         raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
+    check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out", lambda msg: UsageError(f"attn-yolo heatmap: {msg}"))
     try:
         items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
                          iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])
@@ -107,11 +114,13 @@ def main(argv: list[str]) -> int:
     else:
         out = Path(str(a["out"]))
     for it in items:
-        print(f"{save(it, out)['png']}")
+        print(f"{save(it, out, a['scale'])['png']}")
     stats = write_stats(items, out / "stats.csv")
     print(f"\n{'image':<16}{'map':<24}{'stride':>6}{'shape':>9}{'min':>9}{'max':>9}{'mean':>9}{'H/lnN':>7}  flag")
     for r in stats_rows(items):
         print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"
               f"{r['max']:>9.3g}{r['mean']:>9.3g}{r['entropy_norm']:>7.3f}  {r['flag']}")
     print(f"\nstats: {stats}")
+    print("colour scale: " + ("gate maps on a fixed [0, 1]; MHSA received/query maps on their own min..max (scale=panel:"
+                              " every map on its own)" if a["scale"] == "fixed" else "each map on its own min..max"))
     return 0

@@ -62,7 +62,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_yolo.checkpoint import load_model
-from attn_yolo.images import read_image, read_sources
+from attn_yolo.images import default_images, read_image, read_sources
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 from attn_yolo.registry import MODULES
 
@@ -692,7 +692,8 @@ def heatmaps(
     Args:
         model: checkpoint path (``best.pt``), ``YOLO`` object or its ``nn.Module``. Never trained or changed (except
             moved to ``device`` if one is given).
-        source: image file, folder, glob, or a list of them; None: Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
+        source: image file, folder, glob, or a list of them; None: the first 2 validation images of the model's own
+            dataset when it is at hand (``images.default_images``), else Ultralytics' ``bus.jpg`` and ``zidane.jpg``.
         layers: ``"all"`` (default) or attention layer indices.
         imgsz: inference size, pixels. conf, iou: NMS thresholds.
         query: MHSA query points: None, ``"det"`` or ``(x, y)`` original-image pixels.
@@ -721,7 +722,10 @@ def heatmaps(
         from ultralytics.utils.torch_utils import select_device
 
         net.to(select_device(str(device), verbose=False))
-    files = read_sources(source, HeatmapError)
+    from ultralytics.utils.checks import check_imgsz
+
+    imgsz = check_imgsz(imgsz, stride=int(max(getattr(net, "stride", torch.tensor([32.0])).max(), 32)))  # 1 warning
+    files = default_images(net)[0] if source is None else read_sources(source, HeatmapError)
     images = [read_image(f, HeatmapError) for f in files]  # fail on a bad file before any work
     for f, im in zip(files, images):
         h, w = im.shape[:2]

@@ -35,21 +35,39 @@ def _image_px(image_shape, panel_px: int) -> tuple[int, int]:
     return max(1, round(w * image_shape[0] / image_shape[1])), w  # at least 1 px for a very wide image
 
 
+SCALES = ("fixed", "panel")  # colour scale of gate maps: fixed [0, 1] (default) or each panel's own min..max
+GATE_RANGE = (0.0, 1.0)
+
+
+def is_gate(m) -> bool:
+    """Whether a map holds gate values in [0, 1] (spatial and channel gates, per-location gains, CAMs), as opposed
+    to MHSA's received attention (mean 1, unbounded) or a query's softmax row."""
+    return m.kind != "received" and not m.kind.startswith("query")
+
+
+def colour_range(m, scale: str = "fixed") -> tuple[float, float]:
+    """Colour scale of a map: gates on the fixed ``GATE_RANGE`` [0, 1] unless ``scale="panel"``, so that a gate
+    spanning 0.475–0.509 looks as flat as it is; other maps (and every map with ``panel``) on their own range."""
+    if scale == "fixed" and is_gate(m):
+        return GATE_RANGE
+    return _colour_range(m.stats)
+
+
 def _colour_range(s: dict) -> tuple[float, float]:
-    """Colour scale of a map: its own min..max; a ``uniform`` map gets ``mean ± 5 %`` so it shows flat."""
+    """A map's own min..max; a ``uniform`` map gets ``mean ± 5 %`` so it shows flat."""
     if s["flag"] == "uniform" or s["max"] <= s["min"]:
         d = max(0.05 * abs(s["mean"]), 1e-6)
         return s["mean"] - d, s["mean"] + d
     return s["min"], s["max"]
 
 
-def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px: int = PANEL_PX):
+def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px: int = PANEL_PX, scale: str = "fixed"):
     """Matplotlib ``Figure`` of ``figure_size`` pixels: the image with its detections, then one panel per map.
 
     A map panel shows the map resized onto the image (``ImageHeatmaps.on_image``) over the photo, a colour bar in the
-    map's units, and a title with layer, block, kind, stride, grid size and ``map_stats``. The colour scale spans the
-    map's own min..max, so read the values off the bar; a flagged map (``uniform``: drawn flat; ``one-hot``) is
-    titled in red.
+    map's units, and a title with layer, block, kind, stride, grid size, ``map_stats`` and the colour range. Gates
+    are coloured on a fixed [0, 1] (``scale="fixed"``, the default; ``"panel"``: each map's own min..max, see
+    ``colour_range``); a flagged map (``uniform``: drawn flat; ``one-hot``) is titled in red.
     """
     from matplotlib.figure import Figure
 
@@ -76,7 +94,7 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
             continue
         m = item.maps[k - 1]
         s = m.stats
-        vmin, vmax = _colour_range(s)
+        vmin, vmax = colour_range(m, scale)
         ax.imshow(rgb)
         overlay = cv2.resize(item.on_image(m), shown, interpolation=cv2.INTER_AREA)
         im = ax.imshow(overlay, cmap=cmap, alpha=alpha, vmin=vmin, vmax=vmax)
@@ -89,7 +107,7 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
         flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
         ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {hw(*m.map.shape)}\n"
                      f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
-                     f"{flag}", fontsize=8, color="red" if s["flag"] else "black")
+                     f"  colour [{vmin:.3g}, {vmax:.3g}]{flag}", fontsize=8, color="red" if s["flag"] else "black")
         cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
         cb.ax.tick_params(labelsize=7)
         cb.formatter.set_useOffset(False)
@@ -118,7 +136,7 @@ def detections_image(item: ImageHeatmaps, size: tuple[int, int]) -> np.ndarray:
     return Results(small, path=str(item.path), names=item.result.names, boxes=boxes).plot()
 
 
-def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
+def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed") -> dict[str, Path]:
     """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out`` (``item.stem``: unique
     among the images of one ``heatmaps`` call, also for equal file names in different folders).
 
@@ -128,7 +146,7 @@ def save(item: ImageHeatmaps, out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"png": out / f"{item.stem}_heatmaps.png"}
-    plot(item).savefig(paths["png"])
+    plot(item, scale=scale).savefig(paths["png"])
     for m in item.maps:
         paths[m.name] = out / f"{item.stem}_{m.name}.npy"
         np.save(paths[m.name], m.map)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
-from attn_yolo.checkpoint import check_out, load_model, save_checkpoint
+from attn_yolo.checkpoint import check_out, check_writable, load_model, save_checkpoint
 from attn_yolo.insertion.rewire import (
     InsertionError,
     _check_build,
@@ -59,6 +60,17 @@ Example: attn-yolo insert base=yolo11n.yaml module=CBAM at=backbone pretrained=b
          attn-yolo train model=yolo11n-cbam.pt data=coco128.yaml"""
 
 
+def stacked(d: dict, plan) -> list[str]:
+    """One warning per inserted block that follows the same block (CBAM right after CBAM): the YAML already had it
+    there, or the same module was inserted twice at one site."""
+    from attn_yolo.registry import canonical
+
+    rows = _rows(d)
+    return [f"row {b.index}: {b.name} right after {b.name} (row {b.index - 1}): the block is stacked on itself; "
+            f"if the base already has {b.name} there, this inserts a second one"
+            for b in plan.blocks if b.index > 0 and canonical(rows[b.index - 1][2]) == b.name]
+
+
 def main(argv: list[str]) -> int:
     """``attn-yolo insert key=value ...``: see ``HELP``."""
     if argv and argv[0] in ("help", "-h", "--help"):
@@ -80,10 +92,16 @@ def main(argv: list[str]) -> int:
         for p, key in ((out, "out"), (weights, "out_weights")):
             if p is not None:
                 check_out(p, a["overwrite"], key, InsertionError)
+                check_writable(p, key, InsertionError)
         src = load_model(pretrained, "pretrained", InsertionError, (".pt",), trust=a["trust"]) if pretrained else None
         _check_build(d, plan)
         d["yaml_file"] = str(out)
-        report = transfer(src, d, identity=identity, verbose=False) if pretrained else None
+        try:
+            report = transfer(src, d, identity=identity, verbose=False) if pretrained else None
+        except InsertionError as e:  # the checkpoint is not a model of base=: say which file
+            raise InsertionError(f"pretrained={str(pretrained)!r} is not a checkpoint of base={str(a['base'])!r}, so its "
+                                 f"weights cannot be carried over: {e}; give the base's own weights, or the base= its "
+                                 "weights were trained from") from None
         if report is not None:
             d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
         write_yaml(d, plan, out, overwrite=a["overwrite"])
@@ -95,6 +113,8 @@ def main(argv: list[str]) -> int:
     except AttnBuildError as e:  # from transfer's build
         raise UsageError(f"attn-yolo insert: the inserted model does not build: {e}") from None
 
+    for row in stacked(d, plan):
+        print(f"attn-yolo insert: warning: {row}", file=sys.stderr)
     for b in plan.blocks:
         lvl = plan.level(b.after)
         print(f"{b.name} [{_describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"

@@ -1,0 +1,158 @@
+"""Rerunning an ablation safely: finished runs are results, never destroyed implicitly.
+
+- ``default_out``: without ``out=`` on the command line, overrides that change what a run trains (``epochs=1``,
+  ``imgsz=96``, ``data=...``) name their own folder, ``<out>-epochs1-imgsz96``: two default runs with different
+  overrides never share a folder.
+- ``check_changed``: finished runs in ``out`` whose settings differ from the config's stop the ablation before any
+  work (``UsageError``, exit 2), naming the changed keys (``train.epochs: 2 -> 1``) and the runs; the message offers
+  ``out=`` (a new folder) or ``redo=True``.
+- With ``redo=True`` a changed run trains into a staging folder ``out/.redo/<variant>-seed<k>`` (``stage``); only
+  when it has finished and its record is written does ``promote`` put it in place of the old run folder. A crash or
+  a kill during the run leaves the old folder and its ``result.json`` as they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from attn_yolo.ablate.outdir import RUN_MARKER, check_replaceable, is_ours
+from attn_yolo.ablate.records import RECORD_NAME
+from attn_yolo.args import UsageError
+from attn_yolo.checkpoint import atomic_write
+
+STAGING = ".redo"  # out/.redo/<variant>-seed<k>: a redone run until it has finished
+OUT_KEYS_IGNORED = {"out", "device", "plots", "verbose", "devices", "backend", "ray_address", "resources", "seeds",
+                    "latency", "bootstrap", "copy_data", "trust"}  # overrides that change no run's result
+SUFFIX_MAX = 48  # characters of the settings suffix of a default out; longer ones end in a hash
+
+
+def split_redo(overrides: list[str]) -> tuple[list[str], bool]:
+    """Take ``redo=True`` / ``redo=False`` out of the command-line overrides.
+
+    Raises:
+        UsageError: ``redo=`` with another value.
+    """
+    rest, redo = [], False
+    for tok in overrides:
+        key, _, value = tok.partition("=")
+        if key != "redo":
+            rest.append(tok)
+            continue
+        if value.lower() not in ("true", "false"):
+            raise UsageError(f"attn-yolo ablate: redo={value!r}; expected True or False")
+        redo = value.lower() == "true"
+    return rest, redo
+
+
+def _token(value) -> str:
+    text = Path(value).stem if isinstance(value, str) and ("/" in value or value.endswith((".yaml", ".yml"))) else value
+    return re.sub(r"[^A-Za-z0-9.]+", "", str(text).replace("True", "true").replace("False", "false"))
+
+
+def default_out(raw: dict, overrides: list[str], name: str) -> dict:
+    """``raw`` with ``out`` suffixed by the overrides that change what a run trains, unless ``out=`` was given.
+
+    ``attn-yolo ablate epochs=1 imgsz=96`` writes to ``runs/ablate/synthetic-quick-epochs1-imgsz96``; overrides that
+    change no result (``device``, ``seeds``, ``devices``, ``verbose``, ...) keep the config's ``out``.
+    """
+    keys = [tok.partition("=") for tok in overrides]
+    if any(k == "out" for k, _, _ in keys):
+        return raw
+    parts = [f"{k}{_token(v)}" for k, _, v in keys if k not in OUT_KEYS_IGNORED]
+    if not parts:
+        return raw
+    suffix = "-".join(parts)
+    if len(suffix) > SUFFIX_MAX:
+        suffix = f"{suffix[:SUFFIX_MAX - 9]}-{hashlib.sha256(suffix.encode()).hexdigest()[:8]}"
+    out = raw.get("out", f"runs/ablate/{name}")
+    return {**raw, "out": f"{str(out).rstrip('/')}-{suffix}" if isinstance(out, str) and out else out}
+
+
+def previous_config(out: Path) -> dict | None:
+    """The resolved config an earlier ablation wrote to ``out/config.yaml``; None when there is none (or unreadable)."""
+    try:
+        old = yaml.safe_load((Path(out) / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return old if isinstance(old, dict) else None
+
+
+def _short(v) -> str:
+    s = yaml.safe_dump(v, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def changed_keys(old: dict | None, new: dict, ignored_train: set) -> list[str]:
+    """The settings that differ between an earlier resolved config and this one, as ``key: old -> new``."""
+    if old is None:
+        return ["(no config.yaml from the earlier ablation: its settings fingerprint differs)"]
+    out = []
+    if old.get("data") != new.get("data"):
+        out.append(f"data: {_short(old.get('data'))} -> {_short(new.get('data'))}")
+    old_train, new_train = old.get("train") or {}, new.get("train") or {}
+    for k in sorted(set(old_train) | set(new_train)):
+        if k not in ignored_train and old_train.get(k) != new_train.get(k):
+            out.append(f"train.{k}: {_short(old_train.get(k, '(unset)'))} -> {_short(new_train.get(k, '(unset)'))}")
+    old_v = {v.get("name"): v for v in old.get("variants") or [] if isinstance(v, dict)}
+    for v in new.get("variants") or []:
+        if isinstance(v, dict) and v.get("name") in old_v and old_v[v["name"]] != v:
+            out.append(f"variants ({v['name']}): {_short(old_v[v['name']])} -> {_short(v)}")
+    return out or ["(a model YAML's or the dataset YAML's content: the settings fingerprint differs)"]
+
+
+def check_changed(out: Path, changed: list[tuple[str, int]], old: dict | None, new: dict, ignored_train: set,
+                  redo: bool) -> None:
+    """Stop before any work when finished runs in ``out`` used other settings, unless ``redo``.
+
+    Raises:
+        UsageError: naming the changed keys and the runs, offering ``out=`` or ``redo=True``.
+    """
+    if not changed or redo:
+        return
+    runs = ", ".join(f"{v}-seed{s}" for v, s in changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8
+                                                                else "")
+    keys = "; ".join(changed_keys(old, new, ignored_train))
+    raise UsageError(
+        f"attn-yolo ablate: {len(changed)} finished run(s) in {out} used other settings ({keys}): {runs}. Nothing was "
+        f"changed. To keep them, pass out=<new folder>; to replace them, pass redo=True (each old run folder is "
+        f"replaced only after its new run has finished)"
+    )
+
+
+def stage(spec, out: Path):
+    """``spec`` training into ``out/.redo/<run folder name>`` instead of its run folder (checked replaceable)."""
+    staging = Path(out) / STAGING / Path(spec.run_dir).name
+    check_replaceable(staging, RUN_MARKER)
+    return dataclasses.replace(spec, run_dir=str(staging))
+
+
+def _rebase(row: dict, old: str, new: str) -> dict:
+    return {k: new + v[len(old):] if isinstance(v, str) and (v == old or v.startswith(old + "/")) else v
+            for k, v in row.items()}  # fmt: skip
+
+
+def promote(row: dict, staged_dir: str, final_dir: str) -> dict:
+    """Put a finished staged run in place of the old run folder and return its record (paths in the final folder).
+
+    Order: the record is written into the staging folder, the old folder is moved aside (``out/.redo/<name>.old``),
+    the staged one renamed into place, then the old one deleted: at every point one complete record of the run
+    exists. A failed run is promoted too (the old folder held a record of other settings)."""
+    staged, final = Path(staged_dir), Path(final_dir)
+    row = {**_rebase(row, staged_dir, final_dir), "run_dir": final_dir}
+    atomic_write(staged / RECORD_NAME, lambda p: Path(p).write_text(json.dumps(row, indent=1) + "\n"))
+    aside = staged.with_name(f"{staged.name}.old")
+    if is_ours(aside, RUN_MARKER):
+        shutil.rmtree(aside)
+    if final.exists():
+        final.rename(aside)
+    staged.rename(final)
+    if aside.exists():
+        shutil.rmtree(aside)
+    return row

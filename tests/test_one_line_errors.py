@@ -1,0 +1,140 @@
+"""Paths that used to end in a raw traceback or a misleading message: each is one line (exit 2, or 130 after
+Ctrl-C), says what is wrong, and runs nothing heavy first."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import write_config
+
+from attn_yolo import ablate
+from attn_yolo.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def one_line(err: str) -> str:
+    err = err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def after_detect(tmp_path) -> Path:
+    from ultralytics.nn.tasks import yaml_model_load
+
+    d = yaml_model_load("yolo11n.yaml")
+    d["head"].append([-1, 1, "CBAM", []])
+    path = tmp_path / "after-detect.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in d.items() if k != "yaml_file"}))
+    return path
+
+
+def test_attention_after_detect_names_both_rows(after_detect, tiny_data, capsys):
+    from ultralytics import YOLO
+
+    from attn_yolo.registry import ModelYamlError
+
+    msg = "model YAML row 24: CBAM after Detect (row 23); attention must come before the head's Detect"
+    with pytest.raises(ModelYamlError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        YOLO(str(after_detect))  # not Ultralytics' "'None' task" NotImplementedError
+    assert cli_main(["train", f"model={after_detect}", f"data={tiny_data}", "epochs=1", "imgsz=64"]) == 2
+    assert one_line(capsys.readouterr().err) == f"error: {msg}"
+
+
+def test_bad_yaml_through_train_is_one_line(tmp_path, tiny_data, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nc: 4\nbackbone:\n  - [-1, 1, Conv, [16, 3, 2]]\n  - [-1, 1, CBMA, [16]]\nhead:\n"
+                   "  - [[1], 1, Detect, [nc]]\n")
+    assert cli_main(["train", f"model={bad}", f"data={tiny_data}", "epochs=1", "imgsz=64"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith("error: model YAML row 1 (backbone): unknown module 'CBMA'. Did you mean 'CBAM'?")
+
+
+def test_ray_address_without_a_cluster_is_one_line(tmp_path, tiny_data, capsys, monkeypatch):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already open in this process")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    del raw["train"]["device"]
+    cfg.write_text(yaml.safe_dump({**raw, "backend": "ray", "ray_address": "auto"}))
+    capsys.readouterr()
+    assert cli_main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ray_address='auto': no Ray cluster reachable (ConnectionError: Could not find any")
+    assert "ray start --head" in err and "Traceback" not in capsys.readouterr().err
+    assert not (tmp_path / "out" / "runs").exists() or not any((tmp_path / "out" / "runs").iterdir())  # no run began
+
+
+def test_ctrl_c_while_the_synthetic_dataset_is_generated(tmp_path):
+    """SIGINT during the first use of ``data: synthetic``: exit 130, one line, no traceback, no half dataset."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ATTN_YOLO_DATA": str(tmp_path / "cache"), "YOLO_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "attn_yolo.cli", "ablate", f"out={tmp_path / 'out'}"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while not list((tmp_path / "cache").glob(".synthetic-shapes-*.tmp-*/images/train/*")):
+        assert time.time() - t0 < 120 and proc.poll() is None, "the dataset generation did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert one_line(err) == "attn-yolo ablate: interrupted (Ctrl-C); nothing half-written is kept"
+    assert list((tmp_path / "cache").iterdir()) == []  # the temporary folder is gone; no dataset claims to be complete
+
+
+@pytest.fixture
+def warnings_(monkeypatch) -> list[str]:
+    """What Ultralytics' LOGGER warns (check_imgsz's rounding warning goes there)."""
+    from ultralytics.utils import LOGGER
+
+    said = []
+    monkeypatch.setattr(LOGGER, "warning", lambda msg, *a, **k: said.append(str(msg)))
+    return said
+
+
+def test_imgsz_follows_ultralytics_rounding_with_one_warning(tmp_path, tiny_data, warnings_):
+    """imgsz=100 is not a multiple of the stride 32: Ultralytics' check_imgsz rounds it to 128, with its one warning
+    (not a "does not build" per variant)."""
+    cfg = write_config(tmp_path, tiny_data)
+    raw, base, name, source = ablate.load_config(cfg)
+    ab = ablate.validate(ablate.apply_overrides(raw, ["imgsz=100"]), base, name, source)
+    assert ab.imgsz == 128 and ab.train["imgsz"] == 128 and len(ab.variants) == 2
+    assert [w for w in warnings_ if "imgsz" in w] == ["imgsz=[100] must be multiple of max stride 32, updating to [128]"]
+
+
+def test_heatmap_rounds_imgsz_with_one_warning(tmp_path, warnings_):
+    assert cli_main(["heatmap", f"model={REPO / 'models' / 'yolo11n-se.yaml'}", "imgsz=100",
+                     f"out={tmp_path / 'maps'}"]) == 0  # bus.jpg and zidane.jpg: one warning, not one per image
+    assert [w for w in warnings_ if "imgsz" in w] == ["imgsz=[100] must be multiple of max stride 32, updating to [128]"]
+
+
+def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_path, capsys):
+    from ultralytics import YOLO
+
+    v8 = tmp_path / "v8n.pt"
+    YOLO("yolov8n.yaml").save(str(v8))
+    assert cli_main(["insert", "base=yolo11n.yaml", f"pretrained={v8}", f"out={tmp_path / 'a.yaml'}"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert f"pretrained='{v8}' is not a checkpoint of base='yolo11n.yaml', so its weights cannot be carried" in err
+    assert not (tmp_path / "a.yaml").exists()
+
+    assert cli_main(["insert", "base=yolo11n.yaml", f"out={tmp_path / 'b.yaml'}"]) == 0  # CBAM at rows 5, 8, 13
+    capsys.readouterr()
+    assert cli_main(["insert", f"base={tmp_path / 'b.yaml'}", "at=5", f"out={tmp_path / 'c.yaml'}"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: row 6: CBAM right after CBAM (row 5): the block is stacked on itself" in err
+    assert cli_main(["insert", "base=yolo11n.yaml", "module=SE", f"out={tmp_path / 'd.yaml'}"]) == 0
+    assert "stacked" not in capsys.readouterr().err  # SE after C3k2: no warning
+
+
+def test_pass_through_with_a_missing_checkpoint_is_one_line(tmp_path, capsys):
+    assert cli_main(["val", f"model={tmp_path / 'nofile.pt'}", "data=coco8.yaml"]) == 2
+    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo: model='{tmp_path / 'nofile.pt'}': no such file "
+                                                 "(give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
