@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from attn_yolo.ablate import design
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import load_model
 
@@ -49,7 +50,7 @@ latency: {repeats: 50, warmup: 10}
 """
 
 CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
-               "ray_address", "resources", "bootstrap")
+               "ray_address", "resources", "bootstrap", "start", "reference", "placebo")
 BACKENDS = ("local", "ray")
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
@@ -131,6 +132,11 @@ class Ablation:
     ray_address: str | None = None  # None: a local Ray instance started and stopped by the run; `auto`, ray://...
     resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
     bootstrap: dict = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
+    start: object = None  # design.Start every arm starts from; None: every arm from scratch
+    seed_rule: object = None  # sequential.SeedRule: seeds chosen by the data; None: the fixed list `seeds`
+    reference: str | None = None  # the reference arm (the yardstick), one of `variants`
+    placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
+    arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -213,12 +219,13 @@ def _unknown(keys, allowed, where: str) -> list[str]:
 
 
 def _block_name(module) -> str | None:
-    """The block a variant's ``module`` names: its YAML name or an alias (``attn_yolo.registry.ALIASES``), as
-    ``attn-yolo insert`` accepts it (case-insensitive); None if it names no block."""
+    """The block a variant's ``module`` names (or the blocks of a list, joined by ``,``): its YAML name or an alias
+    (``attn_yolo.registry.ALIASES``), as ``attn-yolo insert`` accepts it (case-insensitive); None if it names no
+    block."""
     from attn_yolo.insertion import InsertionError, module_class
 
     try:
-        return module_class(module)[0]
+        return ",".join(module_class(m)[0] for m in (module if isinstance(module, list) and module else [module]))
     except InsertionError:
         return None
 
@@ -251,7 +258,7 @@ _SIZES: dict[tuple, tuple[int, float]] = {}  # (model definition, nc, imgsz) →
 
 
 def _check_variants(
-    raw_variants, base: Path, nc: int | None, imgsz: int, pretrained: dict | None = None
+    raw_variants, base: Path, nc: int | None, imgsz: int, pretrained: dict | None = None, what: str = "train.pretrained"
 ) -> tuple[list[Variant], str | None, list]:
     """Validate and build every variant; returns (variants, baseline name, problems).
 
@@ -343,10 +350,11 @@ def _check_variants(
                 continue
             if pretrained is not None:
                 try:
+                    design.check_same_scale(pretrained, d)
                     layer_map(pretrained, d)
                 except InsertionError as e:
-                    problems.append(f"{key}: is not the train.pretrained model (with attention blocks inserted), so "
-                                    f"its weights cannot be carried over: {first_line(e)}")
+                    problems.append(f"{key}: is not the {what} model (with attention blocks inserted), so its weights "
+                                    f"cannot be carried over: {first_line(e)}")
                     continue
             variants.append(Variant(name, model, model_dict, params, gflops, _definition(d)))
     return variants, baseline, problems
@@ -545,8 +553,14 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
-    seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
+    seed_rule = None
+    if isinstance(raw.get("seeds"), dict):
+        seeds, seed_rule, p = design.check_seed_rule(raw["seeds"])
+    else:
+        seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
+    if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
+        problems.append(f"seeds: {why}")
     latency, p = _check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
     problems += p
     bootstrap, p = _check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
@@ -572,7 +586,18 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
             pretrained = pretrained.yaml
         except ValueError as e:  # load_model's messages start with "train.pretrained="
             problems.append(" ".join(str(e).split()))
-    variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz, pretrained)
+    checks = design.Checks(_check_train, _check_variants, _resolve_input, _definition, first_line, load_model)
+    start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(devices), trust is True,
+                                  raw.get("variants"), data_id, checks)
+    problems += p
+    if start is not None and pretrained is not None:
+        problems.append("train.pretrained: not with `start` (every arm carries the start's weights); remove one")
+    variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz,
+                                            start.model_dict if start else pretrained, "start" if start else
+                                            "train.pretrained")
+    problems += p
+    arms, p = design.check_arms(raw, base, nc, imgsz, variants, baseline, start, trust is True, checks) if not p \
+        else ({}, [])
     problems += p
     if problems:
         raise ConfigError(source, problems)
@@ -592,5 +617,14 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "bootstrap": bootstrap,
         "source": source,
     }
-    return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources, bootstrap)
+    config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
+    if seed_rule is not None:
+        config["seeds"] = dataclasses.asdict(seed_rule)
+    if start is not None and start.kind == "recipe":
+        start.folder = str(Path(out).resolve() / "start")
+    for arm, s in arms.get("starts", {}).items():
+        s.folder = s.folder or str(Path(out).resolve() / f"start-{arm}")
+    return Ablation(source, name, data, data_id, nc, variants + arms.get("variants", []), baseline, seeds, train,
+                    imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
+                    ray_address, resources, bootstrap, start, seed_rule, arms.get("reference"),
+                    arms.get("placebos", {}), arms.get("starts", {}))

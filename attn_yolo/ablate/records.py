@@ -45,6 +45,7 @@ class RunSpec:
     fingerprint: str
     trust: bool = False  # load train.pretrained by a full unpickle (the config's `trust`)
     env: dict = dataclasses.field(default_factory=dict)  # environment variables set during the run (tracking)
+    start: str | None = None  # checkpoint the run starts from (the design's `start`), carried by layer; None: scratch
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:
