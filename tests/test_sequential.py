@@ -1,0 +1,199 @@
+"""The seed stopping rule: its confidence sequence stays valid under optional stopping (simulation, fixed seed), the
+naive re-checked t-interval does not on the same simulations, the closed-form boundary equals a numerical
+integration of the mixture, and the edge cases (too few seeds, equal diffs, NaN, bad rules)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from attn_yolo.ablate import sequential as sq
+from attn_yolo.ablate.sequential import SeedRule, confidence_sequence, decide, naive_decide, simulate
+
+EXPERIMENTS = 4000
+SD = 0.008  # seed SD of Δ mAP50-95 with a warm start (issue 18)
+
+
+# ------------------------------------------------------------------------------------------ optional stopping
+
+
+def test_type_one_error_under_optional_stopping_and_naive_exceeds_it():
+    """Δ = 0: the rule (min 3, max 20, stopping at the first interval that excludes 0) gives a verdict in at most
+    5 % ± 1.5 % of 4,000 experiments; the t-interval re-checked after every seed on the SAME draws (same seed of
+    the simulation) gives one far more often."""
+    rule = SeedRule(min=3, max=20)
+    cs = simulate(rule, 0.0, SD, experiments=EXPERIMENTS, seed=1)
+    naive = simulate(rule, 0.0, SD, experiments=EXPERIMENTS, seed=1, naive=True)
+    assert cs["better"] + cs["worse"] <= 0.05 + 0.015
+    assert naive["better"] + naive["worse"] > 0.05 + 0.015  # about 0.24: the test can fail
+    assert naive["better"] + naive["worse"] > 3 * (cs["better"] + cs["worse"])
+
+
+def test_naive_decide_is_the_rechecked_t_interval():
+    """naive_decide is what simulate(naive=True) runs: its first stop on each row equals the simulation's count."""
+    rule = SeedRule(min=3, max=12)
+    rng = np.random.default_rng(1)
+    x = rng.normal(0.0, SD, (EXPERIMENTS, rule.max))
+    verdicts = 0
+    for row in x[:300]:
+        for n in range(1, rule.max + 1):
+            d = naive_decide(row[:n], rule)
+            if d["stop"]:
+                verdicts += d["reason"] == "settled" or (d["lo"] > 0 or d["hi"] < 0)
+                break
+    sim = simulate(rule, 0.0, SD, experiments=300, seed=1, naive=True)
+    assert verdicts == round((sim["better"] + sim["worse"]) * 300)
+
+
+def test_time_uniform_without_stopping():
+    """The sequence holds the mean at every n ≤ 200 at once in ≥ 95 % of 2,000 paths (Ville's inequality)."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(0.3, 2.0, (2000, 200))
+    lo, hi = sq._intervals(x, 0.95, 0.0, naive=False)
+    ever_out = ((lo > 0.3) | (hi < 0.3)).any(1).mean()
+    assert ever_out <= 0.05
+    lo_t, hi_t = sq._intervals(x, 0.95, 0.0, naive=True)
+    assert ((lo_t > 0.3) | (hi_t < 0.3)).any(1).mean() > 0.3  # the t-interval crosses on most paths
+
+
+@pytest.mark.parametrize("delta", [0.5 * SD, 1.0 * SD, -2.0 * SD])
+def test_coverage_at_nonzero_delta(delta):
+    """Δ ≠ 0: the interval at the (data-chosen) stop holds the true Δ in ≥ 94 % of 4,000 experiments."""
+    res = simulate(SeedRule(min=3, max=20, precision=0.01), delta, SD, experiments=EXPERIMENTS, seed=3)
+    assert res["coverage"] >= 0.94
+
+
+def test_large_effect_stops_early():
+    """|Δ| = 3 seed SDs: the mean seeds used is well below max, and the verdict is right."""
+    rule = SeedRule(min=3, max=20)
+    for delta in (3 * SD, -3 * SD):
+        res = simulate(rule, delta, SD, experiments=EXPERIMENTS, seed=4)
+        assert res["mean_seeds"] < rule.max / 2
+        assert res["better" if delta > 0 else "worse"] > 0.99
+
+
+def test_test_var_widens_and_covers():
+    """With the validation set's common offset drawn per experiment, the interval given test_var covers Δ (the
+    population over images); the seeds-only one, given test_var = 0, does not."""
+    rule = SeedRule(min=3, max=20)
+    g = (2 * SD) ** 2
+    with_g = simulate(rule, 0.0, SD, test_var=g, experiments=EXPERIMENTS, seed=5)
+    assert with_g["better"] + with_g["worse"] <= 0.065
+    rng = np.random.default_rng(5)  # the same draws, interval ignoring the offset
+    x = rng.normal(0.0, SD, (EXPERIMENTS, rule.max)) + rng.normal(0.0, math.sqrt(g), (EXPERIMENTS, 1))
+    lo, hi = sq._intervals(x, 0.95, 0.0, naive=False)
+    assert ((lo[:, -1] > 0) | (hi[:, -1] < 0)).mean() > 0.3
+    a, b = confidence_sequence([0.01, 0.02, 0.015, 0.012], test_var=0.0)
+    c, d = confidence_sequence([0.01, 0.02, 0.015, 0.012], test_var=1e-4)
+    assert c < a and d > b
+
+
+def test_precision_stop():
+    """A requested width stops a null ablation before max with 'precision', and the sentence says so."""
+    rule = SeedRule(min=3, max=40, precision=0.02)
+    res = simulate(rule, 0.0, SD, experiments=EXPERIMENTS, seed=6)
+    assert res["reasons"]["precision"] > 0.9 and res["mean_seeds"] < 40
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, SD, 40)
+    d = next(decide(x[:n], rule) for n in range(3, 41) if decide(x[:n], rule)["stop"])
+    assert d["reason"] == "precision" and d["hi"] - d["lo"] < 0.02 and "precision 0.02" in d["text"]
+
+
+# ------------------------------------------------------------------------------------------ the boundary
+
+
+def _mixture_numeric(x: np.ndarray, mu: float, tau2: float) -> float:
+    """M_n(μ) by numerical integration (trapezoid on a fine grid, in logs) of the Gaussian likelihood of x − μ over
+    log σ (Haar prior dσ/σ) and over the standardized effect θ ~ N(0, τ²), divided by the same at θ = 0."""
+    from scipy.special import logsumexp
+    from scipy.stats import norm
+
+    y = (x - mu) / np.sqrt(np.mean((x - mu) ** 2))  # scale-free: the ratio does not depend on it
+    log_s = np.linspace(-8, 6, 561)[:, None]
+    theta = np.linspace(-10, 10, 801)[None, :] * math.sqrt(tau2)
+    log_lik = sum(norm.logpdf(yi / np.exp(log_s) - theta) for yi in y) - len(y) * log_s  # (S, Θ)
+    num = logsumexp(log_lik + norm.logpdf(theta, 0, math.sqrt(tau2))) + math.log(theta[0, 1] - theta[0, 0])
+    den = logsumexp(log_lik[:, 400])  # θ = 0 (grid centre); the log σ step cancels
+    return math.exp(num - den)
+
+
+def test_closed_form_equals_numerical_mixture():
+    """The closed-form M_n equals the integrated mixture, and at the interval's ends M_n = 1/α (the boundary)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(0.01, SD, 6)
+    for mu in (0.0, 0.004, 0.02):
+        assert sq.mixture_martingale(x, mu) == pytest.approx(_mixture_numeric(x, mu, sq.PRIOR_SCALE2), rel=1e-9)
+    lo, hi = confidence_sequence(x, 0.95)
+    for end in (lo, hi):
+        assert _mixture_numeric(x, end, sq.PRIOR_SCALE2) == pytest.approx(20.0, rel=1e-9)
+    inside = (lo + hi) / 2
+    assert sq.mixture_martingale(x, inside) < 20 and sq.mixture_martingale(x, hi + 1e-4) > 20
+
+
+def test_radius_factor_wider_than_t_and_finite_from_3():
+    """Anytime validity costs width: the factor exceeds t_{n−1} at every n, and is finite from 3 seeds (95 %)."""
+    from scipy.stats import t
+
+    n = np.arange(2, 60)
+    k = sq.radius_factor(n, 0.05)
+    assert math.isinf(k[0]) and np.isfinite(k[1:]).all()
+    assert (k[1:] > t.ppf(0.975, n[1:] - 1)).all()
+    assert (np.diff(k[1:]) < 0).all()
+
+
+# ------------------------------------------------------------------------------------------ edge cases
+
+
+def test_too_few_seeds_unbounded():
+    assert confidence_sequence([]) == (-math.inf, math.inf)
+    assert confidence_sequence([0.1]) == (-math.inf, math.inf)
+    assert confidence_sequence([0.1, 0.2]) == (-math.inf, math.inf)
+    d = decide([0.1, 0.2], SeedRule(min=2, max=5))
+    assert d["reason"] == "continue" and "unbounded" in d["text"]
+
+
+def test_all_equal_diffs():
+    """Equal diffs: zero width (the scale-invariant statistic sees no spread), so a settled verdict for non-zero,
+    a precision stop for 0; with test_var the width is the validation set's term."""
+    assert confidence_sequence([0.01] * 4) == (0.01, 0.01)
+    d = decide([0.01] * 4, SeedRule(min=3, max=10))
+    assert d["stop"] and d["reason"] == "settled" and d["verdict"] == "better"
+    assert decide([0.0] * 4, SeedRule(min=3, max=10, precision=0.005))["reason"] == "precision"
+    assert decide([0.0] * 4, SeedRule(min=3, max=10))["reason"] == "continue"
+    lo, hi = confidence_sequence([0.01] * 4, test_var=1e-4)
+    assert lo < 0.01 < hi and math.isfinite(lo)
+
+
+@pytest.mark.parametrize("bad", [[0.1, math.nan, 0.2], [0.1, math.inf]])
+def test_nan_refused(bad):
+    with pytest.raises(ValueError, match="finite"):
+        confidence_sequence(bad)
+    with pytest.raises(ValueError, match="finite"):
+        decide(bad, SeedRule())
+
+
+def test_rule_bounds_and_reasons():
+    """Never stops before min (even when the interval excludes 0), always at max; reasons in the sentence."""
+    rule = SeedRule(min=5, max=6)
+    clear = [0.1, 0.11, 0.1, 0.105]
+    assert not decide(clear, rule)["stop"] and decide(clear, SeedRule(min=4, max=6))["reason"] == "settled"
+    d = decide([0.01, -0.01, 0.02, -0.02, 0.0, 0.01], rule)
+    assert d["stop"] and d["reason"] == "max" and d["text"].startswith("stopped at the maximum of 6 seeds")
+    s = decide([0.010, 0.012, 0.009, 0.011, 0.013], SeedRule(min=3, max=10))
+    assert s["text"].startswith("stopped after 5 seeds: the interval [+0.") and "excludes 0" in s["text"]
+    w = decide([-0.010, -0.012, -0.009, -0.011, -0.013], SeedRule(min=3, max=10))
+    assert w["verdict"] == "worse" and w["hi"] < 0
+
+
+@pytest.mark.parametrize("kw, key", [({"min": 5, "max": 3}, "seeds.max"), ({"precision": 0}, "seeds.precision"),
+                                     ({"precision": -0.1}, "seeds.precision"), ({"min": 1}, "seeds.min"),
+                                     ({"max": 2.5}, "seeds.max"), ({"confidence": 1.0}, "seeds.confidence")])
+def test_bad_rule_names_key(kw, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        SeedRule(**kw)
+
+
+def test_decide_all():
+    rule = SeedRule(min=3, max=10)
+    out = sq.decide_all({"cbam": [0.01, 0.012, 0.011, 0.0105], "se": [0.01, -0.01, 0.0, 0.005]}, rule)
+    assert not out["stop"] and out["variants"]["cbam"]["stop"] and not out["variants"]["se"]["stop"]
