@@ -22,20 +22,30 @@ DEFAULT_CONFIG_NAME = "synthetic-quick"
 DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
 # `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config.py, so it also works
-# outside the repository. Budget: 2 variants x 3 seeds, yolo11n from scratch, about 10 minutes on 2 CPU cores.
+# outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
+# by reruns); then every arm, the baseline (the start itself) and + CBAM (inserted at the identity, every weight
+# carried by layer), is fine-tuned from it for 1 epoch on half the training images, paired seed by paired seed, until
+# the stopping rule decides (3 to 5 seeds). Budget: about 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
   - {name: baseline, model: yolo11n.yaml}
   - {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone, args: [16, 7]}  # CBAM after backbone P3/P4/P5
-seeds: [0, 1, 2]
-train:  # Ultralytics train arguments: attn_yolo.synthetic.QUICK_TRAIN_ARGS (2 epochs of 1000 images at 128 px)
-  epochs: 2
+start:  # the shared start: trained with `train` below, these keys replacing its own (= QUICK_TRAIN_ARGS, 5 epochs)
+  epochs: 5
+  fraction: 1.0
+  lr0: 0.003
+  warmup_epochs: 0.3
+  val: false
+seeds: {min: 3, max: 5}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+train:  # Ultralytics train arguments of every arm: fine-tuning from the start
+  epochs: 1
+  fraction: 0.5
   imgsz: 128
   batch: 8
   nbs: 8
   optimizer: AdamW
-  lr0: 0.003
-  warmup_epochs: 0.3
+  lr0: 0.0005  # a fine-tuning rate, and no warmup: warmup_bias_lr (0.1) would first undo the start's head
+  warmup_epochs: 0
   mosaic: 0.0
   close_mosaic: 0
   scale: 0.0
