@@ -94,7 +94,7 @@ def _ci(lo: float, hi: float) -> str:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.0f} %" if abs(x) >= 0.1 else f"{100 * x:.1f} %"
+    return f"{100 * x:.0f} %" if abs(x) >= 0.1 else f"{100 * x:.2g} %"
 
 
 def yardstick(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec: dict | None) -> list[str]:
