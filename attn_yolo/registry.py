@@ -316,7 +316,7 @@ def ensure_registered(*_args) -> None:
 
 
 def register() -> None:
-    """Make ``MODULES`` resolvable in Ultralytics model YAMLs in this process. Idempotent; ``import attn_yolo`` runs it."""
+    """Make ``BLOCKS`` resolvable in Ultralytics YAMLs in this process; idempotent (``import attn_yolo`` runs it)."""
     from ultralytics.nn import tasks
     from ultralytics.utils.callbacks import base
 

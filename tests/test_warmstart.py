@@ -293,3 +293,34 @@ def test_a_start_checkpoint_is_carried_into_every_arm(tiny_data, tmp_path):
     ck2 = save_checkpoint(DetectionModel("yolo11n.yaml", nc=4, verbose=False), tmp_path / "base.pt", overwrite=True)
     specs2 = ablate.runner.plan(ablate.validate(raw, base, name, source), ab.data)
     assert ck2 == ck and {s.fingerprint for s in specs}.isdisjoint({s.fingerprint for s in specs2})
+
+
+def test_placebo_matches_each_blocks_parameters_and_starts_as_the_identity():
+    """Each Placebo of a variant's placebo arm has its block's parameter count within C weights (2·C·hidden against
+    the block's own count, counted here from the built blocks), sits where the block sits, and with init_values 0 is
+    the identity; a parameter-free block (SimAM) gets no placebo."""
+    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+
+    from attn_yolo.insertion import insert_dict
+    from attn_yolo.nn.common import AttnBuildError
+    from attn_yolo.nn.placebo import Placebo
+
+    base = yaml_model_load("yolo11n.yaml")
+    cbam = insert_dict("yolo11n.yaml", "CBAM", at="backbone", args=[16, 7], identity=True)
+    spec = design.placebo_spec("cbam", cbam, base, "yolo11n.yaml", 4)
+    assert spec["name"] == "cbam-placebo" and spec["module"] == ["Placebo"] * 3 and spec["at"] == [4, 6, 10]
+    placebo = insert_dict("yolo11n.yaml", spec["module"], at=spec["at"], args=spec["args"])
+    mc, mp = (DetectionModel(d, nc=4, verbose=False) for d in (cbam, placebo))
+    blocks = [(m, p) for m, p in zip(mc.model, mp.model) if type(m).__name__ == "CBAM"]
+    assert len(blocks) == 3 and all(type(p).__name__ == "Placebo" for _, p in blocks)
+    for m, p in blocks:
+        own = sum(t.numel() for k, t in m.named_parameters() if not k.startswith("scale."))
+        assert abs(sum(t.numel() for k, t in p.named_parameters() if not k.startswith("scale.")) - own) <= m.c1
+    x = torch.randn(2, 64, 8, 8)
+    assert torch.equal(Placebo(64, 5, 0.0)(x), x)
+    assert not torch.equal(Placebo(64, 5)(x), x)
+    with pytest.raises(AttnBuildError, match="hidden"):
+        Placebo(64)
+    simam = insert_dict("yolo11n.yaml", "SimAM", at="backbone")
+    with pytest.raises(ValueError, match="no parameters"):
+        design.placebo_spec("simam", simam, base, "yolo11n.yaml", 4)

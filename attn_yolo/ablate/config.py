@@ -345,7 +345,8 @@ def _check_variants(
                     path = model
                 d = yaml_model_load(path)
                 if (task := guess_model_task(d)) != "detect":
-                    problems.append(f"{key}{'' if is_insert else '.model'}: is a {task} model; ablations train detect models")
+                    where = "" if is_insert else ".model"
+                    problems.append(f"{key}{where}: is a {task} model; ablations train detect models")
                     continue
                 size_key = (_definition(d), nc, imgsz)
                 if size_key not in _SIZES:  # built and measured before in this process: same answer

@@ -18,8 +18,8 @@ from attn_yolo.checkpoint import atomic_write
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
     "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "ap_small",
-    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model", "error",
-    "fingerprint",
+    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model",
+    "error", "fingerprint",
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
 FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "ap_small", "ap_medium", "ap_large",

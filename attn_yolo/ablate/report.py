@@ -170,8 +170,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
             continue
         if c is None:
             lines.append(f"- **{v}**: **{d['verdict']}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
-                         f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no image-level "
-                         f"interval: {boot['why'].get(v, 'no per-image records')}){cost}")
+                         f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no "
+                         f"image-level interval: {boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         h = c["hier"]
         lines.append(
