@@ -197,3 +197,81 @@ def test_decide_all():
     rule = SeedRule(min=3, max=10)
     out = sq.decide_all({"cbam": [0.01, 0.012, 0.011, 0.0105], "se": [0.01, -0.01, 0.0, 0.005]}, rule)
     assert not out["stop"] and out["variants"]["cbam"]["stop"] and not out["variants"]["se"]["stop"]
+
+
+# ------------------------------------------------------------------------------------------ glue and speed paths
+
+
+def test_blocked_row_scans_equal_numpy():
+    """The blocked scans of weighted_ap equal numpy's cumulative sum / reversed fmax (NaN skipped) at every shape."""
+    from attn_yolo.ablate.weighted_ap import _cumsum_rows, _suffix_max_rows
+
+    rng = np.random.default_rng(8)
+    for n, b in [(0, 40), (1, 40), (2, 40), (3, 40), (17, 33), (100, 64), (257, 300), (50, 5)]:
+        x = rng.integers(0, 9, (n, b)).astype(np.int32)
+        assert np.array_equal(_cumsum_rows(x.copy()), np.cumsum(x, 0))
+        f = rng.random((n, b))
+        f[f < 0.3] = np.nan
+        assert np.array_equal(_suffix_max_rows(f.copy()), np.fmax.accumulate(f[::-1], 0)[::-1], equal_nan=True)
+
+
+def test_resample_cache_reuses_and_refreshes():
+    """resample_records(cache=): unchanged runs come from the cache (same objects), equal to a fresh computation; a
+    changed record is recomputed."""
+    from attn_yolo.ablate import perimage, stats
+
+    rng = np.random.default_rng(9)
+    val = perimage.simulate_val_set(rng, 40, 2, 2.0)
+    recs = {("b", 0): perimage.simulate_run(rng, val), ("v", 0): perimage.simulate_run(rng, val, skill=1.3)}
+    cache = {}
+    first = stats.resample_records(recs, 50, cache=cache)
+    again = stats.resample_records(recs, 50, cache=cache)
+    assert all(again[k] is first[k] for k in recs) and len(cache) == 2
+    fresh = stats.resample_records(recs, 50)
+    for k in recs:
+        for m in fresh[k]["boot"]:
+            np.testing.assert_array_equal(fresh[k]["boot"][m], first[k]["boot"][m])
+    recs[("v", 0)] = perimage.simulate_run(rng, val, skill=0.2)
+    third = stats.resample_records(recs, 50, cache=cache)
+    assert third[("b", 0)] is first[("b", 0)] and third[("v", 0)] is not first[("v", 0)] and len(cache) == 3
+    assert stats.resample_records(recs, 60, cache=cache)[("b", 0)] is not first[("b", 0)]  # other resamples
+
+
+def test_decide_from_bootstrap_reads_deltas_and_test_var():
+    """The per-seed decision from bootstrap_compare's output: Δ of the primary metric, its test-set variance."""
+    hier = {"test_var": 4e-6}
+    compared = {"cbam": {"map50_95": {"deltas": [0.01, 0.012, 0.011, 0.0105], "hier": hier}},
+                "se": {"seeds": []}}  # no records: left out
+    out = sq.decide_from_bootstrap(compared, SeedRule(min=3, max=10))
+    assert list(out["variants"]) == ["cbam"]
+    assert (out["variants"]["cbam"]["lo"], out["variants"]["cbam"]["hi"]) == confidence_sequence(
+        [0.01, 0.012, 0.011, 0.0105], test_var=4e-6)
+
+
+def test_per_seed_bench_runs(capsys):
+    """scripts/bench_bootstrap.py --per-seed prints one decision row per seed (tiny sizes)."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_bootstrap.py"
+    argv = sys.argv
+    sys.argv = [str(script), "--per-seed", "--seeds", "3", "--images", "30", "--resamples", "50"]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 3 and "stopped" in rows[-1] and "continue" in rows[0] and "per-seed decision:" in out
+
+
+def test_power_sentence():
+    """The summary's power sentence: the simulated rate rises with Δ; n/a without a spread."""
+    rule = SeedRule(min=3, max=20)
+    low, high = sq.power_sentence(rule, SD, 0.5 * SD), sq.power_sentence(rule, SD, 3 * SD)
+    pct = [int(s.split(" in ")[1].split("%")[0]) for s in (low, high)]
+    assert pct[0] < pct[1] == 100 and "seeds on average" in high
+    assert "n/a" in sq.power_sentence(rule, 0.0)

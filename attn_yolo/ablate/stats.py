@@ -32,6 +32,20 @@ PRIMARY = "map50_95"
 CONFIDENCE = 0.95
 
 
+def _t_ppf(q, df):
+    """Quantile of Student's t (``scipy.stats.t.ppf``'s own kernel, without importing scipy.stats: seconds)."""
+    from scipy.special import stdtrit
+
+    return stdtrit(df, q)
+
+
+def _t_sf(x, df):
+    """Survival function of Student's t (``scipy.stats.t.sf``'s kernel)."""
+    from scipy.special import stdtr
+
+    return stdtr(df, -x)
+
+
 def paired_difference(diffs: list[float], confidence: float = CONFIDENCE) -> dict:
     """Mean of paired differences (variant − baseline, one per seed), its t-distribution CI and paired t-test p.
 
@@ -39,8 +53,6 @@ def paired_difference(diffs: list[float], confidence: float = CONFIDENCE) -> dic
         dict with ``n``, ``mean``, ``lo``, ``hi`` (CI bounds) and ``p`` (two-sided); CI and p are NaN for n < 2.
         Identical differences (zero spread) give a CI of zero width and p = 0 (or 1 when they are all 0).
     """
-    from scipy.stats import t
-
     n = len(diffs)
     mean = statistics.fmean(diffs) if n else math.nan
     if n < 2:
@@ -48,8 +60,8 @@ def paired_difference(diffs: list[float], confidence: float = CONFIDENCE) -> dic
     se = statistics.stdev(diffs) / math.sqrt(n)
     if se == 0:
         return {"n": n, "mean": mean, "lo": mean, "hi": mean, "p": 1.0 if mean == 0 else 0.0}
-    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p": float(2 * t.sf(abs(mean) / se, n - 1))}
+    half = float(_t_ppf(0.5 + confidence / 2, n - 1)) * se
+    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p": float(2 * _t_sf(abs(mean) / se, n - 1))}
 
 
 def verdict(stats: dict, sense: int = +1) -> str:
@@ -129,8 +141,21 @@ def image_weights(n_images: int, n_boot: int = N_BOOT, seed: int = BOOT_SEED) ->
     return counts
 
 
-def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED, workers: int | None = None
-                     ) -> dict:
+def record_fingerprint(rec) -> str:
+    """A digest of everything in a ``perimage.Record`` that its metrics depend on (classes, images, predictions,
+    ground truth, size statuses): equal digests, equal resampled metrics."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((rec.names, rec.images)).encode())
+    for name in ("pred_img", "pred_cls", "pred_conf", "pred_tp", "gt_img", "gt_cls", "gt_area", "size_status"):
+        a = getattr(rec, name)
+        h.update(name.encode() + (b"-" if a is None else np.ascontiguousarray(a).tobytes() + a.dtype.str.encode()))
+    return h.hexdigest()
+
+
+def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED, workers: int | None = None,
+                     cache: dict | None = None) -> dict:
     """Metrics of every run on its record and on ``n_boot`` image resamples, the same resamples for every run.
 
     Args:
@@ -138,6 +163,9 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
         n_boot: resamples.
         seed: of the resamples.
         workers: threads (default: up to 2; numpy releases the GIL in the heavy loops).
+        cache: a dict the caller keeps between calls (e.g. after every seed of a sequential ablation): a run whose
+            record, ``n_boot`` and ``seed`` are unchanged (``record_fingerprint``) is taken from it, not recomputed;
+            new results are added to it.
 
     Returns:
         ``{key: {"point": metrics, "boot": metrics}}`` with ``weighted_ap.WeightedMetrics`` outputs (B = 1 and
@@ -158,15 +186,22 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
     for k in keys[1:]:
         if records[k].images != first:
             raise ValueError(f"the per-image records of {keys[0]} and {k} hold different validation images")
-    wt = image_weights(len(first), n_boot, seed)
+    tags = {k: (record_fingerprint(records[k]), n_boot, seed) for k in keys} if cache is not None else {}
+    todo = [k for k in keys if cache is None or tags[k] not in cache]
+    # the record itself (all weights one) as column 0 of the same call: one pass instead of two
+    wt = np.hstack([np.ones((len(first), 1), np.int32), image_weights(len(first), n_boot, seed)]) if todo else None
 
     def one(key):
-        wm = WeightedMetrics(records[key])
-        return key, {"point": wm(), "boot": wm(wt)}
+        m = WeightedMetrics(records[key])(wt)
+        return key, {"point": {k: v[:1] for k, v in m.items()}, "boot": {k: v[1:] for k, v in m.items()}}
 
     workers = workers or min(2, os.cpu_count() or 1)
     with ThreadPoolExecutor(workers) as ex:
-        return dict(ex.map(one, keys))
+        done = dict(ex.map(one, todo))
+    if cache is None:
+        return done
+    cache.update({tags[k]: v for k, v in done.items()})
+    return {k: cache[tags[k]] for k in keys}
 
 
 def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -203,8 +238,6 @@ def hierarchical_interval(point: np.ndarray, boot: np.ndarray, confidence: float
         ``n``, ``mean``, ``lo``, ``hi``, ``se``, ``df``, ``seed_var`` (s²), ``test_var`` (g), ``p`` (two-sided,
         t); interval and p NaN for fewer than 2 seeds.
     """
-    from scipy.stats import t
-
     point = np.asarray(point, np.float64)
     s = len(point)
     mean = float(point.mean()) if s else math.nan
@@ -223,8 +256,8 @@ def hierarchical_interval(point: np.ndarray, boot: np.ndarray, confidence: float
     else:
         test_var = 0.0
     se, df = _se_df(seed_var, test_var, s, confidence)
-    half = float(t.ppf(0.5 + confidence / 2, df)) * se
-    p = float(2 * t.sf(abs(mean) / se, df)) if se > 0 else (1.0 if mean == 0 else 0.0)
+    half = float(_t_ppf(0.5 + confidence / 2, df)) * se
+    p = float(2 * _t_sf(abs(mean) / se, df)) if se > 0 else (1.0 if mean == 0 else 0.0)
     return {**out, "lo": mean - half, "hi": mean + half, "se": se, "df": df, "seed_var": seed_var,
             "test_var": test_var, "p": p}  # fmt: skip
 
@@ -232,12 +265,10 @@ def hierarchical_interval(point: np.ndarray, boot: np.ndarray, confidence: float
 def _se_df(seed_var: float, test_var: float, seeds: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """SE and degrees of freedom of the hierarchical interval (see ``hierarchical_interval``): Satterthwaite, unless
     the seeds-only t-interval is wider, then that one's."""
-    from scipy.stats import t
-
     var = seed_var / seeds + test_var
     df = (seeds - 1) * (var / (seed_var / seeds)) ** 2 if seed_var > 0 else math.inf
     q = 0.5 + confidence / 2
-    if seed_var > 0 and t.ppf(q, seeds - 1) * math.sqrt(seed_var / seeds) > t.ppf(q, df) * math.sqrt(var):
+    if seed_var > 0 and _t_ppf(q, seeds - 1) * math.sqrt(seed_var / seeds) > _t_ppf(q, df) * math.sqrt(var):
         return math.sqrt(seed_var / seeds), seeds - 1
     return math.sqrt(var), df
 
@@ -246,12 +277,10 @@ def detectable_delta(seed_var: float, test_var: float, seeds: int, alpha: float 
                      power: float = POWER) -> float:
     """Smallest Δ a design of ``seeds`` paired seeds detects with ``power`` (two-sided level ``alpha``), given the
     per-seed variance of Δ and the validation set's common variance (``hierarchical_interval``)."""
-    from scipy.stats import t
-
     if seeds < 2 or not (math.isfinite(seed_var) and math.isfinite(test_var)):
         return math.nan
     se, df = _se_df(seed_var, test_var, seeds, 1 - alpha)
-    return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * se)
+    return float((_t_ppf(1 - alpha / 2, df) + _t_ppf(power, df)) * se)
 
 
 def seeds_needed(seed_var: float, test_var: float, delta: float = TARGET_DELTA, limit: int = 10**6) -> int | None:

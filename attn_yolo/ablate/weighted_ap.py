@@ -19,8 +19,10 @@ up to float rounding (~1e-16) and the order of predictions with equal confidence
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import warnings
+import math
+import threading
 
 import numpy as np
 
@@ -58,23 +60,75 @@ def grid_counts(n: np.ndarray, style: str) -> np.ndarray:
     return q.astype(np.int64)
 
 
-def _cumsum_rows(x: np.ndarray) -> np.ndarray:
-    """Cumulative sum down the rows, in place (a vector add per row beats numpy's strided axis-0 scan)."""
-    if x.shape[1] < 256:
-        return np.cumsum(x, axis=0, out=x)
-    for i in range(1, len(x)):
-        np.add(x[i - 1], x[i], out=x[i])
+def _scan_rows(x: np.ndarray, op) -> np.ndarray:
+    """Inclusive scan of ``op`` (``np.add``, ``np.fmax``) down the rows of an (n, b) array, in place.
+
+    Row by row costs n vector operations (numpy's own axis-0 scan is slower still for many columns); instead the
+    rows are cut into blocks of m ≈ √n, scanned within all blocks at once (m operations, each over every block),
+    then the blocks' totals (n/m) are scanned and carried into the blocks (one operation): about 2√n vector
+    operations over many rows each, with the GIL released for most of the time. Exact: the same operations on the
+    same numbers, only grouped (``op`` associative: integer addition, maximum).
+    """
+    if x.shape[1] < 32:  # few columns: numpy's own scan, its strides are short
+        return op.accumulate(x, axis=0, out=x)
+    n = len(x)
+    m = math.isqrt(n)
+    nb = n // m if m else 0
+    start = 1
+    blocks = x[: nb * m].reshape(nb, m, x.shape[1]) if m >= 2 and nb >= 2 else None
+    if blocks is not None and np.may_share_memory(blocks, x):  # a view (also of a reversed view: the strides split)
+        for i in range(1, m):
+            op(blocks[:, i - 1], blocks[:, i], out=blocks[:, i])
+        carry = blocks[:, -1].copy()
+        for k in range(1, nb):
+            op(carry[k - 1], carry[k], out=carry[k])
+        op(blocks[1:], carry[:-1, None, :], out=blocks[1:])
+        start = nb * m
+    for i in range(start, n):  # the rows after the last whole block
+        op(x[i - 1], x[i], out=x[i])
     return x
+
+
+def _cumsum_rows(x: np.ndarray) -> np.ndarray:
+    """Cumulative sum down the rows, in place."""
+    return _scan_rows(x, np.add)
 
 
 def _suffix_max_rows(x: np.ndarray) -> np.ndarray:
     """Maximum from each row to the last, in place; NaN is skipped (stays only where every row below is NaN)."""
-    if x.shape[1] < 256:
-        x[::-1] = np.fmax.accumulate(x[::-1], axis=0)
-        return x
-    for i in range(len(x) - 2, -1, -1):
-        np.fmax(x[i + 1], x[i], out=x[i])
+    _scan_rows(x[::-1], np.fmax)
     return x
+
+
+_TABLES: collections.OrderedDict = collections.OrderedDict()  # (style, n) -> reached table, least recent first
+_TABLES_LOCK = threading.Lock()
+TABLE_CACHE_BYTES = 256 * 2**20  # the tables of one validation set's chunks: shared by every run evaluated on it
+
+
+def reached_table(n: np.ndarray, style: str) -> np.ndarray:
+    """``reached[count × b + j]``: how many recall points a TP count reaches in column j whose class has ``n[j]``
+    (weighted) ground-truth boxes; a step at each of ``grid_counts``. uint8, (max count + 1) × b, count-major.
+
+    Depends only on the ground-truth counts of the resamples, which every run on the same validation set shares,
+    so tables are cached (``TABLE_CACHE_BYTES``, least recently used out first).
+    """
+    key = (style, n.dtype.str, n.tobytes())
+    with _TABLES_LOCK:
+        table = _TABLES.get(key)
+        if table is not None:
+            _TABLES.move_to_end(key)
+            return table
+    b = len(n)
+    q = grid_counts(n, style)  # (b, 101), non-decreasing along the recall points
+    width = int(q.max()) + 1
+    steps = np.diff(q, prepend=0, append=width, axis=1).ravel()
+    table = np.repeat(np.tile(np.arange(102, dtype=np.uint8), b), steps).reshape(b, width).T.ravel()
+    with _TABLES_LOCK:
+        _TABLES[key] = table
+        total = sum(t.nbytes for t in _TABLES.values())
+        while total > TABLE_CACHE_BYTES and len(_TABLES) > 1:
+            total -= _TABLES.popitem(last=False)[1].nbytes
+    return table
 
 
 @dataclasses.dataclass
@@ -183,11 +237,7 @@ class Ranking:
         if not k.seg_a.shape[0]:
             return ap
         cols = np.arange(b, dtype=scaled.dtype)
-        # reached[count, j]: how many recall points a TP count reaches in column j (a step at each grid count)
-        q = grid_counts(n, self.style)  # (b, 101), non-decreasing along the recall points
-        width = int(q.max()) + 1
-        steps = np.diff(q, prepend=0, append=width, axis=1).ravel()
-        reached = np.repeat(np.tile(np.arange(102, dtype=np.uint8), b), steps).reshape(b, width).T.ravel()
+        reached = reached_table(n, self.style)
         cum_w = np.concatenate([[0.0], np.cumsum(_W_ULTRA if self.style == "ultralytics" else _W_COCO)])  # first k
         counted = _cumsum_rows(np.asarray(k.seg_a @ scaled))  # b × weighted predictions so far, at each TP
         for t, thr in enumerate(k.thresholds):
@@ -244,17 +294,25 @@ class WeightedMetrics:
             wt = np.ones((self.n_images, 1), np.int32)
         ap = self.ultra.average_precision(wt)
         ap_class = ap.mean(2)
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a class or size absent from a resample: NaN on purpose
-            out = {
-                "map50": np.nan_to_num(np.nanmean(ap[:, :, 0], 1)),  # no ground truth at all: 0, as Ultralytics
-                "map50_95": np.nan_to_num(np.nanmean(ap_class, 1)),
-                "ap_class": ap_class,
-            }
-            for name in SIZES:
-                if name in self.sizes:
-                    out[f"ap_{name}"] = np.nanmean(self.sizes[name].average_precision(wt).mean(2), 1)
+        out = {
+            "map50": np.nan_to_num(_nanmean_rows(ap[:, :, 0])),  # no ground truth at all: 0, as Ultralytics
+            "map50_95": np.nan_to_num(_nanmean_rows(ap_class)),
+            "ap_class": ap_class,
+        }
+        for name in SIZES:
+            if name in self.sizes:
+                out[f"ap_{name}"] = _nanmean_rows(self.sizes[name].average_precision(wt).mean(2))
         return out
+
+
+def _nanmean_rows(x: np.ndarray) -> np.ndarray:
+    """``np.nanmean(x, 1)`` (same arithmetic), NaN for an all-NaN row (a class or size absent from a resample) without
+    the RuntimeWarning, whose suppression (``warnings.catch_warnings``) is not thread-safe."""
+    nan = np.isnan(x)
+    count = (~nan).sum(1)
+    total = np.where(nan, 0.0, x).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 
