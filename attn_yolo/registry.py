@@ -47,12 +47,20 @@ from attn_yolo.nn import (
 )
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import AttnBuildError, is_int
+from attn_yolo.nn.placebo import Placebo
 from attn_yolo.nn.triplet import ZPoolGate
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
 MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
 """YAML name → attention block class."""
+
+CONTROLS: dict[str, type[torch.nn.Module]] = {"Placebo": Placebo}
+"""YAML name → control block class: blocks that are not attention but are inserted, built and carried like the
+blocks (``Placebo``, the capacity control of an ablation). Not in ``MODULES``: no paper, no heatmap, no export table."""
+
+BLOCKS: dict[str, type[torch.nn.Module]] = {**MODULES, **CONTROLS}
+"""Every block a row can name and ``attn_yolo.insert`` can insert: ``MODULES`` and ``CONTROLS``."""
 
 ALIASES: dict[str, str] = {
     "SEAttention": "SE",
@@ -105,7 +113,7 @@ NOT_PROVIDED = (
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""
 
-SAFE_GLOBALS = [*MODULES.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
+SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
 
 
 HEAD_RE = re.compile(r"Detect|Segment|Pose|OBB|Classify|RTDETRDecoder")  # output heads (as guess_model_task reads)
@@ -126,15 +134,15 @@ def _tasks_names() -> dict:
     """Ultralytics' own names in ``ultralytics.nn.tasks`` (where ``parse_model`` looks YAML names up), without ours."""
     from ultralytics.nn import tasks
 
-    return {k: v for k, v in vars(tasks).items() if not (k in MODULES and v is MODULES[k])}
+    return {k: v for k, v in vars(tasks).items() if not (k in BLOCKS and v is BLOCKS[k])}
 
 
 def canonical(name) -> str | None:
-    """The ``MODULES`` name of a YAML module name (itself or an alias), or None if it names no attention block.
+    """The ``BLOCKS`` name of a YAML module name (itself or an alias), or None if it names no block.
 
     An alias never shadows an Ultralytics module of the same name.
     """
-    if name in MODULES:
+    if name in BLOCKS:
         return name
     return ALIASES[name] if name in ALIASES and name not in _tasks_names() else None
 
@@ -262,7 +270,7 @@ def check_yaml_modules(d: dict) -> None:
             edit = fmt([] if args is None else [args])
             raise ModelYamlError(f"{where} {m}: args={args!r} is not a list; write {edit}")
         if name := canonical(m):
-            if len(args) > len(params := yaml_params(MODULES[name])) + 1:
+            if len(args) > len(params := yaml_params(BLOCKS[name])) + 1:
                 raise AttnBuildError(
                     f"{where} {m}: args={fmt(args)} has {len(args)} values; {name} takes at most {len(params)}: "
                     f"[{', '.join(params)}], after an optional leading channel count"
@@ -291,7 +299,7 @@ def _wrap(parse_model):
         for i, row in enumerate(_rows(d)):
             if i in names:
                 name = names[i]
-                row[3] = [RowArgs(info, i, row[2], name, MODULES[name], row[3], _alias_note(row[2], name))]
+                row[3] = [RowArgs(info, i, row[2], name, BLOCKS[name], row[3], _alias_note(row[2], name))]
                 row[2] = name
         return parse_model(d, ch, verbose)
 
@@ -335,11 +343,11 @@ def ensure_registered(*_args) -> None:
 
 
 def register() -> None:
-    """Make ``MODULES`` resolvable in Ultralytics model YAMLs in this process. Idempotent; ``import attn_yolo`` runs it."""
+    """Make ``BLOCKS`` resolvable in Ultralytics YAMLs in this process; idempotent (``import attn_yolo`` runs it)."""
     from ultralytics.nn import tasks
     from ultralytics.utils.callbacks import base
 
-    vars(tasks).update(MODULES)
+    vars(tasks).update(BLOCKS)
     if not hasattr(tasks.parse_model, "__attn_yolo_original__"):
         build.PARSE_MODEL_CODE = tasks.parse_model.__code__
         tasks.parse_model = _wrap(tasks.parse_model)
@@ -360,7 +368,7 @@ def unregister() -> None:
     from ultralytics.nn import tasks
     from ultralytics.utils.callbacks import base
 
-    for name, cls in MODULES.items():
+    for name, cls in BLOCKS.items():
         if vars(tasks).get(name) is cls:
             delattr(tasks, name)
     tasks.parse_model = getattr(tasks.parse_model, "__attn_yolo_original__", tasks.parse_model)

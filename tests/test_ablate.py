@@ -45,8 +45,10 @@ def test_default_config_is_the_repo_file():
     assert (REPO / "configs/ablation/synthetic-quick.yaml").read_text() == ablate.DEFAULT_CONFIG_YAML
     cfg = yaml.safe_load(ablate.DEFAULT_CONFIG_YAML)
     assert cfg["data"] == "synthetic"
-    quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "val"}  # the ablation validates each epoch for curves
-    assert quick.items() <= cfg["train"].items(), "default train args drifted from QUICK_TRAIN_ARGS"
+    start = {**cfg["train"], **cfg["start"]}  # the shared start: `train` with the recipe's keys instead
+    quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "epochs"}
+    assert quick.items() <= start.items(), "the default start's train args drifted from QUICK_TRAIN_ARGS"
+    assert cfg["seeds"] == {"min": 3, "max": 5} and cfg["train"]["epochs"] == 1
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

@@ -14,8 +14,11 @@ the working directory, like Ultralytics' ``project``::
       - {name: baseline, model: yolo11n.yaml}
       - {name: se, model: ../../models/yolo11n-se.yaml}                               # a model YAML
       - {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone, args: [16, 7]}   # an insert spec
-    seeds: [0, 1, 2]
-    train: {epochs: 10, imgsz: 192, batch: 16}   # passed to YOLO.train (any Ultralytics train argument)
+    start: {epochs: 6}              # one shared start trained once into out/start (or a checkpoint: base.pt)
+    seeds: {min: 3, max: 20, precision: 0.005}   # seeds chosen by the data; a list [0, 1, 2] is a fixed design
+    reference: {model: yolo11s.yaml}              # optional yardstick arm: a known, larger change
+    placebo: true                   # optional: per variant a Placebo arm (same parameters and place, no attention)
+    train: {epochs: 2, imgsz: 192, batch: 16}    # passed to YOLO.train (any Ultralytics train argument)
     out: runs/ablate/synthetic-quick
     latency: {repeats: 50, warmup: 10}           # batch-1 forward timing of best.pt, median of `repeats`
     devices: [0, 1]                 # optional: run in parallel, one run per device at a time
@@ -51,6 +54,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
 # The package, bottom layer first (a module imports only modules listed above it):
+#   sequential   seeds chosen by the data: the anytime-valid confidence sequence and the stopping rule
+#   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
 #   config       the embedded default, loading, overrides, validation → Ablation
 #   outdir       the lock on out; marker files: only folders the runner made are replaced
 #   records      one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
@@ -60,6 +65,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
 #   rerun        finished runs are results: the changed-settings stop, redo into a staging folder, the default out
 #   console      the terminal: one line per run, the progress bar; each run's output into its train.log
+#   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
+#   readings     what the design reads off the runs: the stopping decision, the yardstick, the placebo verdicts
 #   report       summary.md, ablation.png, curves.png, delta.png
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)

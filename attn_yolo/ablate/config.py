@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from attn_yolo.ablate import design
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
 
@@ -21,20 +22,30 @@ DEFAULT_CONFIG_NAME = "synthetic-quick"
 DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
 # `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config.py, so it also works
-# outside the repository. Budget: 2 variants x 3 seeds, yolo11n from scratch, about 10 minutes on 2 CPU cores.
+# outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
+# by reruns); then every arm, the baseline (the start itself) and + CBAM (inserted at the identity, every weight
+# carried by layer), is fine-tuned from it for 1 epoch on half the training images, paired seed by paired seed, until
+# the stopping rule decides (3 to 5 seeds). Budget: about 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
   - {name: baseline, model: yolo11n.yaml}
   - {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone, args: [16, 7]}  # CBAM after backbone P3/P4/P5
-seeds: [0, 1, 2]
-train:  # Ultralytics train arguments: attn_yolo.synthetic.QUICK_TRAIN_ARGS (2 epochs of 1000 images at 128 px)
-  epochs: 2
+start:  # the shared start: trained with `train` below, these keys replacing its own (= QUICK_TRAIN_ARGS, 5 epochs)
+  epochs: 5
+  fraction: 1.0
+  lr0: 0.003
+  warmup_epochs: 0.3
+  val: false
+seeds: {min: 3, max: 5}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+train:  # Ultralytics train arguments of every arm: fine-tuning from the start
+  epochs: 1
+  fraction: 0.5
   imgsz: 128
   batch: 8
   nbs: 8
   optimizer: AdamW
-  lr0: 0.003
-  warmup_epochs: 0.3
+  lr0: 0.0005  # a fine-tuning rate, and no warmup: warmup_bias_lr (0.1) would first undo the start's head
+  warmup_epochs: 0
   mosaic: 0.0
   close_mosaic: 0
   scale: 0.0
@@ -49,7 +60,7 @@ latency: {repeats: 50, warmup: 10}
 """
 
 CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
-               "ray_address", "resources", "bootstrap", "health")
+               "ray_address", "resources", "bootstrap", "health", "start", "reference", "placebo")
 BACKENDS = ("local", "ray")
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline")
@@ -135,6 +146,11 @@ class Ablation:
     resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
     bootstrap: dict = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
     health: bool = True  # attention health per run (attn_yolo.health); `health: false` turns it off
+    start: object = None  # design.Start every arm starts from; None: every arm from scratch
+    seed_rule: object = None  # sequential.SeedRule: seeds chosen by the data; None: the fixed list `seeds`
+    reference: str | None = None  # the reference arm (the yardstick), one of `variants`
+    placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
+    arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
 
 
 # --------------------------------------------------------------------------------------------------- config loading
@@ -217,12 +233,13 @@ def _unknown(keys, allowed, where: str) -> list[str]:
 
 
 def _block_name(module) -> str | None:
-    """The block a variant's ``module`` names: its YAML name or an alias (``attn_yolo.registry.ALIASES``), as
-    ``attn-yolo insert`` accepts it (case-insensitive); None if it names no block."""
+    """The block a variant's ``module`` names (or the blocks of a list, joined by ``,``): its YAML name or an alias
+    (``attn_yolo.registry.ALIASES``), as ``attn-yolo insert`` accepts it (case-insensitive); None if it names no
+    block."""
     from attn_yolo.insertion import InsertionError, module_class
 
     try:
-        return module_class(module)[0]
+        return ",".join(module_class(m)[0] for m in (module if isinstance(module, list) and module else [module]))
     except InsertionError:
         return None
 
@@ -255,7 +272,7 @@ _SIZES: dict[tuple, tuple[int, float]] = {}  # (model definition, nc, imgsz) →
 
 
 def _check_variants(
-    raw_variants, base: Path, nc: int | None, imgsz: int, pretrained: dict | None = None
+    raw_variants, base: Path, nc: int | None, imgsz: int, pretrained: dict | None = None, what: str = "train.pretrained"
 ) -> tuple[list[Variant], str | None, list]:
     """Validate and build every variant; returns (variants, baseline name, problems).
 
@@ -332,7 +349,8 @@ def _check_variants(
                     path = model
                 d = yaml_model_load(path)
                 if (task := guess_model_task(d)) != "detect":
-                    problems.append(f"{key}{'' if is_insert else '.model'}: is a {task} model; ablations train detect models")
+                    where = "" if is_insert else ".model"
+                    problems.append(f"{key}{where}: is a {task} model; ablations train detect models")
                     continue
                 size_key = (_definition(d), nc, imgsz)
                 if size_key not in _SIZES:  # built and measured before in this process: same answer
@@ -347,10 +365,11 @@ def _check_variants(
                 continue
             if pretrained is not None:
                 try:
+                    design.check_same_scale(pretrained, d)
                     layer_map(pretrained, d)
                 except InsertionError as e:
-                    problems.append(f"{key}: is not the train.pretrained model (with attention blocks inserted), so "
-                                    f"its weights cannot be carried over: {first_line(e)}")
+                    problems.append(f"{key}: is not the {what} model (with attention blocks inserted), so its weights "
+                                    f"cannot be carried over: {first_line(e)}")
                     continue
             variants.append(Variant(name, model, model_dict, params, gflops, _definition(d)))
     return variants, baseline, problems
@@ -553,8 +572,14 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         from ultralytics.utils.checks import check_imgsz
 
         imgsz = train["imgsz"] = check_imgsz(imgsz, stride=32)
-    seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
+    seed_rule = None
+    if isinstance(raw.get("seeds"), dict):
+        seeds, seed_rule, p = design.check_seed_rule(raw["seeds"])
+    else:
+        seeds, p = _check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
+    if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
+        problems.append(f"seeds: {why}")
     latency, p = _check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
     problems += p
     bootstrap, p = _check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
@@ -588,7 +613,18 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
             pretrained = pretrained.yaml
         except ValueError as e:  # load_model's messages start with "train.pretrained="
             problems.append(" ".join(str(e).split()))
-    variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz, pretrained)
+    checks = design.Checks(_check_train, _check_variants, _resolve_input, _definition, first_line, load_model)
+    start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(devices), trust is True,
+                                  raw.get("variants"), data_id, checks)
+    problems += p
+    if start is not None and pretrained is not None:
+        problems.append("train.pretrained: not with `start` (every arm carries the start's weights); remove one")
+    variants, baseline, p = _check_variants(raw.get("variants"), base, nc, imgsz,
+                                            start.model_dict if start else pretrained, "start" if start else
+                                            "train.pretrained")
+    problems += p
+    arms, p = design.check_arms(raw, base, nc, imgsz, variants, baseline, start, trust is True, checks) if not p \
+        else ({}, [])
     problems += p
     if problems:
         raise ConfigError(source, problems)
@@ -609,6 +645,15 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "health": health is not False,
         "source": source,
     }
-    return Ablation(source, name, data, data_id, nc, variants, baseline, seeds, train, imgsz, Path(out).resolve(),
-                    latency, devices, copy_data, config, trust is True, backend, ray_address, resources, bootstrap,
-                    health is not False)
+    config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
+    if seed_rule is not None:
+        config["seeds"] = dataclasses.asdict(seed_rule)
+    if start is not None and start.kind == "recipe":
+        start.folder = str(Path(out).resolve() / "start")
+    for arm, s in arms.get("starts", {}).items():
+        s.folder = s.folder or str(Path(out).resolve() / f"start-{arm}")
+    return Ablation(source, name, data, data_id, nc, variants + arms.get("variants", []), baseline, seeds, train,
+                    imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
+                    ray_address, resources, bootstrap, health=health is not False, start=start, seed_rule=seed_rule,
+                    reference=arms.get("reference"), placebos=arms.get("placebos", {}),
+                    arm_starts=arms.get("starts", {}))

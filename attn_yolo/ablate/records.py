@@ -18,8 +18,8 @@ from attn_yolo.checkpoint import atomic_write
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
     "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "ap_small",
-    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model", "error",
-    "fingerprint",
+    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "latency_ms", "device", "run_dir", "model",
+    "error", "fingerprint",
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
 FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "ap_small", "ap_medium", "ap_large",
@@ -46,6 +46,7 @@ class RunSpec:
     trust: bool = False  # load train.pretrained by a full unpickle (the config's `trust`)
     env: dict = dataclasses.field(default_factory=dict)  # environment variables set during the run (tracking)
     health: bool = True  # attention health per epoch (attn_yolo.health): gates.csv, gates.png, NaN/inf guard
+    start: str | None = None  # checkpoint the run starts from (the design's `start`), carried by layer; None: scratch
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from attn_yolo.ablate import readings
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
 from attn_yolo.ablate.records import epoch_table
+from attn_yolo.ablate.start import summary_line
 from attn_yolo.ablate.stats import (
     BOOT_METRICS,
     CONFIDENCE,
@@ -141,6 +143,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         + (f"; wall time {duration(wall_s)} (this invocation)" if wall_s is not None else "")
         + f"; training time, sum over runs: {duration(sum(r['train_time_s'] or 0 for r in rows))}",
     ]
+    setup.append(summary_line(ab))
+    dec = readings.decision(ab, rows, boot)
+    if dec is not None:
+        setup.append(f"- seeds chosen by the data: {dec['text']}")
     if cmp_:
         setup.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
                      f"{boot['n_images']} validation images, the same resamples for every run")
@@ -149,7 +155,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
               f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else \"inconclusive\" "
-              f"with the smallest |Δ| the design detects ({int(POWER * 100)}% power)."), ""]
+              f"with the smallest |Δ| the design detects ({int(POWER * 100)}% power).")
+             + (" Seeds were chosen by the data: the verdict is the anytime-valid confidence sequence's, valid "
+                "whenever the rule stopped; the fixed-n intervals beside it are not (see Seeds chosen by the data)."
+                if dec is not None else ""), ""]
     power = []
     for v in names:
         if v == ab.baseline:
@@ -170,6 +179,12 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         cost = _cost(b, s)
         cost = f"; cost: {', '.join(cost)}" if cost else ""
         c = cmp_.get(v, {}).get(PRIMARY)
+        seq = dec["variants"].get(v) if dec is not None else None
+        if c is None and seq is not None:
+            lines.append(f"- **{v}**: **{verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** (Δ {_fmt(d['mean'], 4, True)}, anytime-valid {conf}% CI "
+                         f"{_ci(seq['lo'], seq['hi'], 4)}, n = {d['n']} paired seeds; no image-level interval: "
+                         f"{boot['why'].get(v, 'no per-image records')}){cost}")
+            continue
         if c is None:
             words = verdict_words(d["verdict"], d["lo"], d["hi"], detectable_from_t(d["lo"], d["hi"], d["n"]))
             lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
@@ -179,7 +194,13 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         h = c["hier"]
         mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
         lines.append(
-            f"- **{v}**: **{verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** (Δ {_fmt(h['mean'], 4, True)}; hierarchical {conf}% CI "
+            (f"- **{v}**: **{verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** "
+             f"(Δ {_fmt(h['mean'], 4, True)}; anytime-valid {conf}% CI "
+             f"{_ci(seq['lo'], seq['hi'], 4)}; fixed-n hierarchical {_ci(h['lo'], h['hi'], 4)}, p = "
+             f"{_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; images only {_ci(*c['image'], 4)}; "
+             f"n = {h['n']} paired seeds){cost}") if seq is not None else
+            f"- **{v}**: **{verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** (Δ {_fmt(h['mean'], 4, True)}; "
+            f"hierarchical {conf}% CI "
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
         )
@@ -190,6 +211,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                      f"{_fmt(mde, 4)} with {int(POWER * 100)}% power; {need} (SD of Δ over seeds "
                      f"{math.sqrt(h['seed_var']):.4f}, of the validation set's common part "
                      f"{math.sqrt(h['test_var']):.4f})")
+    lines += readings.stopping(ab, dec) + readings.yardstick(ab, rows, stats, boot, dec)
+    lines += readings.placebo(ab, rows, stats, boot, dec)
     if power:
         lines += ["", f"Power (mAP50-95, two-sided {100 - conf}% level, from the measured seed and image variances):",
                   ""] + power

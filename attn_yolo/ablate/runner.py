@@ -15,13 +15,14 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import console, rerun, tracking
+from attn_yolo.ablate import console, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config, validate
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_replaceable, claim
 from attn_yolo.ablate.records import RunSpec, complete, write_record
 from attn_yolo.ablate.report import duration, write_report
 from attn_yolo.ablate.results import check_index, collect_records, write_results
 from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
+from attn_yolo.ablate.start import arm_start, pending, start_spec
 from attn_yolo.ablate.train import execute_run, first_run_estimate
 from attn_yolo.checkpoint import atomic_write
 
@@ -86,17 +87,21 @@ def prepare_data(ab: Ablation) -> str:
 
 
 def plan(ab: Ablation, data: str) -> list[RunSpec]:
-    """Every (variant, seed) run of the ablation, variant-major in config order."""
+    """Every (variant, seed) run of the ablation, variant-major in config order (with a seed rule: every seed it may
+    run, 0 .. max − 1; the rounds pick from them). A warm-started run starts from its start's weights, and its
+    fingerprint covers the start's."""
     train_id = {k: v for k, v in sorted(ab.train.items()) if k not in UNFINGERPRINTED_TRAIN_KEYS}
     specs = []
     for v in ab.variants:
+        begin = arm_start(ab, v.name)
         for seed in ab.seeds:
-            key = json.dumps([v.definition, ab.data_id, train_id, seed], sort_keys=True, default=str)
+            parts = [v.definition, ab.data_id, train_id, seed] + ([begin.fingerprint] if begin else [])
+            key = json.dumps(parts, sort_keys=True, default=str)
             specs.append(RunSpec(
                 variant=v.name, seed=seed, model=v.model, model_dict=v.model_dict, data=data, train=dict(ab.train),
                 imgsz=ab.imgsz, latency=dict(ab.latency), run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
-                trust=ab.trust, health=ab.health,
+                trust=ab.trust, health=ab.health, start=begin.weights if begin else None,
             ))  # fmt: skip
     return specs
 
@@ -119,8 +124,13 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
         dev = ab.devices[0] if ab.devices else ab.train.get("device", "auto")
         how = f"backend local, one run at a time in this process (device {dev})"
     where = "" if ab.out.is_relative_to(cwd.resolve()) else f" (outside the working directory {cwd})"
-    return [f"attn-yolo ablate: {ab.name}: {len(ab.variants)} variant(s) x {len(ab.seeds)} seed(s) = {n} run(s), "
-            f"{n_todo} to run; {how}", f"attn-yolo ablate: out={ab.out}{where}"]
+    rule = ab.seed_rule
+    seeds = (f"seeds chosen by the data ({rule.min} to {rule.max} paired seeds, in rounds)" if rule else
+             f"{len(ab.seeds)} seed(s) = {n} run(s)")
+    todo = f"at most {n_todo} to run" if rule else f"{n_todo} to run"
+    start = ab.start.describe() if ab.start else "from scratch (no `start`: each arm from its own initialisation)"
+    return [f"attn-yolo ablate: {ab.name}: {len(ab.variants)} variant(s) x {seeds}, {todo}; {how}",
+            f"attn-yolo ablate: design: {start}", f"attn-yolo ablate: out={ab.out}{where}"]
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False) -> int:
@@ -189,6 +199,8 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
               "them")
     for s in todo:  # before any work: never replace what the runner did not create
         check_replaceable(Path(s.run_dir), RUN_MARKER)
+    for st in pending(ab):
+        check_replaceable(Path(st.folder), RUN_MARKER)
     data = prepare_data(ab)
     uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
     todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
@@ -240,13 +252,21 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
         progress.done(f"[done {len(durations)}/{len(todo)}] variant={row['variant']} seed={row['seed']}{host}: {msg} "
                       f"({took}; log {log})")
 
+    def schedule(batch: list[RunSpec], start=on_start, done=on_done) -> None:
+        if ab.backend == "ray":
+            schedule_ray(batch, ab.ray_address, ab.resources, logged, start, done)
+        else:
+            schedule_local(batch, ab.devices, logged, start, done)
+
     code = 0
     logged = console.LoggedRunner(runner, verbose)
     try:
-        if ab.backend == "ray":
-            schedule_ray(todo, ab.ray_address, ab.resources, logged, on_start, on_done)
+        if not train_starts(ab, data, runner, schedule):
+            code = 1
+        elif ab.seed_rule is None:
+            schedule(todo)
         else:
-            schedule_local(todo, ab.devices, logged, on_start, on_done)
+            run_rounds(ab, todo, rows, planned, schedule, n_workers)
     except KeyboardInterrupt:
         progress.close()
         code = exit_code(fired)
@@ -271,6 +291,63 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     if code == 0 and any(r["status"] != "ok" for r in current):
         code = 1
     return code
+
+
+def train_starts(ab: Ablation, data: str, runner, schedule) -> bool:
+    """Train the recipe starts that have no usable record yet (``attn_yolo.ablate.start``) before any arm, through the
+    same scheduler as the arms; False when one failed (no arm can start from it)."""
+    ok = True
+    for st in pending(ab):
+        spec = dataclasses.replace(start_spec(ab, st, data), data=data)
+
+        def begin(spec: RunSpec, device, st=st) -> None:
+            claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})
+            print(f"\n[{spec.variant}] training the {'shared ' if not st.arm else ''}start once: {st.describe()}",
+                  flush=True)
+
+        def end(row: dict, spec=spec, st=st) -> None:
+            nonlocal ok
+            row = complete({**row, "run_dir": spec.run_dir})
+            write_record(row)
+            if row["status"] == "ok":
+                print(f"[{row['variant']}] done: mAP50-95 {row['map50_95']:.4f}; reused by every arm and rerun "
+                      f"while its settings (fingerprint {st.fingerprint}) stay the same", flush=True)
+            else:
+                ok = False
+                print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "
+                      "from it", file=sys.stderr, flush=True)
+
+        schedule([spec], begin, end)
+    return ok
+
+
+def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, schedule, n_workers: int) -> dict:
+    """Seeds chosen by the data: run paired seeds in rounds (every arm of a seed), and after each round ask the
+    stopping rule (``readings.decision``) whether to go on. The first round brings the paired seeds up to the rule's
+    ``min``; later rounds add as many seeds as the workers hold at once (one, in this process). Seeds already
+    finished (a rerun) count without running again; a seed with a failed run is not paired and the next one is
+    tried. Returns the last decision."""
+    from attn_yolo.ablate.report import analyze
+
+    arms = [v.name for v in ab.variants]
+    left = {s: [sp for sp in todo if sp.seed == s] for s in ab.seeds}
+    per_round = max(1, -(-n_workers // len(arms)))
+    while True:
+        current = [rows[k] for k, sp in planned.items() if k in rows and rows[k]["fingerprint"] == sp.fingerprint]
+        dec = readings.decision(ab, current, analyze(ab, current))
+        paired = dec["n"]
+        print(f"attn-yolo ablate: seeds: {dec['text']}", flush=True)
+        if dec["stop"]:
+            return dec
+        want = max(per_round, ab.seed_rule.min - paired)
+        batch_seeds = [s for s in ab.seeds if left[s]][:want]
+        if not batch_seeds:  # every seed up to max was tried: failed runs left fewer pairs than the rule asks
+            print(f"attn-yolo ablate: seeds: all {len(ab.seeds)} seeds tried; {paired} paired", flush=True)
+            return dec
+        batch = [sp for s in batch_seeds for sp in left[s]]
+        for s in batch_seeds:
+            left[s] = []
+        schedule(batch)
 
 
 def run(config: str | Path | None = None, overrides: list[str] = (), runner=execute_run) -> int:

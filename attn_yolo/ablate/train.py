@@ -186,6 +186,27 @@ def environment(env: dict):
                 os.environ[k] = v
 
 
+def build_arm(spec: RunSpec, model: str, train: dict):
+    """The YOLO a run trains: built from ``model``; with ``spec.start`` (the design's shared start) or
+    ``train['pretrained']`` (popped), every weight of that checkpoint carried to its layer (``attn_yolo.transfer``),
+    inserted blocks at the identity, so that at step 0 the arm predicts exactly what the start predicts.
+
+    Raises:
+        InsertionError: the checkpoint does not fit (with ``spec.start``, any tensor that does not load).
+    """
+    from ultralytics import YOLO
+
+    yolo = YOLO(model)
+    carry = spec.start or train.pop("pretrained", None)
+    train.pop("pretrained", None)
+    if isinstance(carry, str):  # carry every weight to its layer, also past inserted blocks
+        from attn_yolo.insertion import transfer
+
+        report = transfer(carry, yolo, strict=spec.start is not None, verbose=False, trust=spec.trust)
+        print(f"attn-yolo ablate: {'start' if spec.start else 'pretrained'}: {report}")
+    return yolo
+
+
 def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     """Train one variant with one seed, validate its best checkpoint, time it; never raises for a failed run.
 
@@ -199,8 +220,6 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     Returns:
         The results.csv row: status ``ok``, or ``failed`` with the error (traceback in ``<run_dir>/error.txt``).
     """
-    from ultralytics import YOLO  # attn_yolo (this package) has registered the blocks in this process
-
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     model = spec.model
@@ -215,12 +234,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
     with environment(spec.env):  # read by Ultralytics callbacks (MLflow experiment and run names)
         t0 = time.perf_counter()
         try:
-            yolo = YOLO(model)
-            if isinstance(train.get("pretrained"), str):  # carry every weight to its layer, also past inserted blocks
-                from attn_yolo.insertion import transfer
-
-                report = transfer(train.pop("pretrained"), yolo, strict=False, verbose=False, trust=spec.trust)
-                print(f"attn-yolo ablate: {report}")
+            yolo = build_arm(spec, model, train)
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
             if spec.health:  # gates.csv, gates.png per run; stops the run at a NaN/inf in a block (attn_yolo.health)
                 yolo.add_callback("on_pretrain_routine_start", attach)

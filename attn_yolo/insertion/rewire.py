@@ -63,7 +63,7 @@ from attn_yolo import build
 from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.conventions import NONE_MEANS, bind
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import ALIASES, MODULES, canonical, check_yaml_modules
+from attn_yolo.registry import ALIASES, BLOCKS, MODULES, canonical, check_yaml_modules
 
 SITES = ("backbone", "sppf", "neck")
 DETECT_HEADS = ("Detect", "v10Detect")
@@ -197,9 +197,9 @@ def module_class(name: str) -> tuple[str, type]:
         InsertionError: naming the choices.
     """
     if isinstance(name, str):
-        for key in [*MODULES, *ALIASES]:
+        for key in [*BLOCKS, *ALIASES]:
             if key.lower() == name.strip().lower() and (block := canonical(key)):
-                return block, MODULES[block]
+                return block, BLOCKS[block]
     close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}")
@@ -239,14 +239,14 @@ def block_args(name: str, args, identity: bool) -> list:
 def _describe_args(name: str, args: list) -> str:
     """``r=16, k=7``: the block's effective hyperparameters (defaults filled in; None shown only where it means
     something, e.g. ECA's adaptive k)."""
-    params = [p for p in inspect.signature(MODULES[name]).parameters.values() if p.name != "c1"]
+    params = [p for p in inspect.signature(BLOCKS[name]).parameters.values() if p.name != "c1"]
     vals = [(p.name, args[i] if i < len(args) else p.default) for i, p in enumerate(params)]
     vals = [(n, NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
     return ", ".join(f"{n}={v}" for n, v in vals if v is not None)
 
 
 def _reference(name: str) -> str:
-    return (MODULES[name].__doc__ or name).strip().splitlines()[0].rstrip(".")
+    return (BLOCKS[name].__doc__ or name).strip().splitlines()[0].rstrip(".")
 
 
 # ---------------------------------------------------------------------------------------------------------- insert
@@ -713,5 +713,5 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
 
 def _param_index(name: str) -> int:
     """Number of YAML args before ``init_values`` for block ``name`` (or an alias)."""
-    params = [p.name for p in inspect.signature(MODULES[canonical(name) or name]).parameters.values() if p.name != "c1"]
+    params = [p.name for p in inspect.signature(BLOCKS[canonical(name) or name]).parameters.values() if p.name != "c1"]
     return params.index("init_values")

@@ -1,0 +1,400 @@
+"""The design keys of an ablation config (``start``, ``seeds`` as a rule, ``reference``, ``placebo``): their checks
+before any training, and the arms they add.
+
+- ``start``: the one point every arm starts from. A checkpoint (``start: path/to/base.pt``, loaded weights-only,
+  its class count must be the data's), or a recipe (``start: {epochs: 6}``) that the runner trains once into
+  ``out/start/`` (``attn_yolo.ablate.start``). A recipe trains ``model`` (default: the baseline's model YAML) with the
+  config's ``train`` arguments, its own keys overriding them, and ``seed`` (default 0). Each variant must be the start
+  model with blocks inserted; ``attn_yolo.transfer`` carries every weight to its layer and the blocks start as the
+  identity. Without ``start`` every arm trains from scratch (the summary says so).
+- ``seeds: {min, max, precision, confidence}``: paired seeds 0, 1, ... run in rounds until the stopping rule of
+  ``attn_yolo.ablate.sequential`` stops (``SeedRule``); a list of seeds is a fixed design.
+- ``reference: {model: yolo11s.yaml}`` (or an insert spec; ``name`` defaults to ``reference``): an arm with a known,
+  larger change, the yardstick of the summary. If it is the start model with blocks inserted it starts from the
+  shared start like a variant; otherwise it gets a start of its own trained by the same recipe (with a checkpoint
+  start: ``reference.start``, its own checkpoint), so that it has had the same training as the baseline.
+- ``placebo: true`` (every variant) or a list of variant names: per variant, an arm ``<variant>-placebo`` with a
+  ``Placebo`` block (``attn_yolo.nn.placebo``: a residual pointwise MLP, no attention) where each of its blocks sits,
+  sized to the block's parameter count.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import re
+import typing
+from pathlib import Path
+
+SEED_RULE_KEYS = ("min", "max", "precision", "confidence")
+START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
+PLACEBO_SUFFIX = "-placebo"
+REFERENCE_NAME = "reference"
+UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a result (as the runner's)
+
+
+@dataclasses.dataclass
+class Start:
+    """Where arms start: a checkpoint, or a recipe trained once into ``folder``."""
+
+    kind: str  # "checkpoint" | "recipe"
+    model: str  # checkpoint: the .pt file; recipe: the model YAML it trains
+    model_dict: dict  # the start model's dict (each arm must be it, with blocks inserted)
+    fingerprint: str  # checkpoint: of its bytes; recipe: of its settings (model, data, train args, seed)
+    train: dict = dataclasses.field(default_factory=dict)  # recipe: Ultralytics train arguments
+    seed: int = 0  # recipe: its seed
+    folder: str = ""  # recipe: where it trains (out/start, out/start-<arm>)
+    arm: str = ""  # "" for the shared start, else the arm that starts here alone (a reference of another model)
+    write_model: bool = False  # recipe: train from model_dict written as `model` (an insert spec), not the YAML
+
+    @property
+    def weights(self) -> str:
+        """The checkpoint the arms carry their weights from."""
+        return self.model if self.kind == "checkpoint" else str(Path(self.folder) / "weights" / "best.pt")
+
+    def describe(self) -> str:
+        """One line for the plan and the summary."""
+        if self.kind == "checkpoint":
+            return f"warm start from checkpoint {self.model}"
+        tr = ", ".join(f"{k}={v}" for k, v in self.train.items() if k in ("epochs", "imgsz", "fraction", "batch"))
+        return f"warm start from {Path(self.model).name} trained once ({tr}, seed {self.seed}) into {self.folder}"
+
+
+def fingerprint(*parts) -> str:
+    """16 hex digits of the SHA-256 of ``parts`` as canonical JSON."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """16 hex digits of the SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+class Checks(typing.NamedTuple):
+    """The config's own checks, handed in by ``attn_yolo.ablate.config.validate`` (this module sits below it)."""
+
+    check_train: typing.Callable  # (raw train args, base, has_devices) -> (train args, problems)
+    check_variants: typing.Callable  # (raw variants, base, nc, imgsz, start dict) -> (variants, baseline, problems)
+    resolve_input: typing.Callable  # (path as written, base) -> path
+    definition: typing.Callable  # model dict -> canonical JSON
+    first_line: typing.Callable  # exception -> one line
+    load_model: typing.Callable  # attn_yolo.checkpoint.load_model
+
+
+# ---------------------------------------------------------------------------------------------------------- seeds
+
+
+def check_seed_rule(raw: dict):
+    """``seeds: {min, max, precision, confidence}`` → (the seeds it may run: 0 .. max − 1, the ``SeedRule``,
+    problems). Every problem names its key."""
+    from attn_yolo.ablate.sequential import SeedRule
+
+    problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
+                for k in raw if k not in SEED_RULE_KEYS]
+    if "precision" in raw and not (isinstance(raw["precision"], (int, float)) and not isinstance(raw["precision"], bool)
+                                   and raw["precision"] > 0):
+        problems.append(f"seeds.precision: {raw['precision']!r}; expected a number > 0 (the full width of the "
+                        "interval, mAP50-95, at which the rule stops), or leave it out")
+    if problems:
+        return [], None, problems
+    try:
+        rule = SeedRule(**{k: raw[k] for k in SEED_RULE_KEYS if k in raw})
+    except (TypeError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
+        return [], None, [f"{key}: {msg}"]
+    return list(range(rule.max)), rule, []
+
+
+def loader_seed_problem() -> str | None:
+    """Whether the installed Ultralytics seeds its training dataloader from ``seed``: the order of a shuffled
+    loader built after the trainer's ``init_seeds(seed + 1)`` must differ between seeds 0 and 1 and repeat for one
+    seed (earlier 8.4.x builds used a constant: every seed shared one data order, ultralytics #6820). The
+    augmentation draws from the generators ``init_seeds`` seeds. Returns the problem, or None; RNG states are kept.
+    """
+    import random
+
+    import numpy as np
+    import torch
+    import ultralytics
+    from ultralytics.data.build import build_dataloader
+    from ultralytics.utils.torch_utils import init_seeds
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        orders = []
+        for seed in (0, 1, 0):
+            init_seeds(seed + 1)  # as BaseTrainer.__init__ does
+            loader = build_dataloader(list(range(32)), batch=32, workers=0, shuffle=True, rank=-1, device="cpu")
+            orders.append(next(iter(loader)).tolist())
+    except Exception as e:  # noqa: BLE001  an Ultralytics whose loader cannot be probed: say so, do not guess
+        return f"could not check that Ultralytics {ultralytics.__version__} seeds its dataloader from `seed`: {e}"
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+    if orders[0] != orders[2]:
+        return f"Ultralytics {ultralytics.__version__} gives one seed two data orders: runs are not reproducible"
+    if orders[0] == orders[1]:
+        return (f"Ultralytics {ultralytics.__version__} ignores `seed` in its dataloader (every seed gets one data "
+                "order, ultralytics #6820): seeds are no independent replicates; use ultralytics >= 8.4.190")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------- start
+
+
+def baseline_model(raw_variants) -> str | None:
+    """The ``model`` of the baseline variant as written (the one with ``baseline: true``, else the first), or None."""
+    if not isinstance(raw_variants, list):
+        return None
+    rows = [v for v in raw_variants if isinstance(v, dict)]
+    base = next((v for v in rows if v.get("baseline") is True), rows[0] if rows else None)
+    return base.get("model") if isinstance(base, dict) and isinstance(base.get("model"), str) else None
+
+
+def split_recipe(raw: dict, raw_variants) -> tuple[str | None, int, dict, list[str]]:
+    """A recipe's ``model`` (default: the baseline's model YAML), ``seed`` and train arguments, with problems."""
+    problems = []
+    model = raw.get("model", baseline_model(raw_variants))
+    if not isinstance(model, str) or not model.lower().endswith((".yaml", ".yml")):
+        problems.append(f"start.model: {model!r}; expected a model YAML (default: the baseline's `model`, which is "
+                        "not a model YAML here)")
+        model = None
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        problems.append(f"start.seed: {seed!r}; expected an int >= 0")
+        seed = 0
+    train = {k: v for k, v in raw.items() if k not in START_OWN_KEYS}
+    return model, seed, train, problems
+
+
+def check_same_scale(start: dict, d: dict) -> None:
+    """Raise ``InsertionError`` when model dict ``d`` is built at another scale than ``start`` (the same rows, other
+    widths: no weight would fit)."""
+    from attn_yolo.insertion import InsertionError
+
+    a, b = start.get("scale"), d.get("scale")
+    if a and b and a != b:
+        raise InsertionError(f"it is built at scale {b!r}, the start at scale {a!r}")
+
+
+def checkpoint_problems(path: str, key: str, nc: int | None, model_dict: dict) -> list[str]:
+    """A start checkpoint must be trained for the data's classes (its head is carried as is)."""
+    got = model_dict.get("nc")
+    if nc is not None and got != nc:
+        return [f"{key}: {path} is a model for {got} classes, the data has {nc}; a start must be trained on this "
+                "data's classes (train one: `start: {epochs: 6}`)"]
+    return []
+
+
+# -------------------------------------------------------------------------------------------------- reference arm
+
+
+def reference_raw(raw) -> tuple[dict | None, str | None, list[str]]:
+    """``reference`` as a variant spec (its ``name`` defaulted) and its own ``start`` checkpoint, with problems."""
+    if raw is None:
+        return None, None, []
+    if not isinstance(raw, dict):
+        return None, None, [f"reference: expected a mapping {{model: yolo11s.yaml}} (or an insert spec), got {raw!r}"]
+    spec = {"name": REFERENCE_NAME, **{k: v for k, v in raw.items() if k != "start"}}
+    own = raw.get("start")
+    if own is not None and not isinstance(own, str):
+        return None, None, [f"reference.start: {own!r}; expected a checkpoint (.pt) of the reference model"]
+    return spec, own, []
+
+
+# ---------------------------------------------------------------------------------------------------- placebo arms
+
+
+def placebo_targets(raw, variant_names: list[str], baseline: str) -> tuple[list[str], list[str]]:
+    """The variants that get a placebo arm: ``true`` → all but the baseline, a list → those; with problems."""
+    if raw in (None, False):
+        return [], []
+    others = [v for v in variant_names if v != baseline]
+    if raw is True:
+        return others, []
+    if not isinstance(raw, list) or not raw or not all(isinstance(v, str) for v in raw):
+        return [], [f"placebo: {raw!r}; expected true (a placebo arm per variant) or a list of variant names"]
+    bad = [v for v in raw if v not in others]
+    if bad:
+        return [], [f"placebo: {', '.join(map(repr, bad))} is not a variant other than the baseline; one of "
+                    f"{', '.join(others) or '(none)'}"]
+    return list(dict.fromkeys(raw)), []
+
+
+def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_model, nc: int) -> dict:
+    """The insert spec of ``name``'s placebo arm: a ``Placebo`` wherever the variant has a block inserted into the
+    baseline, each sized to that block's parameter count (its LayerScale γ aside: the placebo has one too).
+
+    Raises:
+        ValueError: the variant is not the baseline with blocks inserted, or one of its blocks has no parameters
+            (a placebo of equal size would be the identity).
+    """
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+
+    from attn_yolo.insertion import layer_map
+    from attn_yolo.nn.placebo import placebo_hidden
+
+    m = layer_map(baseline_dict, variant_dict)
+    inserted = sorted(set(range(len(variant_dict["backbone"]) + len(variant_dict["head"]))) - set(m.values()))
+    if not inserted:
+        raise ValueError(f"variant {name!r} inserts no block into the baseline: nothing for a placebo to match")
+    model = DetectionModel(copy.deepcopy(variant_dict), nc=nc, verbose=False)
+    sites, args = [], []
+    for j in inserted:
+        block = model.model[j]
+        params = sum(p.numel() for k, p in block.named_parameters() if not k.startswith("scale."))
+        kind = type(block).__name__
+        if not params:
+            raise ValueError(f"variant {name!r}: its {kind} (layer {j}) has no parameters, so a placebo of the same "
+                             "size is the identity: leave it out of `placebo`")
+        sites.append(max(i for i, k in m.items() if k < j))
+        gamma = getattr(getattr(block, "scale", None), "gamma", None)
+        a = [placebo_hidden(params, block.c1)]
+        if isinstance(gamma, torch.Tensor):
+            a.append(float(gamma.detach().flatten()[0]))
+        args.append(a)
+    return {"name": f"{name}{PLACEBO_SUFFIX}", "base": baseline_model, "module": ["Placebo"] * len(sites),
+            "at": sites, "args": args}
+
+
+# ------------------------------------------------------------------------------------------------ the arms' checks
+
+
+def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, trust: bool, raw_variants,
+                data_id: str, checks: Checks) -> tuple[Start | None, list[str]]:
+    """``start`` (or ``reference.start``) → a ``Start``: a checkpoint (loaded weights-only unless ``trust``,
+    for the data's classes) or a recipe (its train arguments checked as ``train``'s); with problems."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    if raw is None:
+        return None, []
+    if isinstance(raw, str):
+        path = checks.resolve_input(raw, base)
+        try:
+            model = checks.load_model(path, key, suffixes=(".pt",), trust=trust)
+        except ValueError as e:
+            return None, [" ".join(str(e).split()).replace(f"{key}=", f"{key}: ", 1)]
+        d = copy.deepcopy(model.yaml)
+        p = checkpoint_problems(path, key, nc, d)
+        return (None if p else Start("checkpoint", str(Path(path).resolve()), d, file_fingerprint(path))), p
+    if not isinstance(raw, dict):
+        return None, [f"{key}: {raw!r}; expected a checkpoint (.pt) or a recipe mapping, e.g. {{epochs: 6}}"]
+    model, seed, own, problems = split_recipe(raw, raw_variants)
+    extra, p = checks.check_train(own, base, has_devices)
+    problems += [f"{key}.{q.removeprefix('train.')}" for q in p]
+    if model is None or problems:
+        return None, problems
+    model = checks.resolve_input(model, base)
+    try:
+        d = yaml_model_load(model)
+    except Exception as e:  # noqa: BLE001  any failure to read the YAML is a config problem
+        return None, [f"{key}.model: does not load: {checks.first_line(e)}"]
+    tr = {**train, **extra}
+    tr.pop("pretrained", None)
+    fp = fingerprint(checks.definition(d), data_id, {k: v for k, v in sorted(tr.items()) if k not in
+                                                      UNFINGERPRINTED_TRAIN_KEYS}, seed)
+    return Start("recipe", model, d, fp, tr, seed), []
+
+
+def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: str, start: Start | None, trust: bool,
+               checks: Checks) -> tuple[dict, list[str]]:
+    """The arms the design adds: the reference (with its own start where it is not the start model with blocks
+    inserted) and the placebos; returns ({"variants", "reference", "placebos", "starts"}, problems)."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    from attn_yolo.insertion import InsertionError, layer_map
+
+    out, problems = {"variants": [], "placebos": {}, "starts": {}}, []
+    names = {v.name for v in variants}
+    by_name = {v.name: v for v in variants}
+    raw_by_name = {v.get("name"): v for v in raw.get("variants") or [] if isinstance(v, dict)}
+    targets, p = placebo_targets(raw.get("placebo"), [v.name for v in variants], baseline)
+    problems += p
+    base_raw = raw_by_name.get(baseline, {})
+    if targets and "model" not in base_raw:
+        problems.append("placebo: needs a baseline given as `model` (a model YAML), not an insert spec")
+        targets = []
+    if start is not None and (b := by_name.get(baseline)) is not None:
+        bd = b.model_dict or yaml_model_load(b.model)
+        if len(bd["backbone"]) + len(bd["head"]) != len(start.model_dict["backbone"]) + len(start.model_dict["head"]):
+            problems.append(f"variants ({baseline}): with `start`, the baseline is the start model itself (fine-tuned "
+                            "like every arm); insert blocks in the other variants")
+    specs = []
+    for t in targets:
+        vv = by_name[t]
+        try:
+            bd = yaml_model_load(checks.resolve_input(base_raw["model"], base))
+            vd = vv.model_dict or yaml_model_load(vv.model)
+            specs.append(placebo_spec(t, vd, bd, checks.resolve_input(base_raw["model"], base), nc))
+        except (ValueError, InsertionError) as e:
+            problems.append(f"placebo: {checks.first_line(e)}")
+    for s in specs:
+        if s["name"] in names:
+            problems.append(f"placebo: the arm name {s['name']!r} is taken by a variant; rename that variant")
+    if specs and not problems:
+        built, _, p = checks.check_variants(specs, base, nc, imgsz, start.model_dict if start else None, "start")
+        problems += [f"placebo: {q}" for q in p]
+        out["variants"] += built
+        out["placebos"] = {s["name"]: t for s, t in zip(specs, targets)}
+        names |= {s["name"] for s in specs}
+    ref, own_start, p = reference_raw(raw.get("reference"))
+    problems += p
+    if ref is None:
+        return out, problems
+    if ref.get("name") in names:
+        problems.append(f"reference.name: {ref['name']!r} is taken by a variant; name the reference arm otherwise")
+        return out, problems
+    built, _, p = checks.check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base, nc, imgsz)
+    problems += [f"reference{q.removeprefix('variants[0] (' + str(ref['name']) + ')')}" for q in p]
+    if p:
+        return out, problems
+    r = built[0]
+    if r.definition == by_name[baseline].definition:
+        problems.append(f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
+                        "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)")
+        return out, problems
+    warm = False
+    if start is not None:
+        try:
+            rd = r.model_dict or yaml_model_load(r.model)
+            check_same_scale(start.model_dict, rd)
+            layer_map(start.model_dict, rd)
+            warm = True
+        except InsertionError:
+            pass
+    if own_start is not None and (start is None or warm or start.kind != "checkpoint"):
+        problems.append("reference.start: only where the reference is another model than the start's, with a "
+                        "checkpoint `start` (a recipe `start` trains the reference's own start by the same recipe)")
+    elif start is not None and not warm:
+        if start.kind == "checkpoint":
+            if own_start is None:
+                problems.append("reference.start: missing; the reference is not the start model with blocks inserted, "
+                                "so it needs a checkpoint of its own, trained like the start")
+            else:
+                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "", checks)
+                problems += p
+                if s is not None:
+                    try:
+                        rd = r.model_dict or yaml_model_load(r.model)
+                        check_same_scale(s.model_dict, rd)
+                        layer_map(s.model_dict, rd)
+                        out["starts"][r.name] = dataclasses.replace(s, arm=r.name)
+                    except InsertionError as e:
+                        problems.append(f"reference.start: is not the reference model: {checks.first_line(e)}")
+        else:  # the same recipe, on the reference's model
+            fp = fingerprint(start.fingerprint, r.definition)
+            out["starts"][r.name] = dataclasses.replace(
+                start, model=r.model, model_dict=r.model_dict or yaml_model_load(r.model), fingerprint=fp, arm=r.name,
+                folder="", write_model=r.model_dict is not None)
+    out["variants"].append(r)
+    out["reference"] = r.name
+    return out, problems

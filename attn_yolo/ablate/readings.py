@@ -1,0 +1,181 @@
+"""What the design reads off the runs: the stopping rule's decision over the paired seeds, the yardstick fractions and
+the placebo verdicts, with their summary lines (used by the runner after every round and by the report).
+
+Every figure is a paired Δ mAP50-95 (arm − baseline, same seed). With seeds chosen by the data (``seeds: {min, max,
+...}``) intervals and verdicts come from the anytime-valid confidence sequence of ``attn_yolo.ablate.sequential``,
+valid however the rule stopped; with a fixed list of seeds from the hierarchical interval (``stats``), or the
+seeds-only t-interval where the runs have no per-image record.
+"""
+
+from __future__ import annotations
+
+import math
+
+from attn_yolo.ablate.config import Ablation
+from attn_yolo.ablate.stats import CONFIDENCE, PRIMARY, paired_difference, verdict
+
+
+def _ok(rows: list[dict]) -> dict:
+    return {(r["variant"], r["seed"]): r for r in rows if r["status"] == "ok" and r.get(PRIMARY) is not None}
+
+
+def paired_diffs(ab: Ablation, rows: list[dict], arm: str, against: str | None = None) -> list[float]:
+    """Per-seed Δ mAP50-95 of ``arm`` − ``against`` (default: the baseline) over the seeds both ran ok, in seed
+    order."""
+    ok, against = _ok(rows), against or ab.baseline
+    return [ok[(arm, s)][PRIMARY] - ok[(against, s)][PRIMARY] for s in ab.seeds
+            if (arm, s) in ok and (against, s) in ok]
+
+
+def test_var(boot: dict | None, arm: str) -> float:
+    """The validation set's variance common to all seeds for ``arm``'s Δ (the image bootstrap), 0 without records."""
+    c = ((boot or {}).get("compare", {}).get(arm) or {}).get(PRIMARY)
+    v = c["hier"]["test_var"] if c else 0.0
+    return v if isinstance(v, float) and math.isfinite(v) and v >= 0 else 0.0
+
+
+def arms(ab: Ablation) -> list[str]:
+    """The arms compared with the baseline (variants, placebos, the reference)."""
+    return [v.name for v in ab.variants if v.name != ab.baseline]
+
+
+def decision(ab: Ablation, rows: list[dict], boot: dict | None = None) -> dict | None:
+    """The stopping rule over every arm (``sequential.decide_all``) on the runs so far; None for a fixed list of
+    seeds. ``{"stop", "n", "variants": {arm: decide(...)}, "text": why it stopped or goes on}``."""
+    if ab.seed_rule is None:
+        return None
+    from attn_yolo.ablate.sequential import decide_all
+
+    names = arms(ab)
+    out = decide_all({a: paired_diffs(ab, rows, a) for a in names}, ab.seed_rule,
+                     {a: test_var(boot, a) for a in names})
+    per = out["variants"]
+    n = out["n"]
+    if not per:
+        out["text"] = "no arm to compare with the baseline"
+    elif out["stop"]:
+        reasons = {d["reason"] for d in per.values()}
+        if "max" in reasons:
+            why = f"the maximum of {ab.seed_rule.max} seeds"
+        elif reasons == {"settled"}:
+            why = "every arm settled (its interval excludes 0)"
+        elif reasons == {"precision"}:
+            why = f"every interval is narrower than the requested precision {ab.seed_rule.precision:g}"
+        else:
+            why = "every arm settled (its interval excludes 0) or is narrower than the requested precision"
+        out["text"] = f"stopped after {n} paired seed{'s' * (n != 1)}: {why}"
+    else:
+        going = [a for a, d in per.items() if not d["stop"]]
+        out["text"] = (f"not finished after {n} paired seed{'s' * (n != 1)} (at most {ab.seed_rule.max}): "
+                       f"{', '.join(going)} not decided; run the same command again to continue")
+    return out
+
+
+def reading(ab: Ablation, rows: list[dict], boot: dict | None, arm: str, dec: dict | None = None) -> dict:
+    """``arm``'s Δ mAP50-95 against the baseline: ``{"mean", "lo", "hi", "n", "verdict", "interval"}`` from the
+    confidence sequence (seeds chosen by the data), else the hierarchical or seeds-only interval."""
+    if dec is not None and arm in dec["variants"]:
+        d = dec["variants"][arm]
+        return {"mean": d["mean"], "lo": d["lo"], "hi": d["hi"], "n": d["n"], "verdict": d["verdict"],
+                "interval": "anytime-valid"}  # fmt: skip
+    c = ((boot or {}).get("compare", {}).get(arm) or {}).get(PRIMARY)
+    if c is not None:
+        h = c["hier"]
+        return {"mean": h["mean"], "lo": h["lo"], "hi": h["hi"], "n": h["n"], "verdict": c["verdict"],
+                "interval": "hierarchical"}  # fmt: skip
+    d = paired_difference(paired_diffs(ab, rows, arm))
+    return {**d, "verdict": verdict(d), "interval": "seeds only"}
+
+
+def _ci(lo: float, hi: float) -> str:
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "[unbounded]"
+    return f"[{lo:+.4f}, {hi:+.4f}]"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %" if abs(x) >= 0.1 else f"{100 * x:.2g} %"
+
+
+def yardstick(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec: dict | None) -> list[str]:
+    """Per variant: its Δ as a fraction of the reference's Δ, and its extra GFLOPs as a fraction of the reference's."""
+    ref = ab.reference
+    if ref is None:
+        return []
+    r = reading(ab, rows, boot, ref, dec)
+    g = {v: stats["variants"][v]["gflops"] for v in stats["variants"]}
+    head = (f"Yardstick: the reference `{ref}` vs `{ab.baseline}`: Δ mAP50-95 {r['mean']:+.4f}, {r['interval']} "
+            f"{int(CONFIDENCE * 100)}% CI {_ci(r['lo'], r['hi'])} ({r['verdict']}), GFLOPs "
+            f"{g.get(ref) or math.nan:.3f} vs {g.get(ab.baseline) or math.nan:.3f}")
+    lines = ["", "## Yardstick", "", head, ""]
+    if not (r["n"] and r["mean"] > 0 and r["lo"] > 0):
+        lines.append(f"- no fractions: the reference's gain is not established ({r['verdict']}); a yardstick needs a "
+                     "change known to help (e.g. the next model scale) and enough training to show it")
+        return lines
+    extra_ref = (g.get(ref) or 0) - (g.get(ab.baseline) or 0)
+    for v in arms(ab):
+        if v == ref or v in ab.placebos:
+            continue
+        x = reading(ab, rows, boot, v, dec)
+        if not x["n"]:
+            continue
+        frac = x["mean"] / r["mean"]
+        extra = (g.get(v) or 0) - (g.get(ab.baseline) or 0)
+        cost = (f"at {_pct(extra / extra_ref)} of its extra GFLOPs ({extra:+.4f} vs {extra_ref:+.4f})"
+                if extra_ref > 0 else f"(extra GFLOPs {extra:+.4f}; the reference adds none)")
+        lines.append(f"- **{v}**: {_pct(frac)} of the `{ref}` gain {cost}; Δ {x['mean']:+.4f} {_ci(x['lo'], x['hi'])}"
+                     f" vs {r['mean']:+.4f}, {x['verdict']}")
+    return lines
+
+
+def placebo(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec: dict | None) -> list[str]:
+    """Per placebo arm: its own verdict against the baseline, and whether its variant's gain is matched by it."""
+    if not ab.placebos:
+        return []
+    lines = ["", "## Placebo (capacity control)", "",
+             ("A placebo arm puts a `Placebo` block (a residual pointwise MLP: no pooling, no gate, no attention) "
+              "where each of the variant's blocks sits, with the block's parameter count; a gain the placebo "
+              "matches is extra capacity, not attention."), ""]
+    for p, v in ab.placebos.items():
+        x, y = reading(ab, rows, boot, p, dec), reading(ab, rows, boot, v, dec)
+        sv, sp, sb = (stats["variants"][k] for k in (v, p, ab.baseline))
+        size = ""
+        if sv["params"] and sp["params"] and sb["params"]:
+            size = f" (extra params {sp['params'] - sb['params']:+,} vs {v}'s {sv['params'] - sb['params']:+,})"
+        lines.append(f"- **{p}**{size}: **{x['verdict']}** vs `{ab.baseline}` (Δ {x['mean']:+.4f}, {x['interval']} "
+                     f"CI {_ci(x['lo'], x['hi'])}, n = {x['n']})")
+        diffs = paired_diffs(ab, rows, v, p)
+        if len(diffs) < 2:
+            lines.append(f"- `{v}` − `{p}`: n/a ({len(diffs)} paired seed(s))")
+            continue
+        if ab.seed_rule is not None:
+            from attn_yolo.ablate.sequential import confidence_sequence
+
+            lo, hi = confidence_sequence(diffs, ab.seed_rule.confidence)
+            kind = "anytime-valid"
+        else:
+            d = paired_difference(diffs)
+            lo, hi, kind = d["lo"], d["hi"], "seeds only"
+        mean = sum(diffs) / len(diffs)
+        if y["verdict"] != "better":
+            what = f"`{v}` shows no gain over the baseline ({y['verdict']}), so there is none for the placebo to match"
+        elif lo > 0:
+            what = f"`{v}` beats its placebo: its gain is more than the extra capacity"
+        else:
+            what = f"`{v}`'s gain is matched by its placebo: extra capacity, not attention"
+        lines.append(f"- `{v}` − `{p}`: Δ {mean:+.4f}, {kind} CI {_ci(lo, hi)}, n = {len(diffs)}: {what}")
+    return lines
+
+
+def stopping(ab: Ablation, dec: dict | None) -> list[str]:
+    """The stopping rule's lines: why it stopped (or not) and each arm's decision."""
+    if dec is None:
+        return []
+    rule = ab.seed_rule
+    prec = f", precision {rule.precision:g}" if rule.precision is not None else ""
+    lines = ["", "## Seeds chosen by the data", "",
+             (f"Rule: min {rule.min}, max {rule.max} paired seeds{prec}, {int(rule.confidence * 100)}% anytime-valid "
+              "confidence sequence (valid whenever it stops; the verdicts above use it)."), "",
+             f"**{dec['text'][0].upper() + dec['text'][1:]}**", ""]
+    lines += [f"- `{a}`: {d['text']}" for a, d in dec["variants"].items()]
+    return lines

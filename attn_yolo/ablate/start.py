@@ -1,0 +1,73 @@
+"""The starts of a warm-started ablation: a recipe is trained once into ``out/start/`` (its own record and fingerprint),
+reused by reruns and by every arm, and retrained only when its settings change.
+
+A recipe start is a run like any other (``train.execute_run``: the record ``result.json`` with the start's mAP, its
+``best.pt``), in a folder the runner marks as its own. It is reused while its record says ``ok`` with the same
+fingerprint (model, dataset, train arguments, seed) and its ``weights/best.pt`` exists; otherwise it is trained (again)
+before any arm. A reference arm of another model than the start's gets a start of its own, trained by the same recipe
+(``out/start-<arm>/``). A checkpoint start needs no training.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_yolo.ablate.config import Ablation
+from attn_yolo.ablate.design import Start
+from attn_yolo.ablate.records import RunSpec, read_record
+
+START_LATENCY = {"repeats": 1, "warmup": 0}  # a start's latency is not compared; one forward keeps the record whole
+
+
+def starts(ab: Ablation) -> list[Start]:
+    """Every start of the ablation: the shared one, then the arms' own (a reference of another model)."""
+    return [s for s in [ab.start, *ab.arm_starts.values()] if s is not None]
+
+
+def arm_start(ab: Ablation, arm: str) -> Start | None:
+    """The start arm ``arm`` carries its weights from (None: from scratch)."""
+    return ab.arm_starts.get(arm, ab.start)
+
+
+def start_spec(ab: Ablation, start: Start, data: str) -> RunSpec:
+    """The run that trains a recipe start into its folder."""
+    base = next(v for v in ab.variants if v.name == (start.arm or ab.baseline))
+    model = Path(start.model).name if start.write_model else start.model
+    return RunSpec(
+        variant=f"start-{start.arm}" if start.arm else "start", seed=start.seed, model=model,
+        model_dict=start.model_dict if start.write_model else None, data=data, train=dict(start.train),
+        imgsz=int(start.train.get("imgsz", ab.imgsz)), latency=dict(START_LATENCY), run_dir=start.folder,
+        params=base.params, gflops=base.gflops, fingerprint=start.fingerprint, trust=ab.trust,
+    )  # fmt: skip
+
+
+def record(start: Start) -> dict | None:
+    """The record of a recipe start that can be reused as it is (ok, same settings, weights there), else None."""
+    if start.kind != "recipe":
+        return None
+    try:
+        row = read_record(start.folder)
+    except ValueError:
+        return None
+    if row and row["status"] == "ok" and row["fingerprint"] == start.fingerprint and Path(start.weights).is_file():
+        return row
+    return None
+
+
+def pending(ab: Ablation) -> list[Start]:
+    """The recipe starts that must be trained before the arms: none yet, failed, or trained with other settings."""
+    return [s for s in starts(ab) if s.kind == "recipe" and record(s) is None]
+
+
+def summary_line(ab: Ablation) -> str:
+    """How the arms start, for the summary: from scratch, or from which start (with its own mAP where trained here)."""
+    if ab.start is None:
+        return "- design: **from scratch**: every arm starts from its own random initialisation (no `start`)"
+    parts = []
+    for s in starts(ab):
+        row = record(s)
+        got = f"; its mAP50-95 {row['map50_95']:.4f}" if row and row.get("map50_95") is not None else ""
+        who = f"arm `{s.arm}`" if s.arm else "every arm"
+        parts.append(f"{who}: {s.describe()}{got} (fingerprint {s.fingerprint})")
+    return ("- design: **warm start**, the blocks inserted at the identity with every weight carried by layer; "
+            + "; ".join(parts))
