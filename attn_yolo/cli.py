@@ -3,6 +3,7 @@
     attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
+    attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
 
 Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys.
 """
@@ -69,6 +70,27 @@ def check_command(word: str) -> None:
     )
 
 
+def pop_sdpa(argv: list[str]) -> tuple[list[str], bool]:
+    """Take ``sdpa=True|False`` out of Ultralytics' arguments (Ultralytics would refuse the key); default False.
+
+    Raises:
+        UsageError: a value other than True or False.
+    """
+    from ultralytics.cfg import smart_value
+
+    rest, on = [], False
+    for tok in argv:
+        key, eq, value = tok.partition("=")
+        if not (eq and key == "sdpa"):
+            rest.append(tok)
+            continue
+        on = smart_value(value)
+        if not isinstance(on, bool):
+            raise UsageError(f"attn-yolo: sdpa={value!r} is invalid; allowed: True or False (True: Ultralytics' own "
+                             "Attention and AAttn layers run on fused scaled_dot_product_attention; default False)")
+    return rest, on
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``attn-yolo`` console script."""
     argv = sys.argv[1:] if argv is None else argv
@@ -80,12 +102,19 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
         if argv:
             check_command(argv[0])
+        argv, sdpa = pop_sdpa(argv)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not argv or argv[0] in ("help", "-h", "--help"):
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
     from ultralytics.cfg import entrypoint
+
+    if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
+        from attn_yolo.sdpa import register_default_callbacks, set_default
+
+        set_default(True)
+        register_default_callbacks(True)
 
     sys.argv = ["attn-yolo", *argv]
     entrypoint()

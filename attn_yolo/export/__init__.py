@@ -1,6 +1,7 @@
 """ONNX export with the attention blocks registered, verified against PyTorch; the ``attn-yolo export`` command.
 
     attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
+    attn-yolo export model=best.pt sdpa=True     # Ultralytics' Attention/AAttn exported as SDPA (opset >= 14)
 
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import load_yolo
+from attn_yolo.sdpa import fuse_attention
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -82,12 +84,13 @@ DEFAULTS = {
     "out": None,
     "overwrite": False,
     "trust": False,
+    "sdpa": False,
 }
 """``attn-yolo export`` keys. ``onnx=file.onnx`` verifies an existing file against ``model=`` instead of exporting."""
 
 HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx] [out=file.onnx] [overwrite=True]
-    [trust=True]
+    [trust=True] [sdpa=True]
 
 Ultralytics' ONNX exporter with the attention blocks registered, then verification against PyTorch (onnx.checker,
 onnxruntime CPU vs PyTorch raw head outputs, post-NMS detections; dynamic: batch 1 and 3, two more sizes). The report
@@ -100,6 +103,8 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
   overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)
   trust     unpickle model= fully, which may run code it contains (default False: weights-only)
+  sdpa      trace Ultralytics' own Attention/AAttn (C2PSA, A2C2f) on scaled_dot_product_attention (attn_yolo.sdpa;
+            same math, needs opset >= 14; default False: Ultralytics' explicit softmax)
 """
 
 
@@ -139,7 +144,7 @@ def main(argv: list[str]) -> int:
             f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx. For other formats run "
             f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={a['format']}"
         )
-    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust"):
+    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust", "sdpa"):
         if not isinstance(a[k], bool):
             raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
     for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
@@ -168,6 +173,8 @@ def main(argv: list[str]) -> int:
         yolo = load_yolo(a["model"], "model", trust=a["trust"])
     except ValueError as e:
         raise UsageError(f"attn-yolo export: {e}") from None
+    if a["sdpa"]:
+        fuse_attention(yolo)  # the exporter's deep copy keeps it (attn_yolo.sdpa); check_opset sees it
     if not a["onnx"]:
         f = Path(a["out"]) if a["out"] is not None else default_onnx_path(yolo)
     targets = ([] if a["onnx"] else [(f, "the ONNX file")]) + ([(report_path(f), "the report")] if a["verify"] else [])
