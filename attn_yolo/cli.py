@@ -110,14 +110,19 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
     from ultralytics.cfg import entrypoint
 
+    from attn_yolo import sdpa as fused
+
+    before = fused.is_default()
     if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
-        from attn_yolo.sdpa import register_default_callbacks, set_default
-
-        set_default(True)
-        register_default_callbacks(True)
-
+        fused.set_default(True)
+        fused.register_default_callbacks(True)
     sys.argv = ["attn-yolo", *argv]
-    entrypoint()
+    try:
+        entrypoint()
+    finally:  # for callers that run several commands in one process (tests)
+        if sdpa:
+            fused.register_default_callbacks(False)
+            fused.set_default(before)
     return 0
 
 

@@ -20,8 +20,8 @@ of A2C2f/ABlock in yolo12). Fused, each computes the same function on PyTorch's 
 
 q, k and v are laid out (batch·area, heads, tokens, width) with unit stride on the width: the flash kernels need it,
 and the math kernel the fallback takes without it is slower and larger than Ultralytics' own path. What runs is
-chosen per call by ``kernel_for``, from the device and shape: where no fused kernel is measured to win (``CPU_MIN_TOKENS``,
-``attn-yolo bench sections=ultralytics``), Ultralytics' own explicit code runs, so fused is never slower than stock.
+chosen per call by ``kernel_for``, from the device and shape: where no fused kernel is measured to win
+(``CPU_MIN_TOKENS``, ``attn-yolo bench sections=ultralytics``), Ultralytics' own explicit code runs.
 
 How it is kept out of checkpoints: the setting lives in this process (a weak map from module to on/off), never in the
 module. The classes are Ultralytics' own; their ``forward`` is replaced once, at class level, by one that looks the
@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["CPU_MIN_TOKENS", "attention_layers", "fuse_attention", "is_fused", "kernel_for",
-           "register_default_callbacks", "sdpa_callback", "set_default", "unfuse_attention"]
+           "is_default", "register_default_callbacks", "sdpa_callback", "set_default", "unfuse_attention"]
 
 CPU_MIN_TOKENS = {"equal": 196, "padded": 400}
 """On CPU, the fused (flash) kernel runs from this many tokens per attention sequence (per area for AAttn); below it,
@@ -123,7 +123,7 @@ def kernel_for(m, x: torch.Tensor) -> str:
         return "sdpa"
     if x.device.type == "cuda":
         return "sdpa"
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         padded = isinstance(m, _classes()[0]) and m.key_dim != m.head_dim
         return "sdpa" if n >= CPU_MIN_TOKENS["padded" if padded else "equal"] else "explicit"
     return "explicit"
@@ -225,6 +225,11 @@ def set_default(enabled: bool) -> None:
     if enabled:
         _install()
     _DEFAULT["enabled"] = enabled
+
+
+def is_default() -> bool:
+    """The process default (``set_default``)."""
+    return _DEFAULT["enabled"]
 
 
 # ------------------------------------------------------------------------------------------------------ callbacks

@@ -63,6 +63,17 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max() / b.double().abs().max())
 
 
+def assert_grads_close(fused: dict, stock: dict, tol: float = 1e-4) -> None:
+    """Every gradient tensor equal within ``tol`` relative (max |Δ| / max |g|). A gradient that is zero by the math
+    (the bias of a BatchNorm feeding another BatchNorm in training mode, e.g. ``pe`` before ``proj``) is rounding
+    noise; it is measured against 1e-3 of the largest gradient instead of against itself."""
+    assert fused.keys() == stock.keys() and fused
+    top = max(float(g.abs().max()) for g in stock.values())
+    for k, g in stock.items():
+        err = float((fused[k].double() - g.double()).abs().max())
+        assert err <= tol * max(float(g.abs().max()), 1e-3 * top), (k, err, float(g.abs().max()))
+
+
 def reference(m, x: torch.Tensor) -> torch.Tensor:
     """Ultralytics' attention written from its equations in float64, head by head and area by area (no reshape
     tricks): softmax(qᵀk · scale) applied to v, plus pe(v), then proj. Attention: per head rows [q (key_dim), k
@@ -139,15 +150,15 @@ def proj_only(m, x):
 def test_layer_gradients_equal(name, always_sdpa):
     m, x = _layer(name)
     m.train()
-    grads = {}
+    grads, w = {}, torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
     for on in (False, True):
         S.fuse_attention(m, on)
         m.zero_grad()
         xx = x.clone().requires_grad_()
-        (m(xx) * torch.linspace(-1, 1, x.numel()).view_as(x)).sum().backward()
-        grads[on] = [xx.grad] + [p.grad for p in m.parameters()]
-    for a, b in zip(grads[True], grads[False]):
-        assert rel(a, b) < 1e-4
+        (m(xx) * w).sum().backward()
+        grads[on] = {"input": xx.grad, **{k: p.grad for k, p in m.named_parameters()}}
+    assert_grads_close(grads[True], grads[False])
+    assert rel(grads[True]["input"], grads[False]["input"]) < 1e-4
 
 
 def test_kernel_choice_by_device_and_shape():
@@ -159,7 +170,7 @@ def test_kernel_choice_by_device_and_shape():
     assert S.kernel_for(a, torch.randn(1, 64, 40, 40)) == "sdpa"  # 4 strips of 400
     assert S.kernel_for(a, torch.randn(1, 64, 20, 20)) == "explicit"  # 4 strips of 100
     assert S.kernel_for(a, torch.randn(1, 64, 10, 9)) == "explicit"  # 90 tokens do not split into 4 areas
-    assert S.kernel_for(m, big.to(torch.float64)) == "explicit"
+    assert S.kernel_for(m, big.to(torch.int32)) == "explicit"
     with torch.no_grad():
         assert profile_kernel(lambda: m(small)) == "explicit (matmul + softmax)"  # below the threshold: stock code
         assert profile_kernel(lambda: m(big)) == "flash (CPU)"
@@ -221,7 +232,7 @@ def _model_outputs_equal(yaml: str, sizes):
 
 @pytest.mark.parametrize("yaml", ["yolo11n.yaml", "yolo12n.yaml", "yolo26n.yaml"])
 def test_models_equal_to_stock(yaml, always_sdpa):
-    _model_outputs_equal(yaml, [(320, 320), (192, 320)])
+    _model_outputs_equal(yaml, [(256, 256), (160, 256)])
 
 
 @pytest.mark.slow
@@ -232,6 +243,10 @@ def test_models_equal_to_stock_640(yaml):
 
 @pytest.mark.parametrize("yaml", ["yolo11n.yaml", "yolo12n.yaml", "yolo26n.yaml"])
 def test_training_gradients_equal(yaml, always_sdpa, sdpa_calls):
+    """One training step (Ultralytics' detection loss, batch 2 at 128 px, from-scratch init): every parameter's
+    gradient equal within 1e-4. Control: scaling each attention output by 1 + 1e-3 in the stock model moves some
+    gradient by far more than that, so the check sees the attention. (BatchNorm-calibrated weights as in
+    ``test_models_equal_to_stock`` make the training-mode network chaotic: 1e-7 rounding grows to 1e-3 there.)"""
     from ultralytics.cfg import get_cfg
 
     from attn_yolo.bench.train import random_detection_batch
@@ -239,22 +254,22 @@ def test_training_gradients_equal(yaml, always_sdpa, sdpa_calls):
     torch.manual_seed(0)
     model = DetectionModel(yaml, verbose=False)
     batch = random_detection_batch(2, 128)
-    calibrate(model, batch["img"])
     model.args = get_cfg()
     grads = {}
-    for on in (False, True):
+    for name, on, eps in (("stock", False, 0.0), ("fused", True, 0.0), ("control", False, 1e-3)):
+        hooks = [m.register_forward_hook(lambda mod, i, o, e=eps: o * (1 + e)) for _, m in S.attention_layers(model)]
         S.fuse_attention(model, on)
         model.train()
         model.zero_grad()
         loss, _ = model.loss(batch)
         loss.sum().backward()
-        grads[on] = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
-    assert sdpa_calls and grads[True].keys() == grads[False].keys()
-    attn = [k for k in grads[True] if ".attn." in k]
-    assert attn
-    for k in grads[True]:
-        assert rel(grads[True][k], grads[False][k]) < 1e-4, k
-    assert all(float(grads[False][k].abs().max()) > 0 for k in attn)
+        grads[name] = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        for h in hooks:
+            h.remove()
+    assert sdpa_calls
+    assert_grads_close(grads["fused"], grads["stock"])
+    with pytest.raises(AssertionError):
+        assert_grads_close(grads["control"], grads["stock"], tol=1e-3)
 
 
 def _save_bytes(obj) -> bytes:
@@ -407,10 +422,11 @@ def test_callbacks_reach_ddp_workers(tmp_path, how):
 
 
 def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
+    from conftest import write_config
+
     from attn_yolo.ablate.config import ConfigError, load_config, validate
     from attn_yolo.ablate.runner import plan
     from attn_yolo.ablate.train import execute_run
-    from conftest import write_config
 
     train = {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"}
     with pytest.raises(ConfigError, match=r"train.sdpa: 1; expected true or false"):
@@ -426,9 +442,8 @@ def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
 
 def test_export_fused_yolo12n_verifies(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
-    from ultralytics import YOLO
-
     from test_export import informative
+    from ultralytics import YOLO
 
     torch.manual_seed(0)
     y = YOLO("yolo12n.yaml")

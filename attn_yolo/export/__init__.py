@@ -20,7 +20,6 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import load_yolo
-from attn_yolo.sdpa import fuse_attention
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -44,6 +43,7 @@ from attn_yolo.export.verify import (
     report_path,
     verify_onnx,
 )
+from attn_yolo.sdpa import fuse_attention
 
 __all__ = [
     "MIN_OPSET",
