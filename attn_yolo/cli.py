@@ -108,18 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not argv or argv[0] in ("help", "-h", "--help"):
         print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
-    from ultralytics.cfg import entrypoint
+    import ultralytics.cfg
 
     from attn_yolo import sdpa as fused
 
-    before = fused.is_default()
+    before, argv0 = fused.is_default(), ultralytics.cfg.ARGV
     if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
         fused.set_default(True)
         fused.register_default_callbacks(True)
-    sys.argv = ["attn-yolo", *argv]
+    # Ultralytics' entrypoint parses ultralytics.cfg.ARGV, the sys.argv list it saw at import: give it ours (sdpa= out)
+    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]
     try:
-        entrypoint()
+        ultralytics.cfg.entrypoint()
     finally:  # for callers that run several commands in one process (tests)
+        ultralytics.cfg.ARGV = argv0
         if sdpa:
             fused.register_default_callbacks(False)
             fused.set_default(before)

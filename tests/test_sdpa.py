@@ -323,11 +323,17 @@ def test_second_call_is_a_no_op_and_undo():
     assert attn_yolo.fuse_attention is S.fuse_attention and attn_yolo.unfuse_attention is S.unfuse_attention
 
 
-def test_cli_sdpa_value_checked_and_stripped(capsys):
+def test_cli_sdpa_value_checked_and_stripped(capsys, tmp_path, assets):
     assert cli.main(["val", "model=yolo11n.yaml", "sdpa=maybe"]) == 2
     assert "sdpa='maybe' is invalid; allowed: True or False" in capsys.readouterr().err
     assert cli.pop_sdpa(["train", "sdpa=True", "epochs=1"]) == (["train", "epochs=1"], True)
     assert cli.pop_sdpa(["train", "epochs=1"]) == (["train", "epochs=1"], False)
+    # a real process: Ultralytics parses the argv it saw at import, so the flag must be taken out of that too
+    r = subprocess.run([sys.executable, "-m", "attn_yolo.cli", "predict", "model=yolo12n.yaml",
+                        f"source={assets / 'bus.jpg'}", "imgsz=64", "save=False", "sdpa=True"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert r.returncode == 0 and "not a valid YOLO argument" not in r.stdout + r.stderr, r.stderr[-3000:]
 
 
 FRESH_PREDICT = textwrap.dedent("""
@@ -476,7 +482,7 @@ def test_device_rows_on_cpu(always_sdpa):
     CPU kernel and says so."""
     from attn_yolo.bench.ultralytics_attn import device_rows
 
-    rows = device_rows("cpu", yamls=("yolo12n.yaml",), sizes=(64,), dtypes=("bfloat16",), repeats=1)
+    rows = device_rows("cpu", yamls=("yolo12n.yaml",), sizes=(32,), dtypes=("bfloat16",), repeats=1)
     by = {(r[3], r[4]): r for r in rows}
     assert by["stock (explicit)", "forward"][5] == "explicit (matmul + softmax)"
     assert by["fused (dispatcher)", "train"][5] == "flash (CPU); bwd: flash (CPU)"
