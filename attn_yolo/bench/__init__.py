@@ -30,7 +30,8 @@ Sections (``sections=``, comma-separated):
    rounds, paired medians), extra peak memory and the kernels that ran, each model and size in a fresh subprocess;
    then each layer alone around the CPU thresholds ``attn_yolo.sdpa.CPU_MIN_TOKENS`` (where SDPA wins).
 
-One module per section (``attention``, ``blocks``, ``timm_compare``, ``train``, ``gpu``, ``ultralytics_attn``), shared timing and memory
+One module per section (``attention``, ``blocks``, ``timm_compare``, ``train``, ``gpu``, ``ultralytics_attn``),
+shared timing and memory
 tools in ``common``, the report in ``report``; the variants of sections 2 and 4 are the table ``blocks.VARIANTS``.
 
 Every ratio is computed from timings taken in the same run. ``BENCHMARKS.md`` records machine, versions, thread count,
