@@ -7,9 +7,10 @@ name them, e.g. ``[-1, 1, CBAM, [16, 7]]``, with input channels inferred from th
 from attn_yolo.insertion import insert, transfer
 from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
 from attn_yolo.registry import ALIASES, MODULES, ModelYamlError, UnknownModuleError, register, unregister
+from attn_yolo.sdpa import fuse_attention, unfuse_attention
 
 __version__ = "0.1.0"
 __all__ = ["ALIASES", "CBAM", "ECA", "MHSA", "MODULES", "SAM", "SE", "AttnBuildError", "ModelYamlError"]
-__all__ += ["UnknownModuleError", "insert", "register", "transfer", "unregister"]
+__all__ += ["UnknownModuleError", "fuse_attention", "insert", "register", "transfer", "unfuse_attention", "unregister"]
 
 register()

@@ -5,6 +5,7 @@
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
+    attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
 
 Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys.
 """
@@ -135,22 +136,26 @@ def one_line(e: BaseException) -> str:
 
 def passthrough(argv: list[str]) -> int:
     """Ultralytics' own CLI (``train``, ``val``, ``predict``, ...) with the blocks registered, checkpoints loaded
-    weights-only unless ``trust=True``, attention health per epoch of training unless ``health=False``, Ray Tune's
+    weights-only unless ``trust=True``, attention health per epoch of training unless ``health=False``, Ultralytics'
+    attention on SDPA with ``sdpa=True``, Ray Tune's
     warning silenced, and attn-yolo's errors as one line (exit 2).
 
     Raises:
-        UsageError: a bad ``trust=`` / ``health=`` value, ``health=`` outside training, a refused checkpoint.
+        UsageError: a bad ``trust=`` / ``health=`` / ``sdpa=`` value, ``health=`` outside training, a refused checkpoint.
     """
     from contextlib import ExitStack
 
     import ultralytics.cfg
 
+    from attn_yolo import sdpa as fused
     from attn_yolo.ablate.console import quiet_ray_tune
     from attn_yolo.checkpoint import weights_only
     from attn_yolo.health import default_on
 
     argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust")
     argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True")
+    argv, sdpa = take_flag(argv, "sdpa", False, "True: Ultralytics' own Attention and AAttn layers run on fused "
+                           "scaled_dot_product_attention; default False")
     training = "train" in argv or "mode=train" in argv
     if health and not training:
         raise UsageError("attn-yolo: health= applies to training only (attn-yolo train ...)")
@@ -165,6 +170,11 @@ def passthrough(argv: list[str]) -> int:
                 stack.enter_context(weights_only())
             if training and health is not False:
                 stack.enter_context(default_on())  # gates.csv, gates.png, a stop at NaN/inf in a block
+            if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
+                stack.callback(fused.set_default, fused.is_default())
+                stack.callback(fused.register_default_callbacks, False)
+                fused.set_default(True)
+                fused.register_default_callbacks(True)
             ultralytics.cfg.entrypoint()
     finally:
         sys.argv, ultralytics.cfg.ARGV = saved

@@ -8,11 +8,15 @@ BENCHMARKS.md.
 1. SDPA backends: MHSA(128, heads=4) with flash, memory-efficient, cuDNN and math attention forced in turn, plus the
    explicit and Ultralytics variants, under fp16 and bf16 autocast at 1,600 / 6,400 / 25,600 tokens (the benchmark's
    GPU section, ``attn_yolo.bench.sdpa_backend_rows``): kernel that ran, median ms, peak MiB.
-2. AMP training: one epoch of yolo11n + MHSA and yolo11n + CBAM (``models/yolo11n-mhsa.yaml``, ``-cbam.yaml``) on the
+2. Ultralytics' own attention, stock vs fused (``attn_yolo.fuse_attention``): yolo11n and yolo12n at 640 and 1280 px,
+   batch 2, forward and training step under fp16 and bf16 autocast, with PyTorch's dispatcher and with the flash and
+   memory-efficient backends forced (``attn_yolo.bench.ultralytics_attn.device_rows``): kernels, median ms, speed ×
+   stock, peak MiB. Passes when every fused row ran and the dispatcher's fused row is no slower than stock (≥ 0.97×).
+3. AMP training: one epoch of yolo11n + MHSA and yolo11n + CBAM (``models/yolo11n-mhsa.yaml``, ``-cbam.yaml``) on the
    synthetic-shapes data (``attn_yolo.synthetic``), with fp16 AMP and, where the GPU supports it, bf16 AMP. Passes
    when AMP stayed on, the training loss is finite and mAP50-95 > 0.
-3. A 2-variant x 1-seed ablation (yolo11n vs + CBAM, one epoch) with ``devices: [0]``: every run ok.
-4. TensorRT: yolo11n + CBAM and yolo11n + MHSA (calibrated random weights, ``attn_yolo.export.matrix.calibrate``)
+4. A 2-variant x 1-seed ablation (yolo11n vs + CBAM, one epoch) with ``devices: [0]``: every run ok.
+5. TensorRT: yolo11n + CBAM and yolo11n + MHSA (calibrated random weights, ``attn_yolo.export.matrix.calibrate``)
    exported as FP16 engines (``attn_yolo.export.tensorrt_export``, Ultralytics' exporter), verified against fp32
    PyTorch on CUDA (raw head outputs within the fp16 tolerance, NMS detections; ``verify_engine``), and timed
    (median ms, batch 1, against PyTorch on the same GPU). Passes when every verification passed.
@@ -48,6 +52,18 @@ def sdpa_section(device: str, tokens=TOKENS, repeats: int = 10) -> tuple[str, bo
     ok = fused_ran == {(r[0], r[1]) for r in rows}
     head = ["dtype", "N", "implementation", "pass", "kernel", "median ms", "peak MiB"]
     return md_table(head, rows), ok
+
+
+def ultralytics_attention_section(device: str, **kw) -> tuple[str, bool]:
+    """Stock vs fused Ultralytics attention; passes when every fused row ran and the dispatcher's is not slower."""
+    from attn_yolo.bench.common import md_table
+    from attn_yolo.bench.ultralytics_attn import DEVICE_HEADERS, device_rows
+
+    rows = device_rows(device, **kw)
+    ran = all(str(r[6])[:1].isdigit() for r in rows if r[3] in ("stock (explicit)", "fused (dispatcher)"))
+    auto = [float(r[7]) for r in rows if r[3] == "fused (dispatcher)" and r[7] is not None]
+    ok = ran and bool(auto) and min(auto) >= 0.97
+    return md_table(DEVICE_HEADERS, rows), ok
 
 
 def amp_dtypes() -> list[str]:
@@ -201,6 +217,11 @@ def deploy_section(device: str, out: Path, fmt: str = "engine", models=MODELS, i
     return md_table(head, rows), ok
 
 
+def amp_dtypes_torch() -> list[str]:
+    """``amp_dtypes`` as torch dtype names."""
+    return [{"fp16": "float16", "bf16": "bfloat16"}[d] for d in amp_dtypes()]
+
+
 def _f(v, dec: int = 4):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{dec}f}"
 
@@ -234,6 +255,8 @@ def main(argv: list[str]) -> int:
     sections, all_ok = [], True
     for title, fn in (
         ("SDPA backends: MHSA(128, heads=4), autocast, median of 10", lambda: sdpa_section("cuda")),
+        ("Ultralytics' attention stock vs fused (sdpa): yolo11n, yolo12n, batch 2, autocast, median of 10",
+         lambda: ultralytics_attention_section("cuda", dtypes=tuple(amp_dtypes_torch()))),
         ("AMP training: 1 epoch on synthetic-shapes (1000 images, 128 px)",
          lambda: amp_training_section("0", data, out, amp_dtypes())),
         ("Ablation: yolo11n vs + CBAM, 1 seed, 1 epoch, devices: [0]", lambda: ablation_section("0", data, out)),

@@ -20,7 +20,7 @@ LAYERS = {
     "nn": 0,
     "build": 1, "conventions": 1,
     "registry": 2,
-    "args": 3, "checkpoint": 3, "images": 3, "synthetic": 3,
+    "args": 3, "checkpoint": 3, "images": 3, "synthetic": 3, "sdpa": 3,
     "insertion": 4, "export": 4, "heatmap": 4, "health": 4,
     "ablate": 5, "bench": 5,
     "cli": 6, "__init__": 6,

@@ -74,7 +74,7 @@ def test_readme_commands_are_found():
     assert COMMANDS[0] == "attn-yolo ablate"  # the main job of the opening lines
     assert any(c.startswith("python scripts/") for c in COMMANDS)
     assert not any("..." in c or "<" in c for c in COMMANDS)
-    assert len(python_examples()) == 1
+    assert len(python_examples()) == 2
 
 
 def offline(name: str):
@@ -233,8 +233,9 @@ def test_readme_command(command, workspace, capsys):
         assert "images: val_00000.jpg, val_00001.jpg" in out.out and "bus.jpg" not in out.out, out.out
 
 
-def test_readme_python_example(workspace, monkeypatch):
-    """The Python example, executed as written; Ultralytics' train gets the tiny overrides."""
+@pytest.mark.parametrize("index", range(len(python_examples())))
+def test_readme_python_example(index, workspace, monkeypatch):
+    """Each Python example, executed as written; Ultralytics' train gets the tiny overrides."""
     from ultralytics.engine.model import Model
 
     root, _ = workspace
@@ -245,7 +246,7 @@ def test_readme_python_example(workspace, monkeypatch):
         return train(self, **{**kw, **TRAIN_KW, "project": str(root / "runs" / "python")})
 
     monkeypatch.setattr(Model, "train", tiny_train)
-    (code,) = python_examples()
+    code = python_examples()[index]
     exec(compile(code, "README.md", "exec"), {})  # noqa: S102  the README example, as a reader runs it
     assert len(seen) == 1 and Path(seen[0]["data"]) == synthetic.default_data_yaml()  # the embedded data, no download
     assert list((root / "runs" / "python").glob("*/weights/best.pt"))

@@ -430,6 +430,11 @@ def _check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
             use = RUNNER_TRAIN_KEYS[k]
             problems.append(f"train.{k}: set by the ablation runner{f' (use {use})' if use else ''}")
             continue
+        if k == "sdpa":  # attn-yolo's own key: Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa)
+            if not isinstance(v, bool):
+                problems.append(f"train.sdpa: {v!r}; expected true or false (true: Ultralytics' attention on SDPA)")
+            train[k] = v
+            continue
         if k not in DEFAULT_CFG_DICT:
             close = difflib.get_close_matches(str(k), list(DEFAULT_CFG_DICT), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""

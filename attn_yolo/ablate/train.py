@@ -25,6 +25,7 @@ from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_rec
 from attn_yolo.ablate.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
 from attn_yolo.health import attach
+from attn_yolo.sdpa import fuse_attention
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -47,7 +48,8 @@ def check_finite_loss(trainer) -> None:
         raise NonFiniteLossError(f"non-finite training loss in epoch {trainer.epoch + 1}: {shown}")
 
 
-def measure_latency(weights: str | Path, imgsz: int, device=None, repeats: int = 50, warmup: int = 10) -> float:
+def measure_latency(weights: str | Path, imgsz: int, device=None, repeats: int = 50, warmup: int = 10,
+                    sdpa: bool = False) -> float:
     """Median batch-1 forward time of a checkpoint, in ms: fused, fp32, eval, no grad, ``imgsz`` × ``imgsz`` input.
 
     Args:
@@ -56,12 +58,15 @@ def measure_latency(weights: str | Path, imgsz: int, device=None, repeats: int =
         device: Ultralytics device string (``"cpu"``, ``"0"``, ``""`` for auto); the first of a list is used.
         repeats: timed forward passes (the median is returned).
         warmup: untimed forward passes before.
+        sdpa: Ultralytics' attention on SDPA (``attn_yolo.fuse_attention``), as the run trained.
     """
     import torch
     from ultralytics.utils.torch_utils import select_device
 
     dev = select_device(str(device or "").split(",")[0], verbose=False)
     model = load_model(weights, "weights", suffixes=(".pt",)).fuse().eval().to(dev)
+    if sdpa:
+        fuse_attention(model)
     x = torch.zeros(1, 3, imgsz, imgsz, device=dev)
     times = []
     with torch.inference_mode():
@@ -228,6 +233,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
         head = f"# attn-yolo ablate: variant {spec.variant}, made by attn_yolo.insert (spec in the ablation's config)\n"
         Path(model).write_text(head + yaml.safe_dump(spec.model_dict, sort_keys=False))
     train = dict(spec.train)
+    sdpa = train.pop("sdpa", False)  # not an Ultralytics argument: applied to the model (attn_yolo.sdpa)
     if device is not None:
         train["device"] = device
     row = new_record(spec, str(train.get("device", "")) or "auto", model)
@@ -238,6 +244,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
             if spec.health:  # gates.csv, gates.png per run; stops the run at a NaN/inf in a block (attn_yolo.health)
                 yolo.add_callback("on_pretrain_routine_start", attach)
+            if sdpa:
+                fuse_attention(yolo)  # its trainer's model and EMA, also in DDP workers
             metrics = yolo.train(data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name,
                                  exist_ok=True, trainer=RecordingTrainer, **train)
             row["train_time_s"] = time.perf_counter() - t0
@@ -263,7 +271,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             row.update(epoch_fields(run_dir))
             if not all(math.isfinite(v) for v in box.values()):
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
-            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency)
+            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency, sdpa=sdpa)
             row["status"] = "ok"
         except Exception as e:
             row.setdefault("train_time_s", time.perf_counter() - t0)

@@ -25,8 +25,13 @@ Sections (``sections=``, comma-separated):
 5. ``gpu``: when CUDA is present, which SDPA backends run (flash, memory-efficient, cuDNN, math, each forced with
    ``torch.nn.attention.sdpa_kernel``) and their time and ``torch.cuda.max_memory_allocated`` under fp16/bf16
    autocast; skipped with a note otherwise.
+6. ``ultralytics``: Ultralytics' own attention (``Attention`` in yolo11n's C2PSA, ``AAttn`` in yolo12n's A2C2f) stock
+   vs fused (``attn_yolo.fuse_attention``) at 640 and 1280 px, batch 2: forward and training-step time (interleaved
+   rounds, paired medians), extra peak memory and the kernels that ran, each model and size in a fresh subprocess;
+   then each layer alone around the CPU thresholds ``attn_yolo.sdpa.CPU_MIN_TOKENS`` (where SDPA wins).
 
-One module per section (``attention``, ``blocks``, ``timm_compare``, ``train``, ``gpu``), shared timing and memory
+One module per section (``attention``, ``blocks``, ``timm_compare``, ``train``, ``gpu``, ``ultralytics_attn``),
+shared timing and memory
 tools in ``common``, the report in ``report``; the variants of sections 2 and 4 are the table ``blocks.VARIANTS``.
 
 Every ratio is computed from timings taken in the same run. ``BENCHMARKS.md`` records machine, versions, thread count,
@@ -52,6 +57,7 @@ from attn_yolo.bench.gpu import gpu_section
 from attn_yolo.bench.report import report
 from attn_yolo.bench.timm_compare import timm_section
 from attn_yolo.bench.train import train_section
+from attn_yolo.bench.ultralytics_attn import ultralytics_section
 
 RUNNERS = {  # section name (``sections=``) → its runner: cfg → Section, one module each
     "attention": attention_section,
@@ -59,6 +65,7 @@ RUNNERS = {  # section name (``sections=``) → its runner: cfg → Section, one
     "timm": timm_section,
     "train": train_section,
     "gpu": gpu_section,
+    "ultralytics": ultralytics_section,
 }
 SECTIONS = tuple(RUNNERS)
 DEFAULTS = {  # None: taken from FULL or QUICK below
@@ -78,6 +85,7 @@ DEFAULTS = {  # None: taken from FULL or QUICK below
     "train_imgsz": None,
     "train_batch": None,
     "train_iters": None,
+    "ultra_rounds": None,
     "threads": 0,
     "cache": "",
     "out": None,
@@ -99,6 +107,7 @@ KEY_HELP = {
     "train_imgsz": "section 4 image size",
     "train_batch": "section 4 batch size",
     "train_iters": "section 4 timed steps per model (after one warm-up step)",
+    "ultra_rounds": "section 6: rounds per model, size and pass (each runs stock and fused); 4x as many per layer",
     "threads": "torch and onnxruntime intra-op threads; 0: every core this process may use",
     "cache": "ONNX export cache folder; '': <tmp>/attn-yolo-bench",
     "out": "Markdown report; None: BENCHMARKS.md in a full run, none in a quick run; '': none",
@@ -112,6 +121,7 @@ FULL = {
     "train_imgsz": 320,
     "train_batch": 8,
     "train_iters": 8,
+    "ultra_rounds": 5,
 }
 QUICK = {
     "tokens": (64, 256),
@@ -122,6 +132,7 @@ QUICK = {
     "train_imgsz": 64,
     "train_batch": 2,
     "train_iters": 1,
+    "ultra_rounds": 1,
 }
 
 
@@ -158,7 +169,7 @@ def parse_args(argv: list[str]) -> dict:
     if bad:
         raise UsageError(f"attn-yolo bench: tokens={bad}: each N must be a perfect square (an H×W map with H = W), "
                          "e.g. 400, 1600, 6400, 25600")
-    for k in ("repeats", "warmup", "rounds", "train_iters", "train_batch", "imgsz", "train_imgsz"):
+    for k in ("repeats", "warmup", "rounds", "train_iters", "train_batch", "imgsz", "train_imgsz", "ultra_rounds"):
         if not isinstance(cfg[k], int) or isinstance(cfg[k], bool) or cfg[k] < (0 if k == "warmup" else 1):
             raise UsageError(f"attn-yolo bench: {k}={cfg[k]!r}: expected a positive int")
     for k in ("imgsz", "train_imgsz"):

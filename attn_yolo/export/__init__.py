@@ -2,6 +2,7 @@
 
     attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True]
+    attn-yolo export model=best.pt sdpa=True     # Ultralytics' Attention/AAttn exported as SDPA (opset >= 14)
 
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
@@ -42,6 +43,7 @@ from attn_yolo.export.report import VerifyReport, report_path
 from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, onnx_latency_ms, ort_session
 from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
 from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
+from attn_yolo.sdpa import fuse_attention
 
 __all__ = [
     "MIN_OPSET",
@@ -93,13 +95,14 @@ DEFAULTS = {
     "out": None,
     "overwrite": False,
     "trust": False,
+    "sdpa": False,
 }
 """``attn-yolo export`` keys. ``onnx=file.onnx`` (``openvino=best_openvino_model``, ``engine=best.engine``) verifies an
 existing file against ``model=`` instead of exporting."""
 
 HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx] [out=file.onnx] [overwrite=True]
-    [trust=True]
+    [trust=True] [sdpa=True]
 attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True] [openvino=existing_openvino_model]
 attn-yolo export model=best.pt format=engine [imgsz=640] [half=True]     (TensorRT: a CUDA GPU, static only)
 
@@ -115,6 +118,8 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
   overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)
   trust     unpickle model= fully, which may run code it contains (default False: weights-only)
+  sdpa      trace Ultralytics' own Attention/AAttn (C2PSA, A2C2f) on scaled_dot_product_attention (attn_yolo.sdpa;
+            same math, needs opset >= 14; default False: Ultralytics' explicit softmax)
 format=openvino: Ultralytics' OpenVINO exporter (TorchScript -> OpenVINO, no ONNX), verified on OpenVINO's CPU plugin
   (fp32: f32 inference; half: fp16 weights) with the same checks; out=<name>_openvino_model (default
   best_openvino_model/ next to best.pt); report <folder>/best.verify.json.
@@ -167,7 +172,7 @@ def main(argv: list[str]) -> int:
             f"other formats run Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... "
             f"format={a['format']}"
         )
-    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust"):
+    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust", "sdpa"):
         if not isinstance(a[k], bool):
             raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
     for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
@@ -200,6 +205,8 @@ def main(argv: list[str]) -> int:
         yolo = load_yolo(a["model"], "model", trust=a["trust"])
     except ValueError as e:
         raise UsageError(f"attn-yolo export: {e}") from None
+    if a["sdpa"]:
+        fuse_attention(yolo)  # the exporter's deep copy keeps it (attn_yolo.sdpa); check_opset sees it
     if not a["onnx"]:
         f = Path(a["out"]) if a["out"] is not None else default_onnx_path(yolo)
     targets = ([] if a["onnx"] else [(f, "the ONNX file")]) + ([(report_path(f), "the report")] if a["verify"] else [])

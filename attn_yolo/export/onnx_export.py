@@ -15,6 +15,7 @@ import torch
 
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.sdpa import is_fused
 
 ULTRALYTICS_MIN_OPSET = 9
 """Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
@@ -38,6 +39,7 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
     NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
+SDPA_MIN_OPSET = (14, "Ultralytics' Attention/AAttn fused (sdpa=True): scaled_dot_product_attention, as MHSA")
 
 
 class OpsetError(ValueError):
@@ -52,11 +54,12 @@ def block_min_opsets(model: torch.nn.Module) -> list[tuple[str, str, int, str]]:
     """
     found = []
     for name, m in model.named_modules():
-        for cls, (opset, ops) in MIN_OPSET.items():
-            if isinstance(m, cls):
-                layer = name.split(".")
-                where = f"layer {layer[1]}" if len(layer) >= 2 and layer[0] == "model" and layer[1].isdigit() else name
-                found.append((cls.__name__, where or "model", opset, ops))
+        need = [(cls.__name__, *v) for cls, v in MIN_OPSET.items() if isinstance(m, cls)]
+        need += [(f"{type(m).__name__} (sdpa)", *SDPA_MIN_OPSET)] if is_fused(m) else []
+        for block, opset, ops in need:
+            layer = name.split(".")
+            where = f"layer {layer[1]}" if len(layer) >= 2 and layer[0] == "model" and layer[1].isdigit() else name
+            found.append((block, where or "model", opset, ops))
     return found
 
 
