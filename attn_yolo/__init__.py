@@ -1,4 +1,4 @@
-"""attn-yolo: attention blocks for Ultralytics YOLO model YAMLs, and the tools to insert, ablate, export and inspect them.
+"""attn-yolo: attention blocks for Ultralytics YOLO model YAMLs, and tools to insert, ablate, export and inspect them.
 
 ``import attn_yolo`` registers the blocks with Ultralytics (see ``attn_yolo.registry``); afterwards any model YAML can
 name them, e.g. ``[-1, 1, CBAM, [16, 7]]``, with input channels inferred from the layer the row reads.

@@ -141,7 +141,8 @@ def passthrough(argv: list[str]) -> int:
     warning silenced, and attn-yolo's errors as one line (exit 2).
 
     Raises:
-        UsageError: a bad ``trust=`` / ``health=`` / ``sdpa=`` value, ``health=`` outside training, a refused checkpoint.
+        UsageError: a bad ``trust=`` / ``health=`` / ``sdpa=`` value, ``health=`` outside training, a refused
+            checkpoint.
     """
     from contextlib import ExitStack
 

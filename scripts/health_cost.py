@@ -1,6 +1,6 @@
 """Cost of the attention-health callback at the default ablation's settings: training with it on and off, interleaved.
 
-    python scripts/health_cost.py            # 3 pairs of runs of yolo11n + CBAM (P3/P4/P5), the default ablation's train args
+    python scripts/health_cost.py            # 3 pairs of yolo11n + CBAM (P3/P4/P5) runs, the default ablation's args
     python scripts/health_cost.py pairs=1 epochs=1 imgsz=64 data=path/to/data.yaml   # a smoke run
 
 Prints a Markdown block for BENCHMARKS.md: per run the epoch times (train + validation + the callback), the callback's

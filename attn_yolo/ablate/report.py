@@ -154,8 +154,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
              (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
-              f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else \"inconclusive\" "
-              f"with the smallest |Δ| the design detects ({int(POWER * 100)}% power).")
+              f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else "
+              f"\"inconclusive\" with the smallest |Δ| the design detects ({int(POWER * 100)}% power).")
              + (" Seeds were chosen by the data: the verdict is the anytime-valid confidence sequence's, valid "
                 "whenever the rule stopped; the fixed-n intervals beside it are not (see Seeds chosen by the data)."
                 if dec is not None else ""), ""]
@@ -181,15 +181,16 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         c = cmp_.get(v, {}).get(PRIMARY)
         seq = dec["variants"].get(v) if dec is not None else None
         if c is None and seq is not None:
-            lines.append(f"- **{v}**: **{verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** (Δ {_fmt(d['mean'], 4, True)}, anytime-valid {conf}% CI "
+            words = verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan)
+            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, anytime-valid {conf}% CI "
                          f"{_ci(seq['lo'], seq['hi'], 4)}, n = {d['n']} paired seeds; no image-level interval: "
                          f"{boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         if c is None:
             words = verdict_words(d["verdict"], d["lo"], d["hi"], detectable_from_t(d["lo"], d["hi"], d["n"]))
             lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
-                         f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no image-level "
-                         f"interval: {boot['why'].get(v, 'no per-image records')}){cost}")
+                         f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no "
+                         f"image-level interval: {boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         h = c["hier"]
         mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
@@ -296,8 +297,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{r['run_dir']}` |"
                   for r in failed]
     lines += ["", "Plots: `ablation.png` (mAP50-95 vs GFLOPs), `curves.png` (validation mAP per epoch)"
-              + (", `delta.png` (Δ with its three intervals per variant and metric; the hierarchical one, which decides, "
-                 "drawn thick)" if cmp_ else "")
+              + (", `delta.png` (Δ with its three intervals per variant and metric; the hierarchical one, which "
+                 "decides, drawn thick)" if cmp_ else "")
               + "; every run: `results.csv`.", ""]
     return "\n".join(lines)
 

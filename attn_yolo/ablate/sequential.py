@@ -31,10 +31,10 @@ seed, see ``stats.hierarchical_interval``) no number of seeds removes. Given its
 bootstrap's g), the interval for the population over images is the seeds' confidence sequence at level
 α·(1 − ``TEST_SHARE``), widened by z_{1 − α·TEST_SHARE/2}·√test_var (the fixed validation set's offset: one normal
 interval, valid at every n since the offset does not change with n); by a union bound both hold, at every n at
-once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' sequence at the full α. The 1/5 share is fixed before the data (a data-chosen
-split would break the guarantee): at the warm-start figures (seed SD ≈ 0.008) the seeds' term dominates, and it
-costs 6 % of width at 5 seeds. ``test_var`` is the bootstrap's estimate, re-estimated as seeds are added: its own
-error is not covered (as in the hierarchical interval). Several variants: each has its own sequence at 1 − α (as the
+once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' sequence at the full α. The 1/5 share is
+fixed before the data (a data-chosen split would break the guarantee): at the warm-start figures (seed SD ≈ 0.008)
+the seeds' term dominates, and it costs 6 % of width at 5 seeds. ``test_var`` is the bootstrap's estimate,
+re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval). Several variants: each has its own sequence at 1 − α (as the
 summary's per-variant verdicts; no correction for multiplicity), and ``decide_all`` runs another seed while any of
 them continues.
 """
@@ -327,6 +327,6 @@ def power_sentence(rule: SeedRule, sd: float, delta: float = 0.01, test_var: flo
         return "power of the seed rule: n/a (needs a seed spread: at least 2 paired seeds that differ)"
     r = simulate(rule, delta, sd, test_var, experiments)
     right = r["better"] if delta > 0 else r["worse"]
-    return (f"with the seed SD of Δ measured here ({sd:.4f}), this rule (min {rule.min}, max {rule.max}) settles a true "
-            f"Δ of {delta:+.3f} in {100 * right:.0f}% of ablations, after {r['mean_seeds']:.1f} seeds on average "
+    return (f"with the seed SD of Δ measured here ({sd:.4f}), this rule (min {rule.min}, max {rule.max}) settles a "
+            f"true Δ of {delta:+.3f} in {100 * right:.0f}% of ablations, after {r['mean_seeds']:.1f} seeds on average "
             f"({experiments:,} simulated)")

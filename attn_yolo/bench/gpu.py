@@ -36,7 +36,7 @@ def sdpa_backend_rows(device: str, tokens, dtypes=("float16", "bfloat16"), repea
                 m, x = m.to(device), x.to(device)
 
                 @contextlib.contextmanager
-                def ctx(backend=backend):
+                def ctx(backend=backend, dt=dt):
                     with torch.autocast(device.split(":")[0], dtype=getattr(torch, dt)):
                         with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
                             yield

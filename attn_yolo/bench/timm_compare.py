@@ -76,7 +76,7 @@ def timm_section(cfg: dict) -> Section:
             with torch.no_grad():
                 diff = (ours(x) - twin(x)).abs().max().item()
 
-            def call(m):
+            def call(m, x=x):
                 def run():
                     with torch.no_grad():
                         m(x)

@@ -112,8 +112,9 @@ is printed and saved as <stem>.verify.json next to the .onnx. Exit code 1 if a c
   model     .pt checkpoint or model YAML (required)         imgsz   export size: int or h,w (default 640)
   dynamic   dynamic batch/height/width (default False)       half    fp16 weights (CPU: Ultralytics converts the graph)
   opset     ONNX opset (default: Ultralytics' choice, 18)    simplify  onnxslim (default True)
-  verify    run the checks (default True)                    source  images for the checks (default: 2 val images of
-                                                                    the model's dataset if at hand, else bus.jpg, zidane.jpg)
+  verify    run the checks (default True)                    source  images for the checks (default: 2 val images
+                                                             of the model's dataset if at hand, else bus.jpg,
+                                                             zidane.jpg)
   conf, iou NMS thresholds for the detection check           onnx    verify this file instead of exporting
   out       the .onnx to write (default: best.onnx next to best.pt, whatever dynamic/half: name each export)
   overwrite replace an existing .onnx / .verify.json (default False: refused before exporting)

@@ -183,7 +183,8 @@ class HealthMonitor:
     @staticmethod
     def _model(trainer):
         ema = getattr(trainer, "ema", None)
-        model = ema.ema if ema is not None and getattr(ema, "ema", None) is not None else getattr(trainer, "model", None)
+        has_ema = ema is not None and getattr(ema, "ema", None) is not None
+        model = ema.ema if has_ema else getattr(trainer, "model", None)
         from ultralytics.utils.torch_utils import unwrap_model
 
         return None if model is None or isinstance(model, str) else unwrap_model(model)

@@ -101,7 +101,8 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"attn-yolo heatmap: trust={a['trust']!r}: expected True or False")
     if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
         raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
-    check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out", lambda msg: UsageError(f"attn-yolo heatmap: {msg}"))
+    check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out",
+                   lambda msg: UsageError(f"attn-yolo heatmap: {msg}"))
     try:
         items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
                          iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])
@@ -121,6 +122,7 @@ def main(argv: list[str]) -> int:
         print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"
               f"{r['max']:>9.3g}{r['mean']:>9.3g}{r['entropy_norm']:>7.3f}  {r['flag']}")
     print(f"\nstats: {stats}")
-    print("colour scale: " + ("gate maps on a fixed [0, 1]; MHSA received/query maps on their own min..max (scale=panel:"
-                              " every map on its own)" if a["scale"] == "fixed" else "each map on its own min..max"))
+    print("colour scale: " + ("gate maps on a fixed [0, 1]; MHSA received/query maps on their own min..max "
+                              "(scale=panel: every map on its own)" if a["scale"] == "fixed"
+                              else "each map on its own min..max"))
     return 0

@@ -490,7 +490,7 @@ class AttentionCapture:
             scale = getattr(block, "scale", None)
             gamma = None if scale is None else float(scale.gamma.detach().abs().mean())
 
-            def add(kind, m, **kw):
+            def add(kind, m, i=i, name=name, stride=stride, gamma=gamma, part=part, **kw):
                 m = m.float().cpu().numpy().astype(np.float32)
                 out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, part=part, **kw))
 

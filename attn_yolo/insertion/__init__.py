@@ -1,4 +1,4 @@
-"""The ``attn-yolo insert`` command: insert attention into a detect YAML (``rewire``), optionally carrying weights (``weights``)."""
+"""The ``attn-yolo insert`` command: attention into a detect YAML (``rewire``), with weights carried (``weights``)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from attn_yolo.insertion.rewire import (
 from attn_yolo.insertion.weights import TransferReport, transfer
 from attn_yolo.nn.common import AttnBuildError
 
-__all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main", "module_class",
-           "save_checkpoint", "transfer", "write_yaml"]
+__all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main",
+           "module_class", "save_checkpoint", "transfer", "write_yaml"]
 
 
 # ------------------------------------------------------------------------------------------------------------- CLI
@@ -99,9 +99,9 @@ def main(argv: list[str]) -> int:
         try:
             report = transfer(src, d, identity=identity, verbose=False) if pretrained else None
         except InsertionError as e:  # the checkpoint is not a model of base=: say which file
-            raise InsertionError(f"pretrained={str(pretrained)!r} is not a checkpoint of base={str(a['base'])!r}, so its "
-                                 f"weights cannot be carried over: {e}; give the base's own weights, or the base= its "
-                                 "weights were trained from") from None
+            raise InsertionError(f"pretrained={str(pretrained)!r} is not a checkpoint of base={str(a['base'])!r}, so "
+                                 f"its weights cannot be carried over: {e}; give the base's own weights, or the base= "
+                                 "its weights were trained from") from None
         if report is not None:
             d["nc"] = report.model.yaml["nc"]  # the YAML describes the checkpoint: the base's class count
         write_yaml(d, plan, out, overwrite=a["overwrite"])

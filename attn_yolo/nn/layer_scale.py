@@ -7,7 +7,7 @@ from torch import nn
 
 
 class LayerScale(nn.Module):
-    """Per-channel learnable scale ``γ ⊙ x`` (LayerScale: Touvron et al., "Going deeper with Image Transformers", ICCV 2021).
+    """Per-channel learnable scale ``γ ⊙ x`` (LayerScale: Touvron et al., "Going deeper with Image Transformers", 2021).
 
     Used on residual branches: ``y = x + γ ⊙ branch(x)``. With ``γ`` initialised to 0 the block is exactly the identity
     at initialisation (as ReZero, Bachlechner et al., 2020, and zero-γ residual init, Goyal et al., 2017), so a block
