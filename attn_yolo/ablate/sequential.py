@@ -34,9 +34,9 @@ interval, valid at every n since the offset does not change with n); by a union 
 once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' sequence at the full α. The 1/5 share is
 fixed before the data (a data-chosen split would break the guarantee): at the warm-start figures (seed SD ≈ 0.008)
 the seeds' term dominates, and it costs 6 % of width at 5 seeds. ``test_var`` is the bootstrap's estimate,
-re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval). Several variants: each has its own sequence at 1 − α (as the
-summary's per-variant verdicts; no correction for multiplicity), and ``decide_all`` runs another seed while any of
-them continues.
+re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval). Several variants:
+each has its own sequence at 1 − α (as the summary's per-variant verdicts; no correction for multiplicity), and
+``decide_all`` runs another seed while any of them continues.
 """
 
 from __future__ import annotations
