@@ -281,10 +281,13 @@ def _save_bytes(obj) -> bytes:
 def test_state_dict_and_checkpoint_bytes_unchanged(always_sdpa):
     torch.manual_seed(0)
     model = DetectionModel("yolo12n.yaml", verbose=False).eval()
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        model(x)  # Detect caches its anchors per input shape: the same forward before both snapshots
     sd, ckpt = _save_bytes(model.state_dict()), _save_bytes({"model": copy.deepcopy(model).half()})
     S.fuse_attention(model)
     with torch.no_grad():
-        model(torch.rand(1, 3, 64, 64))
+        model(x)
     assert all(S.is_fused(m) for _, m in S.attention_layers(model))
     assert _save_bytes(model.state_dict()) == sd  # byte-identical
     copied = copy.deepcopy(model).half()  # what Ultralytics' save_model pickles (the EMA, deep-copied)
