@@ -41,8 +41,11 @@ def duration(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def analyze(ab: Ablation, rows: list[dict]) -> dict:
+def analyze(ab: Ablation, rows: list[dict], cache: dict | None = None) -> dict:
     """The per-image bootstrap of an ablation: load the runs' records, resample, compare to the baseline.
+
+    ``cache``: a dict kept between calls (the seed rounds of a sequential ablation), so that runs already resampled
+    are not resampled again (``stats.resample_records``).
 
     Returns:
         ``{"compare": stats.bootstrap_compare(...) for the variants it could run on, "why": {variant: reason for
@@ -79,7 +82,7 @@ def analyze(ab: Ablation, rows: list[dict]) -> dict:
     keys = {k for v in todo for s in ab.seeds if (v, s) in ok and (base, s) in ok for k in ((v, s), (base, s))}
     try:
         resampled = resample_records({k: records[k] for k in sorted(keys)}, ab.bootstrap["resamples"],
-                                     ab.bootstrap["seed"])
+                                     ab.bootstrap["seed"], cache=cache)
     except ValueError as e:
         out["why"] |= {v: f"the runs' per-image records cannot be paired: {e}" for v in todo}
         return out

@@ -332,9 +332,10 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
     arms = [v.name for v in ab.variants]
     left = {s: [sp for sp in todo if sp.seed == s] for s in ab.seeds}
     per_round = max(1, -(-n_workers // len(arms)))
+    resampled: dict = {}  # each run's bootstrap, computed once over all rounds
     while True:
         current = [rows[k] for k, sp in planned.items() if k in rows and rows[k]["fingerprint"] == sp.fingerprint]
-        dec = readings.decision(ab, current, analyze(ab, current))
+        dec = readings.decision(ab, current, analyze(ab, current, cache=resampled))
         paired = dec["n"]
         print(f"attn-yolo ablate: seeds: {dec['text']}", flush=True)
         if dec["stop"]:
