@@ -278,21 +278,44 @@ def _save_bytes(obj) -> bytes:
     return b.getvalue()
 
 
-def test_state_dict_and_checkpoint_bytes_unchanged(always_sdpa):
+BYTES_CHECK = textwrap.dedent("""
+    import copy, io, sys
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+    from attn_yolo import sdpa as S
+
+    def save(obj):
+        b = io.BytesIO()
+        torch.save(obj, b)
+        return b.getvalue()
+
+    for k in S.CPU_MIN_TOKENS:
+        S.CPU_MIN_TOKENS[k] = 0  # SDPA at every size, as the always_sdpa fixture
     torch.manual_seed(0)
     model = DetectionModel("yolo12n.yaml", verbose=False).eval()
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         model(x)  # Detect caches its anchors per input shape: the same forward before both snapshots
-    sd, ckpt = _save_bytes(model.state_dict()), _save_bytes({"model": copy.deepcopy(model).half()})
+    sd, ckpt = save(model.state_dict()), save({"model": copy.deepcopy(model).half()})
     S.fuse_attention(model)
     with torch.no_grad():
         model(x)
     assert all(S.is_fused(m) for _, m in S.attention_layers(model))
-    assert _save_bytes(model.state_dict()) == sd  # byte-identical
+    changed = [k for k, v in model.state_dict().items() if v.numpy().tobytes() != torch.load(io.BytesIO(sd))[k].numpy().tobytes()]
+    assert not changed, changed
+    assert save(model.state_dict()) == sd  # byte-identical
     copied = copy.deepcopy(model).half()  # what Ultralytics' save_model pickles (the EMA, deep-copied)
     assert all(S.is_fused(m) for _, m in S.attention_layers(copied))
-    assert _save_bytes({"model": copied}) == ckpt  # the whole pickled checkpoint too: nothing of attn_yolo in it
+    assert save({"model": copied}) == ckpt  # the whole pickled checkpoint too: nothing of attn_yolo in it
+    print("ok")
+""")
+
+
+def test_state_dict_and_checkpoint_bytes_unchanged():
+    """In a fresh process (no state left by other tests): fusing changes no byte of the state_dict or checkpoint."""
+    r = subprocess.run([sys.executable, "-c", BYTES_CHECK], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
 def test_deepcopy_carries_the_setting_pickle_does_not():

@@ -261,7 +261,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     code = 0
     logged = console.LoggedRunner(runner, verbose)
     try:
-        if not train_starts(ab, data, runner, schedule):
+        if not train_starts(ab, data, progress, schedule):
             code = 1
         elif ab.seed_rule is None:
             schedule(todo)
@@ -293,7 +293,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     return code
 
 
-def train_starts(ab: Ablation, data: str, runner, schedule) -> bool:
+def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
     """Train the recipe starts that have no usable record yet (``attn_yolo.ablate.start``) before any arm, through the
     same scheduler as the arms; False when one failed (no arm can start from it)."""
     ok = True
@@ -302,16 +302,16 @@ def train_starts(ab: Ablation, data: str, runner, schedule) -> bool:
 
         def begin(spec: RunSpec, device, st=st) -> None:
             claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})
-            print(f"\n[{spec.variant}] training the {'shared ' if not st.arm else ''}start once: {st.describe()}",
-                  flush=True)
+            # the plan already said what is trained; the bar's text says it is now (shown at its next redraw)
+            progress.bar.desc = f"attn-yolo ablate: [{spec.variant}] training the {'shared ' * (not st.arm)}start once"
 
         def end(row: dict, spec=spec, st=st) -> None:
             nonlocal ok
             row = complete({**row, "run_dir": spec.run_dir})
             write_record(row)
             if row["status"] == "ok":
-                print(f"[{row['variant']}] done: mAP50-95 {row['map50_95']:.4f}; reused by every arm and rerun "
-                      f"while its settings (fingerprint {st.fingerprint}) stay the same", flush=True)
+                print(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm and "
+                      f"rerun while its settings (fingerprint {st.fingerprint}) stay the same", flush=True)
             else:
                 ok = False
                 print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "
