@@ -34,13 +34,10 @@ import torch
 from attn_yolo import build
 from attn_yolo.nn import common
 from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
+from attn_yolo.signatures import DEFAULTS, PLAUSIBLE, Signature, Slot, signatures
 
 KERNEL_ALONE = {"CBAM": "k"}
 """Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
-
-FIRST_MAX = {"SE": 32, "CBAM": 32}
-"""A leading value above this, which is also a channel count of the row, is a channel count, not the block's first
-hyperparameter (SE/CBAM ``r``: Hu et al. tried 2 to 32)."""
 
 UNSCALED = "before width scaling"
 
@@ -189,53 +186,222 @@ def _error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | Non
     return None
 
 
-def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[str]], where: str):
+@dataclass
+class Reading:
+    """One way to read a row's args: by signature ``sig`` (None: ours), with a leading channel count dropped or not."""
+
+    sig: Signature | None
+    prefix: bool
+    kwargs: dict
+    notes: list
+    error: str | None = None  # the block does not build so
+    refusal: str | None = None  # a variant attn_yolo does not provide
+    evidence: bool = True  # False: every arg dropped as unused (nothing of the row is read)
+    plausible: bool = True
+
+
+def _fit(sig: Signature, args: list, counts: dict) -> tuple[dict, list, str | None, bool] | None:
+    """``args`` on ``sig``'s slots: ``(kwargs, notes, refusal, evidence)``, or None if they are not of its form."""
+    if len(args) > len(sig.slots) or len(args) < sig.min_args:
+        return None
+    kwargs, notes, refusal, evidence = {}, [], None, not args
+    for slot, v in zip(sig.slots, args):
+        if slot.kind == "hp":
+            kwargs[slot.ours], evidence = v, True
+        elif slot.kind == "ch":
+            if not (v is None or (is_int(v) and v in counts)):
+                return None
+            notes.append(f"{v} is its {slot.name}, a channel count, dropped")
+            evidence = True
+        elif not slot.test(v):
+            return None
+        elif slot.kind == "unused":
+            notes.append(f"{v!r} is its {slot.name}, which it never uses, dropped")
+        elif v in slot.ok:
+            evidence = True
+        else:
+            refusal = f"{slot.name}={v!r} there is {slot.why}"
+    return kwargs, notes, refusal, evidence
+
+
+def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: str) -> list[Reading]:
+    """Every reading of ``args`` whose form fits: ours, then each public signature; each as written and, if the
+    first arg is one of the row's channel counts, with it dropped. Builds each on the meta device (``_error``)."""
+    params = yaml_params(cls)
+    ours = Signature(f"{name}({', '.join(params)})", "attn_yolo", tuple(Slot("hp", p, p) for p in params))
+    prefixes = [False] + [True] * (bool(args) and is_int(args[0]) and args[0] in counts)
+    out = []
+    for sig in [ours, *signatures(name)]:
+        for prefix in prefixes:
+            rest = args[1:] if prefix else args
+            fit = _fit(sig, rest, counts)
+            if fit is None:
+                continue
+            kwargs, notes, refusal, evidence = fit
+            r = Reading(None if sig is ours else sig, prefix, kwargs, notes, refusal=refusal,
+                        evidence=evidence or prefix)
+            if prefix:
+                r.notes.insert(0, f"{args[0]} is the channel count ({', '.join(counts[args[0]])}), dropped")
+            if refusal is None:
+                r.error = _error(cls, name, c1, kwargs, where)
+                tests = [(p, test) for (b, p), (test, _) in PLAUSIBLE.items() if b == name and p in kwargs]
+                r.plausible = all(test(kwargs[p]) for p, test in tests)
+            out.append(r)
+    return out
+
+
+def _full(cls: type, kwargs: dict) -> tuple:
+    """The block's hyperparameters a reading gives, defaults filled in (two readings that agree build one block)."""
+    return tuple((p.name, kwargs.get(p.name, p.default)) for p in inspect.signature(cls).parameters.values()
+                 if p.name != "c1")
+
+
+def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
+    """The readings that count, grouped by the block they build (first group first): valid ones that read something
+    of the row (else those that drop every arg as unused); of those the plausible ones if any; a ``prefer``
+    signature's if it fits."""
+    valid = [r for r in readings if r.error is None and r.refusal is None]
+    valid = [r for r in valid if r.evidence] or valid  # dropping every arg as unused: only if nothing else reads
+    pool = [r for r in valid if r.plausible] or valid
+    pool = [r for r in pool if r.sig and r.sig.prefer] or pool
+    groups: dict[tuple, list] = {}
+    for r in pool:
+        groups.setdefault(_full(cls, r.kwargs), []).append(r)
+    return list(groups.values())
+
+
+def _canonical(cls: type, kwargs: dict, pad: bool = False) -> list:
+    """``kwargs`` as a row in our own signature, positional, defaults filling gaps (up to the last given; ``pad``:
+    every parameter)."""
+    params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
+    names = [p.name for p in params]
+    n = len(params) if pad else max((names.index(k) + 1 for k in kwargs), default=0)
+    return [kwargs.get(p.name, p.default) for p in params[:n]]
+
+
+def _edit(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list | None:
+    """Args that read as ``kwargs`` and nothing else: our own form, padded, or a public signature's form."""
+    want = _full(cls, kwargs)
+    candidates = [_canonical(cls, kwargs), _canonical(cls, kwargs, pad=True)]
+    for sig in signatures(name):
+        inv = {s.ours: s for s in sig.slots if s.kind == "hp"}
+        if set(kwargs) <= set(inv):
+            form = [kwargs.get(s.ours, s.default) if s.kind == "hp" else c1 if s.kind == "ch" else s.default
+                    for s in sig.slots]
+            candidates.append(form)
+    for cand in candidates:
+        groups = _choose(_readings(name, cls, c1, cand, counts, where), cls)
+        if len(groups) == 1 and _full(cls, groups[0][0].kwargs) == want:
+            return cand
+    return None
+
+
+def _describe(r: Reading, name: str, a0) -> str:
+    shown = ", ".join(f"{k}={v!r}" for k, v in r.kwargs.items()) or "its defaults"
+    by = f"for {r.sig.call} ({r.sig.source})" if r.sig else f"as attn_yolo's {name}"
+    return f"{by}{f' after the channel count {a0}' if r.prefix else ''}: {shown}"
+
+
+def _representative(group: list[Reading], name: str, written: str) -> Reading:
+    """The reading a log line names, of readings that agree: ours as written under our own name; else the public
+    signature whose class name the row uses; else ours as written; else the first."""
+    own = [r for r in group if r.sig is None and not r.prefix] + [r for r in group if r.sig is None and r.prefix]
+    named = [r for r in group if r.sig and r.sig.call.split("(")[0] == written]
+    return ([*own, *named] if written == name else [*named, *own] or group)[0] if own or named else group[0]
+
+
+def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[str]], where: str, written: str = ""):
     """The hyperparameters a row's ``args`` mean for block ``name`` at input width ``c1``: ``(kwargs, notes)``.
 
     ``counts`` are the row's channel counts (``channel_counts``); ``notes`` say how the args were read, empty when
-    read as written. Applies the conventions and the ambiguity rule of this module.
+    read as written by our own signature. Reads the args by every signature they fit (``attn_yolo.signatures``),
+    each as written and with a leading channel count dropped: readings that do not build, set a variant attn_yolo
+    does not provide, or drop every arg as unused do not count; implausible values (``PLAUSIBLE``) lose to plausible
+    ones; readings that build the same block agree.
 
     Raises:
-        AttnBuildError: no reading builds, or two do (ambiguous); the message gives the edit.
+        AttnBuildError: no reading builds (the message says why, or names the variant not provided), or readings
+            that build different blocks fit (ambiguous; the message gives an edit for each).
     """
     params, a0 = yaml_params(cls), args[0] if args else None
-    as_written = bind(name, cls, args)
-    err1 = _error(cls, name, c1, as_written[0], where) if as_written else (
+    readings = _readings(name, cls, c1, args, counts, where)
+    groups = _choose(readings, cls)
+    if not groups:
+        raise AttnBuildError(_failure(name, params, args, counts, readings, where, c1, cls))
+    if len(groups) > 1:
+        raise AttnBuildError(_ambiguity(name, cls, c1, args, counts, groups, where))
+    r = _representative(groups[0], name, written)
+    notes = list(r.notes)
+    if r.sig is not None:
+        notes.insert(0, f"by the signature {r.sig.call} ({r.sig.source})")
+    consumed = r.sig is not None and r.sig.slots and r.sig.slots[0].kind == "ch"  # a0 read as the source's count
+    if not r.prefix and not consumed and is_int(a0) and a0 in counts:
+        first = next(iter(r.kwargs), params[0])
+        prefixed = [x for x in readings if x.prefix and x.error]
+        why = f": as the channel count, the rest fails ({prefixed[0].error.split(': ', 1)[1]})" if prefixed else ""
+        notes.append(f"{a0} equals a channel count ({', '.join(counts[a0])}) but is read as {first}{why}")
+    for (block, p), (value, who, attr) in DEFAULTS.items():
+        if block == name and p not in r.kwargs:
+            edit = _edit(name, cls, c1, {**r.kwargs, p: value}, counts, where)
+            with torch.device("meta"):
+                paper = getattr(cls(c1, **r.kwargs), attr)
+            how = f"{NONE_MEANS[(name, p)]} {p}, {paper} at C={c1}" if (name, p) in NONE_MEANS else f"{p}={paper}"
+            notes.append(f"{p} left out: the paper's {how}; {who}" + (f": write {fmt(edit)} for that" if edit else ""))
+    others = [g[0] for g in _choose([x for x in readings if not x.evidence], cls)] if r.sig is None else []
+    for x in others:
+        if _full(cls, x.kwargs) != _full(cls, r.kwargs):
+            edit = _edit(name, cls, c1, x.kwargs, counts, where)
+            notes.append(f"for {x.sig.call} ({x.sig.source}) {fmt(args)} would be unused args, defaults kept"
+                         + (f": write {fmt(edit)} for that" if edit is not None else ""))
+    return r.kwargs, notes
+
+
+def _failure(name, params, args, counts, readings, where, c1, cls) -> str:
+    """Why no reading counts: a variant not provided, or ours' error (as written, or after the channel count)."""
+    a0 = args[0] if args else None
+    refusal = next((r for r in readings if r.refusal), None)
+    if refusal is not None:
+        edit = _edit(name, cls, c1, refusal.kwargs, counts, where)
+        return (f"{where}: args={fmt(args)} {_describe(refusal, name, a0).split(':')[0]}: {refusal.refusal}"
+                + (f"; write {fmt(edit)} for attn_yolo's {name}" if edit is not None else ""))
+    own = [r for r in readings if r.sig is None]
+    as_written = next((r for r in own if not r.prefix), None)
+    err1 = as_written.error if as_written else (
         f"{where}: args={fmt(args)} has {len(args)} values; {name} takes at most {len(params)}: "
         f"[{', '.join(params)}] after an optional leading channel count, and {a0!r} is not one of this row's "
         f"({describe(counts)})"
     )
-    if not (is_int(a0) and a0 in counts):
-        if err1 is None:
-            return as_written[0], [as_written[1]] if as_written[1] else []
-        hint = ""
+    if is_int(a0) and a0 in counts:
+        prefixed = next((r for r in own if r.prefix), None)
+        err2 = prefixed.error if prefixed else f"{where}: args={fmt(args)} has too many values"
+        msg = (f"{err2} (read {a0} as this row's channel count, {', '.join(counts[a0])}; the remaining args "
+               f"{fmt(args[1:])} are [{', '.join(params)}])")
+    else:
+        msg = err1
         if is_int(a0) and a0 >= 16 and f" {params[0]}={a0!r} is invalid" in err1:
-            hint = (f". If {a0} is meant as the channel count, it is not one of this row's ({describe(counts)}): "
+            msg += (f". If {a0} is meant as the channel count, it is not one of this row's ({describe(counts)}): "
                     f"write one of those, or drop it: {fmt(args[1:])}")
-        raise AttnBuildError(err1 + hint)
+    return msg
 
-    rest = bind(name, cls, args[1:])
-    err2 = _error(cls, name, c1, rest[0], where) if rest else f"{where}: args={fmt(args)} has too many values"
-    first = next(iter(as_written[0]), params[0]) if as_written else params[0]  # what a0 is, read as written
-    limit = FIRST_MAX.get(name)
-    plausible = err1 is None and not (limit and first == params[0] and a0 > limit)
-    how = ", ".join(counts[a0])
-    if plausible and err2 is None:
-        raise AttnBuildError(
-            f"{where}: args={fmt(args)} is ambiguous: {a0} is this row's channel count ({how}) and also a valid "
-            f"{first}. Write {fmt(args[1:])} to read it as the channel count, or {fmt([c1, *args])} to keep "
-            f"{fmt(args)} as hyperparameters after the channel count"
-        )
-    if err2 is not None and not plausible:
-        raise AttnBuildError(
-            f"{err2} (read {a0} as this row's channel count, {how}; the remaining args {fmt(args[1:])} are "
-            f"[{', '.join(params)}])"
-        )
-    if err2 is None:
-        return rest[0], [f"{a0} is the channel count ({how}), dropped"] + ([rest[1]] if rest[1] else [])
-    why = err2.split(": ", 1)[1]
-    note = f"{a0} equals a channel count ({how}) but is read as {first}: as the channel count, the rest fails ({why})"
-    return as_written[0], [note] + ([as_written[1]] if as_written[1] else [])
+
+def _ambiguity(name, cls, c1, args, counts, groups, where) -> str:
+    """The refusal of a row whose readings build different blocks, with an edit for each."""
+    a0 = args[0]
+    firsts = [g[0] for g in groups]
+    if len(firsts) == 2 and all(r.sig is None for r in firsts) and {r.prefix for r in firsts} == {False, True}:
+        as_written = next(r for r in firsts if not r.prefix)
+        first = next(iter(as_written.kwargs), yaml_params(cls)[0])
+        return (f"{where}: args={fmt(args)} is ambiguous: {a0} is this row's channel count "
+                f"({', '.join(counts[a0])}) and also a valid {first}. Write {fmt(args[1:])} to read it as the "
+                f"channel count, or {fmt([c1, *args])} to keep {fmt(args)} as hyperparameters after the channel count")
+    parts, edits = [], []
+    for r in firsts[:3]:
+        parts.append(_describe(r, name, a0))
+        edit = _edit(name, cls, c1, r.kwargs, counts, where)
+        edits.append(f"{fmt(edit)} for {', '.join(f'{k}={v!r}' for k, v in r.kwargs.items()) or 'the defaults'}"
+                     if edit is not None else "")
+    return (f"{where}: args={fmt(args)} is ambiguous: read {'; or '.join(parts)}. Write "
+            + " or ".join(e for e in edits if e))
 
 
 def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tuple]:
@@ -257,7 +423,7 @@ def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tu
     alias = f" ({name})" if marker.written != name else ""
     where = f"row {row.i}{f' (scale {row.scale})' if row.scale else ''} {marker.written}{alias}"
     args = _evaluate(marker.args, row.names)
-    kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where)
+    kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where, marker.written)
     notes = [marker.note] * bool(marker.note) + notes
     shown = {**dict(zip(params, values)), **kwargs}
     marker.shown = ", ".join([f"c1={c1}"] + [f"{k}={v}" for k, v in shown.items() if v is not None])

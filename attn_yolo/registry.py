@@ -49,6 +49,7 @@ from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.placebo import Placebo
 from attn_yolo.nn.triplet import ZPoolGate
+from attn_yolo.signatures import max_args
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
@@ -83,6 +84,7 @@ ALIASES: dict[str, str] = {
     "EMAttention": "EMA",
     "simam_module": "SimAM",
     "GAM_Attention": "GAM",
+    "GAMAttention": "GAM",  # yoloair's class name
     "SA": "ShuffleAttention",
     "sa_layer": "ShuffleAttention",  # the SA-Net authors' class name
     "ShuffleAttBlock": "ShuffleAttention",
@@ -270,10 +272,12 @@ def check_yaml_modules(d: dict) -> None:
             edit = fmt([] if args is None else [args])
             raise ModelYamlError(f"{where} {m}: args={args!r} is not a list; write {edit}")
         if name := canonical(m):
-            if len(args) > len(params := yaml_params(BLOCKS[name])) + 1:
+            if len(args) > max_args(name, params := yaml_params(BLOCKS[name])):
+                longest = max_args(name, params) - 1
+                more = f" (a public signature of {name} takes {longest})" if longest > len(params) else ""
                 raise AttnBuildError(
                     f"{where} {m}: args={fmt(args)} has {len(args)} values; {name} takes at most {len(params)}: "
-                    f"[{', '.join(params)}], after an optional leading channel count"
+                    f"[{', '.join(params)}], after an optional leading channel count{more}"
                 )
             if not is_int(f):
                 raise AttnBuildError(

@@ -216,12 +216,6 @@ def test_short_alias_logs_the_meaning_chosen(log, monkeypatch):
             "[r, init_values])"),
         ),
         (
-            "yolo11", 10, [-1, 1, "MHSA", [1024, 14, 14, 4]],  # BoTNet's MHSA(n_dims, width, height, heads)
-            ("row 11 (scale n) MHSA: heads=14 is invalid; allowed: a divisor of C=256 (head width >= 8): "
-            "[1, 2, 4, 8, 16, 32] (read 1024 as this row's channel count, before width scaling; the remaining args "
-            "[14, 14, 4] are [heads, mlp_ratio, attn_drop, head_dim, init_values])"),
-        ),
-        (
             "yolo11", 10, [-1, 1, "CBAMBlock", [512, 16, 49]],  # External-Attention's CBAMBlock(kernel_size=49)
             ("row 11 (scale n) CBAMBlock (CBAM): k=49 is invalid; allowed: the int 3 or 7 (spatial kernel, paper: 7) "
             "(read 512 as this row's channel count, at scale s, at scale m, at scale l; the remaining args [16, 49] "

@@ -32,6 +32,9 @@ class SpatialGate(nn.Module):
     """CBAM spatial attention ``M_s = σ(f^{k×k}([AvgPool_c(x); MaxPool_c(x)]))`` (Woo et al., ECCV 2018, Eq. 3).
 
     Channel-wise mean and max maps are concatenated and convolved by one ``k×k`` conv (with bias, padding ``k//2``).
+    This follows the paper's Eq. 3. The authors' code (Jongchan/attention-module ``MODELS/cbam.py``) differs: its
+    conv has no bias and is followed by a BatchNorm (momentum 0.01, eps 1e-5) before the sigmoid, its kernel is
+    fixed at 7, and it stacks ``[max; mean]`` (a permutation of the conv's two input channels).
 
     Shapes:
         ``(B, C, H, W) -> (B, 1, H, W)`` gate in ``[0, 1]`` (output of ``self.gate``).
@@ -84,6 +87,11 @@ class CBAM(nn.Module):
     As in the paper (Eq. 1), channel then spatial attention, each applied multiplicatively:
     ``x' = M_c(x) ⊙ x``, ``y = M_s(x') ⊙ x'``. ``M_c`` uses both average- and max-pooled descriptors through a shared
     MLP with reduction ``r``. (Ultralytics' own ``CBAM`` is a different, average-only variant without reduction.)
+
+    Differences from the authors' code (Jongchan/attention-module ``MODELS/cbam.py``): the spatial gate there has a
+    BatchNorm after a bias-free conv, ours follows Eq. 3 without it (``SpatialGate``); the spatial kernel is fixed at 7
+    there; their MLP is ``nn.Linear`` with bias on the pooled vectors, the same function as ours (1×1 convs with
+    bias). Their options ``pool_types`` other than ``['avg', 'max']`` and ``no_spatial=True`` are not provided.
 
     YAML: ``[-1, 1, CBAM, []]``, ``[-1, 1, CBAM, [r]]`` or ``[-1, 1, CBAM, [r, k]]``. A single arg 3 or 7 is the
     kernel size, as in Ultralytics' ``CBAM(c1, kernel_size=7)``: ``[7]`` is ``r=16, k=7`` (``attn_yolo.conventions``).

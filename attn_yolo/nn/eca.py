@@ -14,8 +14,11 @@ from attn_yolo.nn.layer_scale import LayerScale, gated
 def eca_kernel_size(c: int, gamma: float = 2, b: float = 1) -> int:
     """Adaptive ECA kernel size ``k = ψ(C) = |(log2 C + b) / γ|_odd`` (Wang et al., CVPR 2020, Eq. 12).
 
-    ``|t|_odd`` is the odd number nearest to ``t``; a tie (``t`` even) goes up, as in the authors' code
-    (``t = int(t); k = t if t % 2 else t + 1``). Computed as ``2 ⌊t / 2⌋ + 1``, which is odd for every ``C``.
+    ``|t|_odd`` is the odd number nearest to ``t``; the paper leaves a tie (``t`` even) open, and it goes up here.
+    Computed as ``2 ⌊t / 2⌋ + 1``, odd for every ``C``. The widely copied rule ``t = int(t); k = t if t % 2 else
+    t + 1`` (e.g. the ``ECALayer`` / ``ECA(channel, gamma=2, b=1)`` copies) gives the same ``k`` for every ``t >= 1``.
+    It is not the authors' code: their ``eca_layer(channel, k_size=3)`` (BangguWu/ECANet ``models/eca_module.py``)
+    takes ``k_size``, default 3, and their ResNets pass it per stage; no function there computes ``ψ(C)``.
     """
     t = abs((math.log2(c) + b) / gamma)
     return 2 * math.floor(t / 2) + 1
@@ -26,6 +29,9 @@ class ECA(nn.Module):
 
     ``s = σ(conv1d_k(GAP(x)))``, ``y = x ⊙ s``: global average pool, a 1-D convolution of kernel ``k`` across the
     channel axis (no bias, zero padding ``(k-1)/2``), sigmoid, channel-wise scale. No dimensionality reduction.
+
+    Differences from the authors' code (``eca_layer``): its ``k_size`` defaults to 3, ours to the paper's adaptive
+    ``k`` (a row that leaves ``k`` out logs the edit ``[3]`` for theirs); its ``channel`` argument is unused.
 
     YAML: ``[-1, 1, ECA, []]`` (adaptive ``k``) or ``[-1, 1, ECA, [k]]``.
 

@@ -34,7 +34,11 @@ class EMA(nn.Module):
     adaptive pools.
 
     Groups: ``factor`` must divide ``C`` (the allowed values are listed if not). Left at None, it is the paper's 32
-    where 32 divides ``C`` (every Ultralytics scale), else the largest divisor of ``C`` below 32.
+    where 32 divides ``C`` (every Ultralytics scale), else the largest divisor of ``C`` below 32. Differences from the
+    authors' code (YOLOonMe/EMA-attention-module ``EMA(channels, c2=None, factor=32)``): its ``c2`` is unused, and
+    it only asserts ``C // factor > 0`` (a ``factor`` that does not divide ``C`` fails in its reshape); the widely
+    copied cv-attention ``EMA(channels, factor=8)`` defaults to 8 groups (a row that leaves ``factor`` out logs the
+    edit ``[8]``).
 
     YAML: ``[-1, 1, EMA, []]`` or ``[-1, 1, EMA, [factor]]``.
 

@@ -18,10 +18,14 @@ class NAM(nn.Module):
     factors, ``w_i = |γ_i| / Σ_j |γ_j|`` (``channel_weights``), so a channel whose ``γ`` is small (little variance
     kept) gets a gate near 1/2 whatever its input.
 
-    Settled by the authors' code: ``|γ|`` (the paper writes ``γ_i / Σ_j γ_j``, which a negative ``γ`` would flip),
-    and ``W_γ`` enters as a constant (they read ``weight.data``): gradients reach ``γ`` through ``BN(x)`` only. Not
-    included: the paper's optional L1 penalty on ``γ`` (a loss term, not part of the block) and its spatial
-    (pixel-normalisation) variant, which the authors did not release.
+    Settled by the authors' code (Christian-lyc/NAM ``MODELS/attention.py``): ``|γ|`` (the paper writes
+    ``γ_i / Σ_j γ_j``, which a negative ``γ`` would flip), and ``W_γ`` enters as a constant (they read
+    ``weight.data``): gradients reach ``γ`` through ``BN(x)`` only. Differences from it: one version of that file
+    applies a ReLU before the sigmoid (gates in ``[1/2, 1]``); the other version, the widely copied ``NAMAttention``
+    and the paper's ``M_c`` have none, nor has this block. That version also has a spatial (pixel-normalisation)
+    gate, a ``BatchNorm1d`` over a fixed ``H·W`` sized at build time, which is not included here (it fixes the input
+    size); nor is the paper's optional L1 penalty on ``γ`` (a loss term, not part of the block). Their
+    ``Channel_Att(channels, t=16)`` never uses ``t``.
 
     YAML: ``[-1, 1, NAM, []]``.
 

@@ -21,6 +21,9 @@ def z_pool(x: torch.Tensor, dim: int) -> torch.Tensor:
 class ZPoolGate(nn.Module):
     """One Triplet Attention branch on a Z-pooled plane: ``σ(BN(Conv_k×k(z)))``, conv ``2 → 1`` without bias.
 
+    The BatchNorm has momentum 0.01 and eps 1e-5, as the authors' ``BasicConv`` (PyTorch's default momentum is 0.1);
+    the momentum only weights the running statistics, so checkpoints are unchanged.
+
     Shapes:
         ``(B, 2, P, Q) -> (B, 1, P, Q)`` gate in ``[0, 1]`` (output of ``self.gate``).
     """
@@ -28,7 +31,7 @@ class ZPoolGate(nn.Module):
     def __init__(self, k: int = 7):
         super().__init__()
         self.conv = nn.Conv2d(2, 1, k, padding=k // 2, bias=False)
-        self.bn = nn.BatchNorm2d(1)
+        self.bn = nn.BatchNorm2d(1, eps=1e-5, momentum=0.01)
         self.gate = nn.Sigmoid()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -48,7 +51,9 @@ class TripletAttention(nn.Module):
     The paper "rotates" the map by 90°, which is an axis transposition plus a flip of one axis; the authors' code only
     transposes (permutes axes), and so does this block. Rotated as ``torch.rot90(k=1)`` the flip falls on the pooled
     axis and changes nothing; rotated the other way it mirrors the ``k×k`` kernel, the same function class. Plane
-    orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches
+    orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm (momentum 0.01) as in the authors'
+    code (landskape-ai/triplet-attention ``triplet_attention.py``). Differences from it: the kernel is an argument
+    here (fixed at 7 there), and their ``no_spatial=True`` two-branch variant is not provided. The branches
     pool with reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as
     ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
 

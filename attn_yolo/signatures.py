@@ -1,0 +1,235 @@
+"""The positional signatures of each block's most-copied public implementations, mapped onto ours: one table.
+
+A public YAML row is written for the class its author copied, and Ultralytics passes the row's args to that class
+positionally (after the input width, where the author's ``parse_model`` branch inserts it; verbatim otherwise). Each
+``Signature`` records one such class: its call as published, where it comes from, and what each positional arg after
+the input width is in terms of our block:
+
+* ``hp(name, ours)``: one of our hyperparameters under another name (``reduction`` is our ``r``);
+* ``ch(name)``: a channel count the class takes but that our block infers (``oup``, ``c2``, ``out_channels``): it
+  must be one of the row's channel counts, and it is dropped;
+* ``unused(name)``: an arg the class accepts and never uses (External-Attention's ``ShuffleAttention`` ignores its
+  ``reduction``): dropped, and the log says so;
+* ``fixed(name, ok, why)``: an option whose other values are a variant attn_yolo does not provide (``no_spatial``):
+  a row setting another value is refused, naming the variant.
+
+``attn_yolo.conventions`` reads a row by the signatures its args fit (ours first). ``PLAUSIBLE`` holds the range a
+hyperparameter takes in its paper's experiments, which tells a channel count from a hyperparameter; ``DEFAULTS``
+the defaults where the paper and the most-copied code differ. Sources were read from the repositories named; no
+code is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from attn_yolo.nn.common import is_int, is_number
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One positional arg of a public signature (after the input width): see the module docstring."""
+
+    kind: str  # "hp", "ch", "unused" or "fixed"
+    name: str  # the arg's name in the source
+    ours: str | None = None  # hp: our parameter
+    default: object = None  # the source's default (used to write an edit in the source's form)
+    ok: tuple = ()  # fixed: the values we provide
+    why: str = ""  # fixed: what another value would build
+    test: Callable | None = None  # unused, fixed: the values of the arg's kind (other values: not this signature)
+
+
+def is_bool(v) -> bool:
+    return isinstance(v, bool)
+
+
+def is_names(v) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+
+
+def positive_int(v) -> bool:
+    return is_int(v) and v >= 1
+
+
+def hp(name: str, ours: str, default=None) -> Slot:
+    return Slot("hp", name, ours, default)
+
+
+def ch(name: str) -> Slot:
+    return Slot("ch", name)
+
+
+def unused(name: str, default, test: Callable) -> Slot:
+    return Slot("unused", name, default=default, test=test)
+
+
+def fixed(name: str, ok: tuple, why: str, test: Callable = is_bool) -> Slot:
+    return Slot("fixed", name, default=ok[0], ok=ok, why=why, test=test)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A public class a YAML row can be written for: its call as published, its source, its args after the width."""
+
+    call: str
+    source: str
+    slots: tuple[Slot, ...]
+    prefer: bool = False  # when it fits, it wins over other readings (a convention stronger than a guess)
+    min_args: int = 0  # fewer args than this: not a row for this signature (they would set only unused args)
+
+
+AVG_MAX = (["avg", "max"], ("avg", "max"))
+
+SIGNATURES: dict[str, list[Signature]] = {
+    "SE": [
+        # z1069614715/objectdetection_script cv-attention/SE.py, iscyy/yoloair models/Models/Attention/SEAttention.py:
+        # Linear FCs without bias (ours: 1x1 convs with bias)
+        Signature("SEAttention(channel=512, reduction=16)", "cv-attention, yoloair",
+                  (hp("reduction", "r", 16),)),
+    ],
+    "ECA": [
+        # BangguWu/ECANet models/eca_module.py: channel is accepted and unused; k_size fixed per stage (default 3)
+        Signature("eca_layer(channel, k_size=3)", "BangguWu/ECANet", (hp("k_size", "k", 3),)),
+        # External-Attention-pytorch / cv-attention ECA.py: no channel arg (cv-attention: need_channel False)
+        Signature("ECAAttention(kernel_size=3)", "External-Attention-pytorch, cv-attention",
+                  (hp("kernel_size", "k", 3),)),
+    ],
+    "SAM": [
+        # ultralytics/nn/modules/conv.py and External-Attention-pytorch model/attention/CBAM.py
+        Signature("SpatialAttention(kernel_size=7)", "Ultralytics, External-Attention-pytorch",
+                  (hp("kernel_size", "k", 7),)),
+    ],
+    "CBAM": [
+        # ultralytics/nn/modules/conv.py: CBAM(c1, kernel_size=7); a lone 3 or 7 is its kernel
+        Signature("CBAM(c1, kernel_size=7)", "Ultralytics", (hp("kernel_size", "k", 7),), prefer=True),
+        # Jongchan/attention-module MODELS/cbam.py (the CBAM authors): spatial kernel fixed at 7
+        Signature("CBAM(gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False)",
+                  "Jongchan/attention-module", (
+                      hp("reduction_ratio", "r", 16),
+                      fixed("pool_types", AVG_MAX, "other pooled descriptors ('lp', 'lse'), which attn_yolo does "
+                            "not provide", is_names),
+                      fixed("no_spatial", (False,), "the channel gate alone, which attn_yolo does not provide as "
+                            "CBAM (for a channel gate write SE or ECA)"),
+                  )),
+        # External-Attention-pytorch model/attention/CBAM.py (kernel_size=49; it also adds the input back,
+        # out + x) and cv-attention/CBAM.py (kernel_size=7, no residual)
+        Signature("CBAMBlock(channel=512, reduction=16, kernel_size=49)", "External-Attention-pytorch, cv-attention",
+                  (hp("reduction", "r", 16), hp("kernel_size", "k", 49))),
+    ],
+    "CoordAtt": [
+        # houqb/CoordAttention coordatt.py (the authors): an output width oup, equal to inp in every use
+        Signature("CoordAtt(inp, oup, reduction=32)", "houqb/CoordAttention", (ch("oup"), hp("reduction", "r", 32))),
+        # cv-attention/CoordAttention.py: the same without oup
+        Signature("CoordAtt(inp, reduction=32)", "cv-attention", (hp("reduction", "r", 32),)),
+    ],
+    "EMA": [
+        # YOLOonMe/EMA-attention-module EMA_attention_module (the authors): c2 accepted, unused
+        Signature("EMA(channels, c2=None, factor=32)", "YOLOonMe/EMA-attention-module",
+                  (ch("c2"), hp("factor", "factor", 32))),
+        # cv-attention/EMA.py: default factor 8
+        Signature("EMA(channels, factor=8)", "cv-attention", (hp("factor", "factor", 8),)),
+    ],
+    "SimAM": [
+        # ZjjConan/SimAM simam_module (the authors) and External-Attention-pytorch SimAM.py: channels unused
+        Signature("simam_module(channels=None, e_lambda=1e-4)", "ZjjConan/SimAM, External-Attention-pytorch",
+                  (hp("e_lambda", "e_lambda", 1e-4),)),
+        # cv-attention/SimAM.py: no channel arg (need_channel False: the row's args are passed verbatim)
+        Signature("SimAM(e_lambda=1e-4)", "cv-attention", (hp("e_lambda", "e_lambda", 1e-4),)),
+    ],
+    "GAM": [
+        # cv-attention/GAM.py
+        Signature("GAM_Attention(in_channels, rate=4)", "cv-attention", (hp("rate", "rate", 4),)),
+        # iscyy/yoloair models/Models/Attention/GAMAttention.py (an out width c2, and grouped 7x7 convs with a channel
+        # shuffle by default); also copied as GAM_Attention(c1, c2, group=True, rate=4)
+        Signature("GAMAttention(c1, c2, group=True, rate=4)", "yoloair", (
+            ch("c2"),
+            fixed("group", (False,), "the grouped-convolution variant with channel shuffle, which attn_yolo does "
+                  "not provide"),
+            hp("rate", "rate", 4),
+        )),
+    ],
+    "ShuffleAttention": [
+        # wofmanaf/SA-Net models/sa_resnet.py (the authors)
+        Signature("sa_layer(channel, groups=64)", "wofmanaf/SA-Net", (hp("groups", "groups", 64),)),
+        # External-Attention-pytorch / cv-attention ShuffleAttention.py: reduction accepted and unused, G=8
+        Signature("ShuffleAttention(channel=512, reduction=16, G=8)", "External-Attention-pytorch, cv-attention",
+                  (unused("reduction", 16, positive_int), hp("G", "groups", 8))),
+    ],
+    "TripletAttention": [
+        # landskape-ai/triplet-attention triplet_attention.py (the authors), External-Attention-pytorch,
+        # cv-attention: kernel fixed at 7
+        Signature("TripletAttention(no_spatial=False)", "landskape-ai/triplet-attention, External-Attention-pytorch",
+                  (fixed("no_spatial", (False,), "the two-branch variant without the spatial gate, which attn_yolo "
+                         "does not provide"),)),
+        # landskape-ai/triplet-attention MODELS/triplet_attention.py (the authors' first version): CBAM's signature,
+        # gate_channels, reduction_ratio and pool_types unused
+        Signature("TripletAttention(gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False)",
+                  "landskape-ai/triplet-attention MODELS/", (
+                      unused("reduction_ratio", 16, positive_int), unused("pool_types", ["avg", "max"], is_names),
+                      fixed("no_spatial", (False,), "the two-branch variant without the spatial gate, which "
+                            "attn_yolo does not provide"),
+                  )),
+    ],
+    "NAM": [
+        # Christian-lyc/NAM MODELS/attention.py (the authors): Channel_Att(channels, t=16), t unused
+        Signature("Channel_Att(channels, t=16)", "Christian-lyc/NAM", (unused("t", 16, positive_int),)),
+        # iscyy/yoloair models/Models/Attention/NAMAttention.py: the channel gate only; out_channels and no_spatial
+        # accepted and unused
+        Signature("NAMAttention(channels, out_channels=None, no_spatial=True)", "yoloair",
+                  (ch("out_channels"), unused("no_spatial", True, is_bool))),
+    ],
+    "MHSA": [
+        # cv-attention/MHSA.py (BoTNet's MHSA): width/height size a relative position table used only with pos_emb
+        Signature("MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "cv-attention (BoTNet's MHSA)", (
+            unused("width", 14, positive_int), unused("height", 14, positive_int), hp("heads", "heads", 4),
+            fixed("pos_emb", (False,), "BoTNet's relative position embeddings sized to one map, which attn_yolo "
+                  "does not provide (its MHSA has a depthwise-conv position encoding for any map size)"),
+        ), min_args=3),  # with fewer args a row sets only width/height, unused: nothing to read
+    ],
+}  # fmt: skip
+"""Block name -> the public signatures a row can be written for (ours, from the constructor, is tried first)."""
+
+
+def _int_in(lo: int, hi: int):
+    return lambda v: is_int(v) and lo <= v <= hi
+
+
+PLAUSIBLE: dict[tuple[str, str], tuple] = {
+    ("SE", "r"): (_int_in(1, 32), "1..32 (Hu et al. tried 2 to 32)"),
+    ("CBAM", "r"): (_int_in(1, 32), "1..32 (as SE)"),
+    ("CoordAtt", "r"): (_int_in(1, 64), "1..64 (paper: 32)"),
+    ("GAM", "rate"): (_int_in(1, 32), "1..32 (paper: 4)"),
+    ("EMA", "factor"): (lambda v: v is None or _int_in(1, 64)(v), "1..64 groups (paper: 32)"),
+    ("ShuffleAttention", "groups"): (lambda v: v is None or _int_in(1, 64)(v), "1..64 groups (paper: 64)"),
+    ("ECA", "k"): (lambda v: v is None or _int_in(1, 9)(v), "1..9 (paper: adaptive, 3 to 9 in its tests)"),
+    ("TripletAttention", "k"): (_int_in(1, 15), "1..15 (paper: 7)"),
+    ("SimAM", "e_lambda"): (lambda v: is_number(v) and 0 < v <= 1, "(0, 1] (paper: 1e-4; searched 1e-6 to 1e-1)"),
+    ("MHSA", "heads"): (_int_in(1, 64), "1..64 heads"),
+}
+"""``(block, hyperparameter) -> (test, range)``: the values a hyperparameter takes in its paper's experiments. A
+reading that puts a value outside its range loses to one that does not (``attn_yolo.conventions``); alone, it is
+still built."""
+
+
+DEFAULTS: dict[tuple[str, str], tuple[object, str, str]] = {
+    ("ECA", "k"): (3, "eca_layer(channel, k_size=3) (BangguWu/ECANet) and ECAAttention(kernel_size=3) "
+                      "(External-Attention-pytorch, cv-attention) fix k=3", "k"),
+    ("EMA", "factor"): (8, "EMA(channels, factor=8) (cv-attention) uses 8 groups", "groups"),
+    ("ShuffleAttention", "groups"): (8, "ShuffleAttention(channel=512, reduction=16, G=8) (External-Attention-pytorch, "
+                                        "cv-attention) uses 8 groups", "groups"),
+}
+"""``(block, hyperparameter) -> (value, who uses it, attribute)``: where the most-copied code's default differs from the
+paper's. A row that leaves the hyperparameter out gets the paper's value and a log line with the edit for the other.
+(External-Attention-pytorch's ``CBAMBlock`` defaults to ``kernel_size=49``, which is not a CBAM kernel here (3 or 7),
+so it is not offered.)"""
+
+
+def signatures(name: str) -> list[Signature]:
+    """The public signatures of block ``name`` (empty for a block without any)."""
+    return SIGNATURES.get(name, [])
+
+
+def max_args(name: str, params: list[str]) -> int:
+    """The most args a row for block ``name`` may have: a leading channel count and the longest signature."""
+    return 1 + max([len(params), *(len(s.slots) for s in signatures(name))])
