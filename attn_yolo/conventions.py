@@ -1,21 +1,22 @@
-"""How an attention row's YAML args are read: the conventions of public YAMLs, in one table, and the row resolver.
+"""How an attention row's YAML args are read: by the public signatures they fit, with one log line; the row resolver.
 
-Public YAMLs that put attention into yolov8 / yolo11 write a block's args in several styles. Each row is read as its
-author meant, with one log line that names the row and says how it was read, or refused with the exact edit:
+Public YAMLs that put attention into yolov8 / yolo11 write a block's args for the class their author copied. Each row
+is read as its author meant, with one log line that names the row and says how it was read, or refused with the edit:
 
 1. **Channel count first** (``CBAM, [1024]``, ``SE, [1024, 16]``, ``ECAAttention, [256]``): a leading int that is one
-   of the row's channel counts is read as the channel count and dropped; the remaining args are hyperparameters. The
-   row's channel counts are its input width before width scaling (the source row's own ``args[0]``, or the sum over
-   a Concat's inputs, as written in the YAML) and as built at every scale of the YAML (so ``[256]`` written for
-   scale n also reads at scale x). The input width itself always comes from the layer the row reads.
-2. **Ultralytics' CBAM signature** ``CBAM(c1, kernel_size=7)``: a lone CBAM arg 3 or 7 (after an optional channel
-   count) is the spatial kernel ``k``, with ``r`` at its default: ``CBAM, [7]`` and ``CBAM, [1024, 3]``.
-3. Otherwise the args are the block's hyperparameters in signature order, as ``attn-yolo modules`` lists them.
-
-Ambiguity rule: a leading int that is a channel count is dropped when the args read as written are not a valid
-configuration of the block at this width, or read it as an implausible value (``FIRST_MAX``: a reduction ratio
-above 32, beyond the SE paper's range, is taken for a channel count). If both readings are valid and plausible
-(e.g. ``SE, [32]`` on a 32-channel layer), the row is refused with the two edits, never guessed.
+   of the row's channel counts may be the channel count, dropped. The row's channel counts are its input width before
+   width scaling (the source row's own ``args[0]``, or the sum over a Concat's inputs, as written in the YAML) and as
+   built at every scale of the YAML (so ``[256]`` written for scale n also reads at scale x). The input width itself
+   always comes from the layer the row reads.
+2. **Public signatures** (``attn_yolo.signatures``): the args are mapped onto ours by each signature in the table as
+   well as our own (``attn-yolo modules``), each with and without a leading channel count. A reading counts if the
+   block builds so; one that only drops args as unused counts only if nothing else does; implausible values
+   (``PLAUSIBLE``) lose to plausible ones; Ultralytics' ``CBAM(c1, kernel_size=7)`` wins where it fits (``CBAM, [7]``
+   is ``k=7``). Readings that build the same block agree; if they do not, the row is refused with an edit for each
+   (e.g. ``SE, [32]`` on a 32-channel layer). A row that sets a variant we do not provide (``no_spatial=True``) is
+   refused, naming it.
+3. **Defaults** (``DEFAULTS``): where the most-copied code's default differs from the paper's, a row that leaves the
+   hyperparameter out gets the paper's value and a log note with the edit for the other.
 
 ``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; ``resolve_row`` (installed
 as ``attn_yolo.nn.common.RESOLVER``) reads it when the block is built inside ``parse_model``.
@@ -173,17 +174,26 @@ def _evaluate(args: list, names: dict) -> list:
     return out
 
 
+_BUILT: dict[tuple, str | None] = {}
+"""``_error``'s results by block, width and hyperparameters (a row's readings often repeat one configuration)."""
+
+
 def _error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | None:
     """The error building ``cls(c1, **kwargs)`` raises (context ``where``), or None if it builds. Allocates nothing."""
-    try:
-        with torch.device("meta"):
-            cls(c1, **kwargs)
-    except AttnBuildError as e:
-        msg = str(e)
-        return where + msg[len(name) :] if msg.startswith(f"{name}:") else f"{where}: {msg}"
-    except (TypeError, ValueError, RuntimeError, OverflowError) as e:  # a reading that fails otherwise: not valid
-        return f"{where}: args {kwargs} do not build: {type(e).__name__}: {e}"
-    return None
+    key = (cls, c1, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
+    if key not in _BUILT:
+        if len(_BUILT) > 4096:
+            _BUILT.clear()
+        try:
+            with torch.device("meta"):
+                cls(c1, **kwargs)
+            _BUILT[key] = None
+        except AttnBuildError as e:
+            msg = str(e)
+            _BUILT[key] = msg[len(name) :] if msg.startswith(f"{name}:") else f": {msg}"
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:  # a reading that fails otherwise: not valid
+            _BUILT[key] = f": args {kwargs} do not build: {type(e).__name__}: {e}"
+    return None if _BUILT[key] is None else where + _BUILT[key]
 
 
 @dataclass
@@ -209,7 +219,7 @@ def _fit(sig: Signature, args: list, counts: dict) -> tuple[dict, list, str | No
         if slot.kind == "hp":
             kwargs[slot.ours], evidence = v, True
         elif slot.kind == "ch":
-            if not (v is None or (is_int(v) and v in counts)):
+            if not ((v is None and None in slot.ok) or (is_int(v) and v in counts)):
                 return None
             notes.append(f"{v} is its {slot.name}, a channel count, dropped")
             evidence = True
@@ -263,7 +273,7 @@ def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
     valid = [r for r in readings if r.error is None and r.refusal is None]
     valid = [r for r in valid if r.evidence] or valid  # dropping every arg as unused: only if nothing else reads
     pool = [r for r in valid if r.plausible] or valid
-    pool = [r for r in pool if r.sig and r.sig.prefer] or pool
+    pool = [r for r in pool if r.sig and r.sig.prefer and r.kwargs] or pool
     groups: dict[tuple, list] = {}
     for r in pool:
         groups.setdefault(_full(cls, r.kwargs), []).append(r)
@@ -398,10 +408,9 @@ def _ambiguity(name, cls, c1, args, counts, groups, where) -> str:
     for r in firsts[:3]:
         parts.append(_describe(r, name, a0))
         edit = _edit(name, cls, c1, r.kwargs, counts, where)
-        edits.append(f"{fmt(edit)} for {', '.join(f'{k}={v!r}' for k, v in r.kwargs.items()) or 'the defaults'}"
-                     if edit is not None else "")
-    return (f"{where}: args={fmt(args)} is ambiguous: read {'; or '.join(parts)}. Write "
-            + " or ".join(e for e in edits if e))
+        what = ", ".join(f"{k}={v!r}" for k, v in r.kwargs.items()) or "the defaults"
+        edits.append(f"{fmt(edit)} for {what}" if edit is not None else f"our own args for {what}")
+    return f"{where}: args={fmt(args)} is ambiguous: read {'; or '.join(parts)}. Write " + " or ".join(edits)
 
 
 def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tuple]:

@@ -56,8 +56,9 @@ def hp(name: str, ours: str, default=None) -> Slot:
     return Slot("hp", name, ours, default)
 
 
-def ch(name: str) -> Slot:
-    return Slot("ch", name)
+def ch(name: str, none_ok: bool = False) -> Slot:
+    """A channel count the source takes (``none_ok``: its default is None, which a row may write)."""
+    return Slot("ch", name, ok=(None,) if none_ok else ())
 
 
 def unused(name: str, default, test: Callable) -> Slot:
@@ -126,7 +127,7 @@ SIGNATURES: dict[str, list[Signature]] = {
     "EMA": [
         # YOLOonMe/EMA-attention-module EMA_attention_module (the authors): c2 accepted, unused
         Signature("EMA(channels, c2=None, factor=32)", "YOLOonMe/EMA-attention-module",
-                  (ch("c2"), hp("factor", "factor", 32))),
+                  (ch("c2", none_ok=True), hp("factor", "factor", 32))),
         # cv-attention/EMA.py: default factor 8
         Signature("EMA(channels, factor=8)", "cv-attention", (hp("factor", "factor", 8),)),
     ],
@@ -177,7 +178,7 @@ SIGNATURES: dict[str, list[Signature]] = {
         # iscyy/yoloair models/Models/Attention/NAMAttention.py: the channel gate only; out_channels and no_spatial
         # accepted and unused
         Signature("NAMAttention(channels, out_channels=None, no_spatial=True)", "yoloair",
-                  (ch("out_channels"), unused("no_spatial", True, is_bool))),
+                  (ch("out_channels", none_ok=True), unused("no_spatial", True, is_bool))),
     ],
     "MHSA": [
         # cv-attention/MHSA.py (BoTNet's MHSA): width/height size a relative position table used only with pos_emb

@@ -5,6 +5,7 @@ with an edit. The fixtures describe the rows' styles and meanings; no file is co
 
 from __future__ import annotations
 
+import ast
 import functools
 import logging
 import re
@@ -190,7 +191,7 @@ def test_default_that_differs_gets_the_papers_value_and_logs_the_edit_for_the_ot
     assert len(log) == 1 and f"{param} left out: the paper's" in log[0] and who in log[0]
     edit = re.search(r"write (\[.*?\]) for that", log[0]).group(1)
     log.clear()
-    other = build("yolo11", scale, 10, block, eval(edit))  # the printed edit, as a YAML would hold it
+    other = build("yolo11", scale, 10, block, ast.literal_eval(edit))  # the printed edit, as a YAML would hold it
     assert getattr(other, attr) == value
     assert not [line for line in log if "left out" in line]  # given explicitly: no default to report
 
@@ -292,3 +293,16 @@ def test_docstring_claims_about_the_authors_code():
     conv_out = gate.conv(z)
     torch.testing.assert_close(gate.bn.running_mean, 0.01 * conv_out.mean((0, 2, 3)).detach())
     assert not [m for m in CBAM(32).spatial.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+
+
+def test_two_signatures_that_fit_differently_are_refused_with_an_edit_for_each():
+    """CoordAtt [128, 64] after yolov8's P2 C2f (128 as written; 64 its width at scale s): ours reads 64 as r after
+    the channel count, the authors' CoordAtt(inp, oup, reduction) reads it as oup. Each printed edit builds as its
+    reading, unambiguously."""
+    with pytest.raises(AttnBuildError) as e:
+        build("yolov8", "n", 2, "CoordAtt", [128, 64])
+    msg = str(e.value)
+    assert "is ambiguous" in msg and "houqb/CoordAttention" in msg and "attn_yolo's CoordAtt" in msg
+    edits = {what: ast.literal_eval(edit) for edit, what in re.findall(r"(\[[^\]]*\]) for (r=64|the defaults)", msg)}
+    assert build("yolov8", "n", 2, "CoordAtt", edits["r=64"]).r == 64
+    assert build("yolov8", "n", 2, "CoordAtt", edits["the defaults"]).r == 32

@@ -102,35 +102,40 @@ def stock_yamls() -> list[Path]:
     return keep
 
 
-def meta_params(d: dict) -> int:
-    """Parameters of the model Ultralytics builds from ``d`` (``_initialize_yolo_model``, on the meta device)."""
+def meta_structure(d: dict) -> tuple:
+    """What the model Ultralytics builds from ``d`` is (on the meta device): its parameter count, every parameter's
+    and buffer's name and shape, and every module's class and ``repr`` arguments, in order."""
     model = SimpleNamespace()
     with torch.device("meta"):
         tasks._initialize_yolo_model(model, deepcopy(d), 3, None, False)
-    return sum(p.numel() for p in model.model.parameters())
+    m = model.model
+    tensors = [(k, tuple(v.shape)) for k, v in m.state_dict().items()]
+    modules = [(k, type(v).__module__ + "." + type(v).__name__, v.extra_repr()) for k, v in m.named_modules()]
+    return sum(p.numel() for p in m.parameters()), tensors, modules
 
 
 def test_every_stock_yaml_builds_identically_with_and_without_plugin():
-    """All shipped YAMLs at their smallest scale: same parameter count with the plugin registered and without it.
+    """All 63 shipped YAMLs at their smallest scale: the same model with the plugin registered and without it (every
+    module's class and arguments, every parameter's and buffer's name and shape).
 
     Built on the meta device (shapes only, nothing allocated), so 60+ models take seconds.
     """
-    paths, counts = stock_yamls(), {}
+    paths, built = stock_yamls(), {}
     for p in paths:
         d = yaml_model_load(p)
         d["scale"] = next(iter(d.get("scales") or {None: 0}))
-        counts[p.name] = [meta_params(d)]
+        built[p.name] = [meta_structure(d)]
     attn_yolo.unregister()
     try:
         for p in paths:
             d = yaml_model_load(p)
             d["scale"] = next(iter(d.get("scales") or {None: 0}))
-            counts[p.name].append(meta_params(d))
+            built[p.name].append(meta_structure(d))
     finally:
         attn_yolo.register()
-    assert len(paths) >= 60 and {"yolo11-cls.yaml", "yolov8-obb.yaml", "yolo26-pose.yaml"} <= set(counts)
-    assert {k: v for k, v in counts.items() if v[0] != v[1]} == {}
-    assert counts["yolov8.yaml"][0] == 3_157_200  # yolov8n, as Ultralytics reports it
+    assert len(paths) >= 63 and {"yolo11-cls.yaml", "yolov8-obb.yaml", "yolo26-pose.yaml"} <= set(built)
+    assert [k for k, v in built.items() if v[0] != v[1]] == []
+    assert built["yolov8.yaml"][0][0] == 3_157_200  # yolov8n, as Ultralytics reports it
 
 
 def test_plugin_names_never_shadow_ultralytics():
