@@ -8,7 +8,7 @@ the input width is in terms of our block:
 * ``hp(name, ours)``: one of our hyperparameters under another name (``reduction`` is our ``r``);
 * ``ch(name)``: a channel count the class takes but that our block infers (``oup``, ``c2``, ``out_channels``): it
   must be one of the row's channel counts, and it is dropped;
-* ``unused(name)``: an arg the class accepts and never uses (External-Attention's ``ShuffleAttention`` ignores its
+* ``unused(name)``: an arg the class accepts and never uses (cv-attention's ``ShuffleAttention`` ignores its
   ``reduction``): dropped, and the log says so;
 * ``fixed(name, ok, why)``: an option whose other values are a variant attn_yolo does not provide (``no_spatial``):
   a row setting another value is refused, naming the variant.
@@ -92,8 +92,9 @@ SIGNATURES: dict[str, list[Signature]] = {
     "ECA": [
         # BangguWu/ECANet models/eca_module.py: channel is accepted and unused; k_size fixed per stage (default 3)
         Signature("eca_layer(channel, k_size=3)", "BangguWu/ECANet", (hp("k_size", "k", 3),)),
-        # External-Attention-pytorch / cv-attention ECA.py: no channel arg (cv-attention: need_channel False)
-        Signature("ECAAttention(kernel_size=3)", "External-Attention-pytorch, cv-attention",
+        # cv-attention/ECA.py: no channel arg (its readme: need_channel False); its Conv1d has a bias (ours: none,
+        # as the authors')
+        Signature("ECAAttention(kernel_size=3)", "cv-attention",
                   (hp("kernel_size", "k", 3),)),
     ],
     "SAM": [
@@ -153,8 +154,9 @@ SIGNATURES: dict[str, list[Signature]] = {
     "ShuffleAttention": [
         # wofmanaf/SA-Net models/sa_resnet.py (the authors)
         Signature("sa_layer(channel, groups=64)", "wofmanaf/SA-Net", (hp("groups", "groups", 64),)),
-        # External-Attention-pytorch / cv-attention ShuffleAttention.py: reduction accepted and unused, G=8
-        Signature("ShuffleAttention(channel=512, reduction=16, G=8)", "External-Attention-pytorch, cv-attention",
+        # cv-attention/ShuffleAttention.py, iscyy/yoloair models/Models/Attention/ShuffleAttention.py: reduction
+        # accepted and unused, G=8
+        Signature("ShuffleAttention(channel=512, reduction=16, G=8)", "cv-attention, yoloair",
                   (unused("reduction", 16, positive_int), hp("G", "groups", 8))),
     ],
     "TripletAttention": [
@@ -215,10 +217,10 @@ still built."""
 
 DEFAULTS: dict[tuple[str, str], tuple[object, str, str]] = {
     ("ECA", "k"): (3, "eca_layer(channel, k_size=3) (BangguWu/ECANet) and ECAAttention(kernel_size=3) "
-                      "(External-Attention-pytorch, cv-attention) fix k=3", "k"),
+                      "(cv-attention) fix k=3", "k"),
     ("EMA", "factor"): (8, "EMA(channels, factor=8) (cv-attention) uses 8 groups", "groups"),
-    ("ShuffleAttention", "groups"): (8, "ShuffleAttention(channel=512, reduction=16, G=8) (External-Attention-pytorch, "
-                                        "cv-attention) uses 8 groups", "groups"),
+    ("ShuffleAttention", "groups"): (8, "ShuffleAttention(channel=512, reduction=16, G=8) (cv-attention, yoloair) "
+                                        "uses 8 groups", "groups"),
 }
 """``(block, hyperparameter) -> (value, who uses it, attribute)``: where the most-copied code's default differs from the
 paper's. A row that leaves the hyperparameter out gets the paper's value and a log line with the edit for the other.

@@ -40,7 +40,7 @@ class ShuffleAttention(nn.Module):
     Groups: ``C`` must be even, and ``groups`` must divide ``C / 2`` (the allowed values are listed if not). Left at
     None, it is the paper's 64 where 64 divides ``C / 2``, else the largest divisor of ``C / 2`` below 64 (e.g. 32
     for ``C = 64``); the authors' ``sa_layer(channel, groups=64)`` (wofmanaf/SA-Net) has no such adaptation. The
-    widely copied ``ShuffleAttention(channel=512, reduction=16, G=8)`` (External-Attention-pytorch, cv-attention)
+    widely copied ``ShuffleAttention(channel=512, reduction=16, G=8)`` (cv-attention, yoloair)
     ignores ``reduction`` and defaults to 8 groups (a row that leaves the groups out logs the edit ``[8]``).
 
     YAML: ``[-1, 1, ShuffleAttention, []]`` or ``[-1, 1, ShuffleAttention, [groups]]``.
