@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import load_model
 from attn_yolo.images import default_images, read_image, read_sources
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
@@ -792,7 +793,7 @@ def class_activation_map(model, image: np.ndarray, method: str = "eigencam", *, 
     was_training, params = net.training, list(net.parameters())
     frozen = [q.requires_grad for q in params]
     net.eval().requires_grad_(False)  # gradients reach the activations through the input; no .grad on the weights
-    head.shape = None  # rebuild Detect's anchor cache inside the graph (a cache made under inference_mode breaks it)
+    api.reset_anchor_cache(head)  # rebuilt inside the graph (a cache made under inference_mode breaks it)
     try:
         with torch.inference_mode(False), torch.enable_grad():
             cls = EigenCAM if method == "eigencam" else GradCAM

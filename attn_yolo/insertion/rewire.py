@@ -59,7 +59,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from attn_yolo import build
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.conventions import NONE_MEANS, bind
 from attn_yolo.nn.common import AttnBuildError
@@ -378,13 +378,11 @@ def _at_str(at) -> str:
 
 def _parse(d: dict):
     """``parse_model`` on a copy of ``d`` at its scale (or the first one)."""
-    from ultralytics.nn import tasks
-
     dd = copy.deepcopy(d)
     scales = dd.get("scales") or {}
     if scales and dd.get("scale") not in scales:
         dd["scale"] = next(iter(scales))
-    return tasks.parse_model(dd, ch=dd.get("channels", 3), verbose=False)[0]
+    return api.parse_model(dd, ch=dd.get("channels", 3), verbose=False)[0]
 
 
 def _check_build(d: dict, plan: Plan) -> None:
@@ -403,7 +401,7 @@ def _check_build(d: dict, plan: Plan) -> None:
     try:
         seq = _parse(d)
     except errors as e:
-        i = build.failed_row(e.__traceback__)
+        i = api.failed_row(e.__traceback__)
         block = next((b for b in plan.blocks if b.index == i), None)
         where = f" (row {i} is the {block.name} inserted after base layer {block.after})" if block else ""
         raise InsertionError(f"the inserted model does not build: {e}{where}") from None
@@ -508,10 +506,7 @@ def insert(
     # The YAML file is gone: name the model as the default out= would (the exporter writes <name>.onnx), and let
     # train() build it from its model dict as Ultralytics does for an in-memory model (Model.load: ckpt = {"model":
     # model}) with freshly seeded weights (Model.reset_weights: pretrained=False), instead of re-reading the file.
-    yolo.cfg = yolo.model_name = yolo.overrides["model"] = yolo.model.args["model"] = name
-    yolo.model.yaml["yaml_file"] = name
-    yolo.ckpt = {"model": yolo.model}
-    yolo.overrides["pretrained"] = False
+    api.hold_in_memory(yolo, name)
     return yolo
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import load_model
 from attn_yolo.insertion.rewire import InsertionError, _param_index, _rows, block_args, layer_map
 
@@ -104,7 +105,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
     yolo = model if isinstance(model, Model) else None
     fresh = (yolo is not None and isinstance(getattr(yolo.model, "yaml", None), dict)
-             and (not yolo.ckpt or yolo.overrides.get("pretrained") is False))  # random weights: YAML or insert()
+             and api.holds_random_weights(yolo))  # random weights: from a YAML or insert()
     if isinstance(model, (str, Path, dict)) or fresh:  # built here, from its YAML, with the base's nc
         d = copy.deepcopy(yolo.model.yaml if fresh else model if isinstance(model, dict) else yaml_model_load(model))
         m = layer_map(src.yaml, d)
@@ -160,9 +161,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         skipped=skipped,
     )
     if yolo is not None:  # train() then starts from these weights
-        yolo.overrides.pop("pretrained", None)  # as Model.load does (insert() sets pretrained=False: fresh weights)
-        if fresh or not yolo.ckpt:
-            yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}
+        api.start_from(yolo, dst, str(report), replace=fresh)  # as Model.load does
     if verbose:
         LOGGER.info(f"attn-yolo: {report}")
         if identity and not report.identity:
