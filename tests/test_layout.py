@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "attn_yolo"
 # Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {
     "nn": 0,
-    "ultralytics_api": 0.5,  # the seam to Ultralytics' internals: imports nothing of attn_yolo
+    "ultralytics_api": 0.5,  # the seam to Ultralytics' internals: imports nothing else of attn_yolo
     "conventions": 1,
     "registry": 2,
     "args": 3, "checkpoint": 3, "images": 3, "synthetic": 3, "sdpa": 3,

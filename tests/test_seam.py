@@ -1,4 +1,4 @@
-"""Only ``attn_yolo.ultralytics_api`` touches Ultralytics internals: an AST scan of every other module of the package
+"""Only ``attn_yolo.ultralytics_api`` (the seam package) touches Ultralytics internals: an AST scan of every other module of the package
 (frame locals, ``vars()`` of an Ultralytics module, private names of Ultralytics objects, assignments to Ultralytics
 modules' or classes' attributes, the attributes the seam wraps), and proof that the scan flags each pattern."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "attn_yolo"
-SEAM = PKG / "ultralytics_api.py"
+SEAM = PKG / "ultralytics_api"
 
 FRAME_NAMES = {"_getframe", "f_locals", "f_globals", "f_back", "currentframe", "tb_frame"}
 """Frame access: only the seam reads Ultralytics' frames."""
@@ -90,17 +90,17 @@ def violations(source: str, filename: str = "<string>") -> list[str]:
 
 
 def package_files() -> list[Path]:
-    return sorted(f for f in PKG.rglob("*.py") if f != SEAM)
+    return sorted(f for f in PKG.rglob("*.py") if SEAM not in f.parents)
 
 
 def test_no_module_but_the_seam_touches_ultralytics_internals():
     bad = [v for f in package_files() for v in violations(f.read_text(), str(f.relative_to(PKG.parent)))]
-    assert not bad, "Ultralytics internals outside attn_yolo/ultralytics_api.py:\n" + "\n".join(bad)
+    assert not bad, "Ultralytics internals outside attn_yolo/ultralytics_api/:\n" + "\n".join(bad)
 
 
 def test_the_seam_itself_is_what_the_scan_would_flag():
     """The scan sees the seam's own accesses (so it is not blind to them elsewhere)."""
-    found = "\n".join(violations(SEAM.read_text()))
+    found = "\n".join(v for f in sorted(SEAM.glob("*.py")) for v in violations(f.read_text(), f.name))
     for what in ("frame access ._getframe", "frame access .f_locals", "vars() of an Ultralytics module",
                  "getattr(..., '_process_batch')", "overrides the private _process_batch",
                  ".pt_path", "'tloss'", ".ARGV", "= None (Detect's anchor cache)"):
@@ -145,3 +145,17 @@ def test_scan_passes_public_use():
         "def _mine():\n    m = YOLO('x.yaml')\n    m.model.names = {0: 'a'}\n    return sys.argv, m._private_of_a_local\n"
     )
     assert violations(source) == []
+
+
+def test_the_seam_imports_nothing_of_attn_yolo():
+    """The seam sits below every other module (``tests/test_layout.py``: layer 0.5): it imports Ultralytics, torch and
+    the standard library only."""
+    mods = set()
+    for f in SEAM.glob("*.py"):
+        tree = ast.parse(f.read_text())
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        mods |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in mods if m.split(".")[0] == "attn_yolo" and not m.startswith("attn_yolo.ultralytics_api")}
+    assert {m.split(".")[0] for m in mods} <= {"__future__", "ast", "collections", "contextlib", "functools", "inspect",
+                                               "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch",
+                                               "ultralytics", "attn_yolo"}

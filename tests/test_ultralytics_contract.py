@@ -1,4 +1,4 @@
-"""The seam's contract with the installed Ultralytics: one test per assumption (``attn_yolo.ultralytics_api.CONTRACT``),
+"""The seam's contract with the installed Ultralytics: one test per assumption (``ultralytics_api.contract.CONTRACT``),
 and for each, the assumption patched away makes ``check_contract`` fail with a message naming it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from ultralytics.nn import tasks
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.ultralytics_api import CONTRACT, ContractError, check_contract
+from attn_yolo.ultralytics_api.contract import CONTRACT, ContractError, check_contract
 
 
 @pytest.mark.parametrize("name", list(CONTRACT))

@@ -93,9 +93,9 @@ def build_detector(yaml: str):
 
 
 def block_sources() -> list[Path]:
-    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, ``ultralytics_api.py`` and
-    every file of ``nn/``."""
-    own = [PACKAGE / name for name in ("conventions.py", "registry.py", "ultralytics_api.py")]
+    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, the seam
+    ``ultralytics_api/`` and every file of ``nn/``."""
+    own = [PACKAGE / "conventions.py", PACKAGE / "registry.py", *sorted((PACKAGE / "ultralytics_api").glob("*.py"))]
     return [*own, *sorted((PACKAGE / "nn").glob("*.py"))]
 
 
