@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -120,7 +119,7 @@ def _yaml_exists(path: Path) -> bool:
     ``yolo11-cbam.yaml``, as ``yaml_model_load`` does) or a YAML shipped with Ultralytics."""
     from ultralytics.utils.checks import check_yaml
 
-    unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(path))
+    unified = api.unscaled_yaml_path(path)
     return path.is_file() or bool(check_yaml(str(path), hard=False) or check_yaml(unified, hard=False))
 
 

@@ -157,5 +157,5 @@ def test_the_seam_imports_nothing_of_attn_yolo():
         mods |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in mods if m.split(".")[0] == "attn_yolo" and not m.startswith("attn_yolo.ultralytics_api")}
     assert {m.split(".")[0] for m in mods} <= {"__future__", "ast", "collections", "contextlib", "functools", "inspect",
-                                               "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch",
+                                               "re", "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch",
                                                "ultralytics", "attn_yolo"}

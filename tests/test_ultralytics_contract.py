@@ -47,6 +47,13 @@ def _break_width_rule(mp):
     mp.setattr(tasks, "make_divisible", lambda x, divisor: int(x))  # a release that stops rounding to 8
 
 
+def _break_unscaled_name(mp):
+    def yaml_model_load(path):  # a release that resolves scale letters another way
+        return {"yaml_file": str(path)}
+
+    mp.setattr(tasks, "yaml_model_load", yaml_model_load)
+
+
 def _break_initialize(mp):
     _fake_original(mp, "_initialize_yolo_model", lambda model, cfg, ch: None)
 
@@ -121,6 +128,7 @@ BREAK = {
     "parse_model looks names up in tasks' globals": _break_lookup,
     "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _break_row_context,
     "the width rule matches parse_model": _break_width_rule,
+    "yaml_model_load drops the scale letter by UNSCALED_RE": _break_unscaled_name,
     "_initialize_yolo_model(model, cfg, ch, nc, verbose) calls parse_model": _break_initialize,
     "YOLO(yaml) calls engine.model.guess_model_task": _break_guess_task,
     "load_checkpoint calls torch_safe_load(safe_only=)": _break_safe_load,
@@ -188,6 +196,11 @@ def test_special_commands_are_read_from_ultralytics(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         api.special_commands.cache_clear()
+
+
+def test_unscaled_yaml_path():
+    assert api.unscaled_yaml_path("models/yolo11n-cbam.yaml") == "models/yolo11-cbam.yaml"
+    assert api.unscaled_yaml_path("yolov8s.yaml") == "yolov8.yaml"
 
 
 def test_width_rule_table():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.ablate import design
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
@@ -248,7 +249,7 @@ def _resolve_input(value: str, base: Path) -> str:
     """A path relative to the config folder if it exists there (for a model YAML: also its scale-less file, as
     Ultralytics resolves ``yolo11n-se.yaml`` to ``yolo11-se.yaml``), else the value as given."""
     p = (base / Path(value).expanduser()).resolve()
-    unified = Path(re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(p)))
+    unified = Path(api.unscaled_yaml_path(p))
     return str(p) if p.exists() or (p.suffix in (".yaml", ".yml") and unified.exists()) else value
 
 

@@ -15,7 +15,8 @@ The touchpoints, by what they rely on:
   the ``forward`` of Ultralytics' ``Attention`` / ``AAttn`` (``patch_class``), ``ultralytics.cfg.ARGV``
   (``run_cli``), Ultralytics' default callbacks (``add_default_callback``);
 - ``parse_model``'s frame locals ``i``, ``f``, ``ch``, ``scale``: ``parse_model_row``, ``failed_row``;
-- copied rules: the width rule (``scaled_width``), the special commands of Ultralytics' CLI (``special_commands``);
+- copied rules: the width rule (``scaled_width``), the scale-less YAML name (``unscaled_yaml_path``), the special
+  commands of Ultralytics' CLI (``special_commands``);
 - attributes relied on: ``trainer.tloss`` (``epoch_losses``), ``trainer.metrics`` (``epoch_metrics``),
   ``Model.ckpt`` / ``cfg`` / ``overrides`` steering ``Model.train`` (``hold_in_memory``, ``holds_random_weights``,
   ``start_from``), ``model.pt_path`` naming the exporter's files (``model_file``, ``export_named``),
@@ -28,6 +29,7 @@ import ast
 import contextlib
 import functools
 import inspect
+import re
 import sys
 import textwrap
 import threading
@@ -239,6 +241,16 @@ def scaled_width(c: int, width: float, max_channels: float) -> int:
     from ultralytics.utils.ops import make_divisible
 
     return make_divisible(min(c, max_channels) * width, 8)
+
+
+UNSCALED_RE = r"(\d+)([nslmx])(.+)?$"
+"""How ``yaml_model_load`` finds a YAML named with a scale letter: ``re.sub(UNSCALED_RE, r"\1\3", path)``."""
+
+
+def unscaled_yaml_path(path) -> str:
+    """The path ``yaml_model_load`` falls back to for a model YAML named with a scale letter (``yolo11n-cbam.yaml`` ->
+    ``yolo11-cbam.yaml``): Ultralytics' rule, copied, applied as Ultralytics applies it, to the whole path."""
+    return re.sub(UNSCALED_RE, r"\1\3", str(path))
 
 
 SPECIAL_COMMANDS = ("checks", "version", "settings", "cfg", "login", "logout", "copy-cfg", "solutions", "help")

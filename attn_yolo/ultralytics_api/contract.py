@@ -100,6 +100,11 @@ def _check_width_rule() -> None:
         _need(got == ours, f"scale {s}: parse_model built widths {got}, api.scaled_width gives {ours}")
 
 
+def _check_unscaled_name() -> None:
+    _need(api.UNSCALED_RE in inspect.getsource(tasks.yaml_model_load),
+          "yaml_model_load no longer finds yolo11n-x.yaml as yolo11-x.yaml by re.sub(UNSCALED_RE, ...)")
+
+
 def _check_initialize() -> None:
     init = api.original(tasks, "_initialize_yolo_model")
     _need(_params(init) == ["model", "cfg", "ch", "nc", "verbose"],
@@ -200,6 +205,7 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "parse_model looks names up in tasks' globals": _check_lookup,
     "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _check_row_context,
     "the width rule matches parse_model": _check_width_rule,
+    "yaml_model_load drops the scale letter by UNSCALED_RE": _check_unscaled_name,
     "_initialize_yolo_model(model, cfg, ch, nc, verbose) calls parse_model": _check_initialize,
     "YOLO(yaml) calls engine.model.guess_model_task": _check_guess_task,
     "load_checkpoint calls torch_safe_load(safe_only=)": _check_safe_load,
