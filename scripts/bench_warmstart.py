@@ -60,7 +60,8 @@ def main() -> int:
     out = Path(args.out)
 
     import attn_yolo  # noqa: F401  registers the blocks
-    from attn_yolo.ablate.config import apply_overrides, load_config, validate
+    from attn_yolo.ablate.config import apply_overrides, load_config
+    from attn_yolo.ablate.validate import validate
     from attn_yolo.ablate.runner import run_ablation
 
     load = os.getloadavg()

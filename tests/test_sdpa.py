@@ -456,7 +456,8 @@ def test_callbacks_reach_ddp_workers(tmp_path, how):
 def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
     from conftest import write_config
 
-    from attn_yolo.ablate.config import ConfigError, load_config, validate
+    from attn_yolo.ablate.config import ConfigError, load_config
+    from attn_yolo.ablate.validate import validate
     from attn_yolo.ablate.runner import plan
     from attn_yolo.ablate.train import execute_run
 
