@@ -61,8 +61,8 @@ def main() -> int:
 
     import attn_yolo  # noqa: F401  registers the blocks
     from attn_yolo.ablate.config import apply_overrides, load_config
-    from attn_yolo.ablate.validate import validate
     from attn_yolo.ablate.runner import run_ablation
+    from attn_yolo.ablate.validate import validate
 
     load = os.getloadavg()
     raw, base, name, source = load_config(None)  # the default `attn-yolo ablate` runs

@@ -110,7 +110,7 @@ def test_check_finite_loss():
 
 def test_ablation_plot_axes(tmp_path):
     """GFLOPs from 0 (0.258 vs 0.2581 is no visible gap), mAP50-95 within [0, 1] even when mean − std < 0."""
-    from attn_yolo.ablate.report import plot_ablation
+    from attn_yolo.ablate.plots import plot_ablation
     from attn_yolo.ablate.stats import PRIMARY
 
     def variant(gflops, m, sd):

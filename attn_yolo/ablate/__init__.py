@@ -71,7 +71,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   console      the terminal: one line per run, the progress bar; each run's output into its train.log
 #   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
 #   readings     what the design reads off the runs: the stopping decision, the yardstick, the placebo verdicts
-#   report       summary.md, ablation.png, curves.png, delta.png
+#   plots        ablation.png, curves.png, delta.png
+#   report       summary.md (and the plots beside it)
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
