@@ -65,7 +65,6 @@ QUICK_TRAIN_ARGS = {
 }
 
 _SPLIT_IDS = {"train": 0, "val": 1}
-_DEFAULTS = {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER}
 
 
 def _unit_polygon(name: str) -> np.ndarray:
@@ -409,11 +408,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_yolo"
 
 
+def _defaults() -> dict:
+    """The generator defaults, read when called (the module constants above)."""
+    return {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER}
+
+
 def default_root() -> Path:
     """Folder of the default dataset, whether or not it has been generated yet: ``cache_dir() /
     "synthetic-shapes-v<VERSION>-<key>"``, where ``key`` hashes this module's source and the defaults, so editing the
     generator never reuses stale data (its name therefore identifies the data)."""
-    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(_DEFAULTS.items())).encode()).hexdigest()[:10]
+    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(_defaults().items())).encode()).hexdigest()[:10]
     return cache_dir() / f"{NAME}-v{VERSION}-{key}"
 
 
@@ -427,4 +431,4 @@ def default_data_yaml() -> Path:
     Returns:
         Absolute path of the dataset's ``data.yaml``.
     """
-    return generate(default_root(), **_DEFAULTS)
+    return generate(default_root(), **_defaults())

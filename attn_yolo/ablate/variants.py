@@ -109,7 +109,7 @@ def check_variants(
                 spec, model = None, resolve_input(v["model"], base)
                 d = yaml_model_load(model)
         except Exception as e:  # noqa: BLE001  any failure to read or plan the model is this variant's problem
-            problems.append(f"{key}{where}: does not load: {first_line(e)}")
+            problems.append(f"{key}{where}: {'cannot be inserted' if is_insert else 'does not load'}: {first_line(e)}")
             continue
         if (task := guess_model_task(d)) != "detect":
             problems.append(f"{key}{where}: is a {task} model; ablations train detect models")
