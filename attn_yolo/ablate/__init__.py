@@ -55,10 +55,10 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 
 # The package, bottom layer first (a module imports only modules listed above it):
 #   sequential   seeds chosen by the data: the anytime-valid confidence sequence and the stopping rule
-#   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
 #   config       the embedded default, the keys, Ablation and Variant, loading, overrides
 #   checks       one check per config key (value resolved, problems named by key)
 #   variants     the variants checked, their model dicts composed (insert specs planned, not built)
+#   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
 #   validate     the whole config checked at once: cheap, nothing built, generated or written → Ablation
 #   prepare      in the run, before any training: the dataset generated, every arm built and sized, placebos
 #   outdir       the lock on out; marker files: only folders the runner made are replaced

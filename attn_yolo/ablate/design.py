@@ -25,8 +25,12 @@ import dataclasses
 import hashlib
 import json
 import re
-import typing
 from pathlib import Path
+
+from attn_yolo.ablate.checks import check_train, resolve_input
+from attn_yolo.ablate.config import first_line
+from attn_yolo.ablate.variants import check_same_scale, check_variants, definition
+from attn_yolo.checkpoint import load_model
 
 SEED_RULE_KEYS = ("min", "max", "precision", "confidence")
 START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
@@ -74,17 +78,6 @@ def file_fingerprint(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
-
-
-class Checks(typing.NamedTuple):
-    """The config's own checks, handed in by ``attn_yolo.ablate.validate.validate`` (this module sits below it)."""
-
-    check_train: typing.Callable  # (raw train args, base, has_devices) -> (train args, problems)
-    check_variants: typing.Callable  # (raw variants, base, start dict, what) -> (variants, baseline, problems)
-    resolve_input: typing.Callable  # (path as written, base) -> path
-    definition: typing.Callable  # model dict -> canonical JSON
-    first_line: typing.Callable  # exception -> one line
-    load_model: typing.Callable  # attn_yolo.checkpoint.load_model
 
 
 # ---------------------------------------------------------------------------------------------------------- seeds
@@ -173,16 +166,6 @@ def split_recipe(raw: dict, raw_variants) -> tuple[str | None, int, dict, list[s
         seed = 0
     train = {k: v for k, v in raw.items() if k not in START_OWN_KEYS}
     return model, seed, train, problems
-
-
-def check_same_scale(start: dict, d: dict) -> None:
-    """Raise ``InsertionError`` when model dict ``d`` is built at another scale than ``start`` (the same rows, other
-    widths: no weight would fit)."""
-    from attn_yolo.insertion import InsertionError
-
-    a, b = start.get("scale"), d.get("scale")
-    if a and b and a != b:
-        raise InsertionError(f"it is built at scale {b!r}, the start at scale {a!r}")
 
 
 def checkpoint_problems(path: str, key: str, nc: int | None, model_dict: dict) -> list[str]:
@@ -290,7 +273,7 @@ def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_mo
 
 
 def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, trust: bool, raw_variants,
-                data_id: str, checks: Checks) -> tuple[Start | None, list[str]]:
+                data_id: str) -> tuple[Start | None, list[str]]:
     """``start`` (or ``reference.start``) → a ``Start``: a checkpoint (loaded weights-only unless ``trust``,
     for the data's classes) or a recipe (its train arguments checked as ``train``'s); with problems."""
     from ultralytics.nn.tasks import yaml_model_load
@@ -298,9 +281,9 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
     if raw is None:
         return None, []
     if isinstance(raw, str):
-        path = checks.resolve_input(raw, base)
+        path = resolve_input(raw, base)
         try:
-            model = checks.load_model(path, key, suffixes=(".pt",), trust=trust)
+            model = load_model(path, key, suffixes=(".pt",), trust=trust)
         except ValueError as e:
             return None, [" ".join(str(e).split()).replace(f"{key}=", f"{key}: ", 1)]
         d = copy.deepcopy(model.yaml)
@@ -309,24 +292,24 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
     if not isinstance(raw, dict):
         return None, [f"{key}: {raw!r}; expected a checkpoint (.pt) or a recipe mapping, e.g. {{epochs: 6}}"]
     model, seed, own, problems = split_recipe(raw, raw_variants)
-    extra, p = checks.check_train(own, base, has_devices)
+    extra, p = check_train(own, base, has_devices)
     problems += [f"{key}.{q.removeprefix('train.')}" for q in p]
     if model is None or problems:
         return None, problems
-    model = checks.resolve_input(model, base)
+    model = resolve_input(model, base)
     try:
         d = yaml_model_load(model)
     except Exception as e:  # noqa: BLE001  any failure to read the YAML is a config problem
-        return None, [f"{key}.model: does not load: {checks.first_line(e)}"]
+        return None, [f"{key}.model: does not load: {first_line(e)}"]
     tr = {**train, **extra}
     tr.pop("pretrained", None)
-    fp = fingerprint(checks.definition(d), data_id, {k: v for k, v in sorted(tr.items()) if k not in
+    fp = fingerprint(definition(d), data_id, {k: v for k, v in sorted(tr.items()) if k not in
                                                       UNFINGERPRINTED_TRAIN_KEYS}, seed)
     return Start("recipe", model, d, fp, tr, seed), []
 
 
-def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: Start | None, trust: bool,
-               checks: Checks) -> tuple[dict, list[str]]:
+def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: Start | None,
+               trust: bool) -> tuple[dict, list[str]]:
     """The arms the design adds: the reference (with its own start where it is not the start model with blocks
     inserted) and the names of the placebo arms (``prepare`` sizes and adds them: that needs the variants built);
     returns ({"variants", "reference", "placebos", "starts"}, problems)."""
@@ -354,7 +337,7 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
         try:
             inserted_rows(t, arm_dict(by_name[baseline]), arm_dict(by_name[t]))
         except ValueError as e:  # InsertionError too: not the baseline with blocks inserted
-            problems.append(f"placebo: {checks.first_line(e)}")
+            problems.append(f"placebo: {first_line(e)}")
     if not problems:
         out["placebos"] = {f"{t}{PLACEBO_SUFFIX}": t for t in targets}
         names |= set(out["placebos"])
@@ -365,7 +348,7 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
     if ref.get("name") in names:
         problems.append(f"reference.name: {ref['name']!r} is taken by a variant; name the reference arm otherwise")
         return out, problems
-    built, _, p = checks.check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base)
+    built, _, p = check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base)
     problems += [f"reference{q.removeprefix('variants[0] (' + str(ref['name']) + ')')}" for q in p]
     if p:
         return out, problems
@@ -392,7 +375,7 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
                 problems.append("reference.start: missing; the reference is not the start model with blocks inserted, "
                                 "so it needs a checkpoint of its own, trained like the start")
             else:
-                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "", checks)
+                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "")
                 problems += p
                 if s is not None:
                     try:
@@ -401,7 +384,7 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
                         layer_map(s.model_dict, rd)
                         out["starts"][r.name] = dataclasses.replace(s, arm=r.name)
                     except InsertionError as e:
-                        problems.append(f"reference.start: is not the reference model: {checks.first_line(e)}")
+                        problems.append(f"reference.start: is not the reference model: {first_line(e)}")
         else:  # the same recipe, on the reference's model
             fp = fingerprint(start.fingerprint, r.definition)
             out["starts"][r.name] = dataclasses.replace(

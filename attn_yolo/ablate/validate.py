@@ -15,7 +15,6 @@ from attn_yolo.ablate.checks import (
     check_int_list,
     check_numbers,
     check_train,
-    resolve_input,
     unknown_keys,
 )
 from attn_yolo.ablate.config import (
@@ -24,9 +23,8 @@ from attn_yolo.ablate.config import (
     LATENCY_DEFAULTS,
     Ablation,
     ConfigError,
-    first_line,
 )
-from attn_yolo.ablate.variants import check_variants, definition
+from attn_yolo.ablate.variants import check_variants
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
 
@@ -107,16 +105,15 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
             pretrained = pretrained.yaml
         except ValueError as e:  # load_model's messages start with "train.pretrained="
             problems.append(" ".join(str(e).split()))
-    checks = design.Checks(check_train, check_variants, resolve_input, definition, first_line, load_model)
     start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(devices), trust is True,
-                                  raw.get("variants"), data_id, checks)
+                                  raw.get("variants"), data_id)
     problems += p
     if start is not None and pretrained is not None:
         problems.append("train.pretrained: not with `start` (every arm carries the start's weights); remove one")
     variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
                                            "start" if start else "train.pretrained")
     problems += p
-    arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True, checks) if not p \
+    arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
         else ({}, [])
     problems += p
     if problems:

@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-from attn_yolo.ablate import design
 from attn_yolo.ablate.checks import resolve_input, unknown_keys
 from attn_yolo.ablate.config import INSERT_VARIANT_KEYS, MODEL_VARIANT_KEYS, Variant, first_line
 
@@ -32,6 +31,16 @@ def insert_file_name(base: str, name: str) -> str:
     """File name of an insert spec's model YAML: keeps the base's name, so Ultralytics reads the same scale from it
     (``yolo11n.yaml`` + ``cbam`` → ``yolo11n-cbam.yaml``)."""
     return f"{Path(base).stem}-{name}.yaml"
+
+
+def check_same_scale(start: dict, d: dict) -> None:
+    """Raise ``InsertionError`` when model dict ``d`` is built at another scale than ``start`` (the same rows, other
+    widths: no weight would fit)."""
+    from attn_yolo.insertion import InsertionError
+
+    a, b = start.get("scale"), d.get("scale")
+    if a and b and a != b:
+        raise InsertionError(f"it is built at scale {b!r}, the start at scale {a!r}")
 
 
 def check_variants(
@@ -116,7 +125,7 @@ def check_variants(
             continue
         if pretrained is not None:
             try:
-                design.check_same_scale(pretrained, d)
+                check_same_scale(pretrained, d)
                 layer_map(pretrained, d)
             except InsertionError as e:
                 problems.append(f"{key}: is not the {what} model (with attention blocks inserted), so its weights "
