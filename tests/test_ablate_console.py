@@ -114,7 +114,7 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
 
 def test_ablation_plot_shows_both_error_bars(tmp_path):
     """Two variants of (almost) the same GFLOPs: their error bars are drawn side by side, not on top of each other."""
-    from attn_yolo.ablate.report import plot_ablation
+    from attn_yolo.ablate.plots import plot_ablation
 
     stats = {"variants": {"baseline": {"n": 3, "gflops": 0.258, "map50_95": (0.40, 0.03)},
                           "cbam": {"n": 3, "gflops": 0.2581, "map50_95": (0.38, 0.05)}}}  # fmt: skip
@@ -127,7 +127,7 @@ def test_ablation_plot_shows_both_error_bars(tmp_path):
 
 
 def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
-    from attn_yolo.ablate.report import plot_delta
+    from attn_yolo.ablate.plots import plot_delta
 
     c = {"hier": {"mean": 0.01, "lo": -0.02, "hi": 0.04}, "t": {"lo": -0.03, "hi": 0.05}, "image": (0.0, 0.02)}
     fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline")

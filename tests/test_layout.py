@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "attn_yolo"
+MAX_LINES = 450  # one job per module: a module past this size does several
 
 # Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {
@@ -93,6 +94,14 @@ def test_every_module_has_a_layer_and_a_one_line_docstring():
         layer(name)  # KeyError: a new top-level module needs its place in LAYERS
         doc = ast.get_docstring(ast.parse(f.read_text()))
         assert doc and doc.strip().splitlines()[0].strip(), f"{name} has no docstring stating its job"
+
+
+def test_no_module_over_max_lines():
+    """Every module of the package, sub-packages included, stays within ``MAX_LINES`` lines."""
+    sizes = {name: len(f.read_text().splitlines()) for name, f in modules().items()}
+    over = sorted(f"{name}: {n} lines" for name, n in sizes.items() if n > MAX_LINES)
+    assert not over, f"modules over {MAX_LINES} lines (split them by job):\n" + "\n".join(over)
+    assert len(sizes) > 50 and max(sizes.values()) > 100  # the scan sees the whole package
 
 
 def test_imports_point_down_and_never_at_the_cli(graph):

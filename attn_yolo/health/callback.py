@@ -33,7 +33,8 @@ from attn_yolo.health.flags import flags
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv, write_csv
 from attn_yolo.health.measure import block_name, measure
 from attn_yolo.health.report import console_table, plot_gates
-from attn_yolo.heatmap.capture import ATTENTION_WEIGHTS, attention_blocks, block_gates
+from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, block_gates
+from attn_yolo.heatmap.model import attention_blocks
 
 PNG_NAME = "gates.png"
 LOGGED = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout")

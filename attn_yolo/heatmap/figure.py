@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from attn_yolo.heatmap.capture import ImageHeatmaps
+from attn_yolo.heatmap.predict import ImageHeatmaps
 
 PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
 CBAR_PX = 72  # colour bar and its tick labels, pixels

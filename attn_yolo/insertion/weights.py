@@ -41,7 +41,9 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import load_model
-from attn_yolo.insertion.rewire import InsertionError, _param_index, _rows, block_args, layer_map
+from attn_yolo.insertion.base import InsertionError, model_rows
+from attn_yolo.insertion.blocks import block_args, param_index
+from attn_yolo.insertion.layer_map import layer_map
 
 
 @dataclass
@@ -113,9 +115,9 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         if not d.get("scale") and src.yaml.get("scale"):
             d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
         if identity:
-            for j in sorted(set(range(len(_rows(d)))) - set(m.values())):
-                row = _rows(d)[j]
-                row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
+            for j in sorted(set(range(len(model_rows(d)))) - set(m.values())):
+                row = model_rows(d)[j]
+                row[3] = block_args(row[2], row[3][: param_index(row[2])], True)
         dst = DetectionModel(d, verbose=False)
         if fresh:  # a YOLO with random weights (from a YAML or insert()): rebuilt, then it holds the transferred ones
             yolo.model = dst
