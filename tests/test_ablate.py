@@ -194,7 +194,8 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
 
 def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsys):
     """`seeds: 3` is not three seeds; batch takes a positive int or Ultralytics' auto batch (-1, a float in (0, 1));
-    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to make."""
+    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to
+    make."""
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
     raw["variants"] = raw["variants"][:1]
     bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0},
@@ -420,7 +421,8 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
 
     # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
     by = {(r["variant"], int(r["seed"])): r for r in rows}
-    for key, label, dec in (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2)):
+    metrics = (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2))
+    for key, label, dec in metrics:
         diffs = [float(by[("cbam", s)][key]) - float(by[("baseline", s)][key]) for s in (0, 1)]
         m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
         row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))

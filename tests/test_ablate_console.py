@@ -107,7 +107,8 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
     else:
         expected = f"no difference beyond ±{math.ceil(w * 1e4) / 1e4:.4f}"
     first = text.split("## Verdict")[1].split("## Setup")[0]
-    assert f"- **cbam**: **{expected}** (Δ {statistics.fmean(d):+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}]" in first
+    want = f"- **cbam**: **{expected}** (Δ {statistics.fmean(d):+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}]"
+    assert want in first
     assert text.index("## Verdict") < text.index("## Setup") < text.index("## Results")
     assert "no detectable difference**" not in text
 

@@ -1,4 +1,5 @@
-"""The blocks against their papers: shapes, ECA's kernel formula, CBAM's two poolings, gradients, MHSA vs explicit softmax."""
+"""The blocks against their papers: shapes, ECA's kernel formula, CBAM's two poolings, gradients, MHSA vs explicit
+softmax, attention dropout, autocast against fp32."""
 
 import copy
 import math
@@ -39,14 +40,14 @@ def test_every_block_is_exported():
 def test_block_lists_in_product_text_are_not_stale_subsets():
     """The package description and the tool docstrings that speak of "the blocks" name all of MODULES or none."""
     import re
-    import tomllib
     from pathlib import Path
 
     import attn_yolo.heatmap
     import attn_yolo.insertion
 
     root = Path(__file__).resolve().parents[1]
-    texts = {"pyproject description": tomllib.loads((root / "pyproject.toml").read_text())["project"]["description"],
+    description = re.search(r'^description = "(.*)"$', (root / "pyproject.toml").read_text(), re.M).group(1)
+    texts = {"pyproject description": description,
              "attn_yolo": attn_yolo.__doc__, "attn_yolo.insertion": attn_yolo.insertion.__doc__,
              "attn_yolo.heatmap": attn_yolo.heatmap.__doc__}
     for where, text in texts.items():
@@ -237,7 +238,7 @@ def test_mhsa_attention_dropout_statistics_of_the_fused_kernel():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_mhsa_autocast_matches_fp32(dtype):
     """Large activations (×50) under fp16/bf16 autocast: finite, and the fp32 output within the dtype's precision
-    (fp16: 10 mantissa bits, bf16: 7; errors relative to the output's largest value), so zeros or a wrong result fail."""
+    (fp16: 10 mantissa bits, bf16: 7; errors relative to the output's largest value): zeros or a wrong result fail."""
     torch.manual_seed(0)
     m = MHSA(64, heads=4).eval()
     x = torch.randn(1, 64, 10, 10) * 50
@@ -347,7 +348,8 @@ def test_identity_at_init_and_gate_learns():
         (lambda: SimAM(8, e_lambda=float("nan")), r"^SimAM: e_lambda=nan is invalid"),
         (lambda: SimAM(8, e_lambda=-1e-4), r"^SimAM: e_lambda=-0.0001 is invalid"),
         (lambda: SimAM(8, e_lambda=True), r"^SimAM: e_lambda=True is invalid"),
-        (lambda: GAM(64, rate=2.5), r"GAM: rate=2.5 is invalid; allowed: an int in 1..64 \(hidden width C // rate >= 1 at C=64; paper: 4\)"),
+        (lambda: GAM(64, rate=2.5),
+         r"GAM: rate=2.5 is invalid; allowed: an int in 1..64 \(hidden width C // rate >= 1 at C=64; paper: 4\)"),
         (lambda: ShuffleAttention(64, groups=64), r"ShuffleAttention: groups=64 is invalid; allowed: \[1, 2, 4, 8, 16"),
         (lambda: TripletAttention(8, k=4), r"TripletAttention: k=4 is invalid; allowed: a positive odd int \(paper: 7"),
         (lambda: NAM(0), r"NAM: input channels c1=0; expected a positive int"),

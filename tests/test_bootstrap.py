@@ -208,7 +208,7 @@ def test_hierarchical_interval_against_hand_computation():
     h = stats.hierarchical_interval(point, boot)
     s2, g = 0.01**2, h["test_var"]
     assert h["seed_var"] == pytest.approx(s2) and h["mean"] == pytest.approx(0.02)
-    assert g == pytest.approx(0.02**2, rel=0.05)  # known: the common part's variance (sampling SE of the estimate ~1.5%)
+    assert g == pytest.approx(0.02**2, rel=0.05)  # known: the common part's variance (the estimate's SE: ~1.5%)
     v = [s2 / 3, g]  # the two variance components of the mean Δ, with 2 and infinitely many degrees of freedom
     nu = sum(v) ** 2 / sum(vi**2 / dfi for vi, dfi in zip(v, (2, math.inf)))
     assert h["se"] == pytest.approx(math.sqrt(sum(v))) and h["df"] == pytest.approx(nu)
@@ -357,7 +357,8 @@ def test_recorded_validation_equals_ultralytics(tmp_path, data, oracle, request)
         lines = label.read_text().splitlines() if label.exists() else []
         areas += [float(bw) * float(bh) * w * h for _, _, _, bw, bh in (line.split()[:5] for line in lines)]
     np.testing.assert_allclose(np.sort(rec.gt_area), np.sort(areas), rtol=1e-3)
-    assert len(rec.images) == len(set(rec.images)) and np.isfinite([sizes[f"ap_{s}"][0] for s in perimage.SIZES]).sum() >= 2
+    assert len(rec.images) == len(set(rec.images))
+    assert np.isfinite([sizes[f"ap_{s}"][0] for s in perimage.SIZES]).sum() >= 2
 
 
 def test_bench_script_runs(monkeypatch, capsys):

@@ -705,7 +705,8 @@ def test_model_without_attention_blocks(tmp_path):
     src = default_sources()[0]
     with pytest.raises(
         NoAttentionError,
-        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM\).*cam=eigencam",
+        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, "
+        r"TripletAttention, NAM\).*cam=eigencam",
     ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))

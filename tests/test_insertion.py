@@ -102,7 +102,8 @@ def head_inputs(model, x) -> list[tuple]:
     def hook(m, a):
         seen.append((type(m).__name__, [tuple(t.shape) for t in a[0]]))
 
-    hooks = [m.register_forward_pre_hook(hook) for m in model.model if type(m).__name__ in ("Concat", "Detect", "v10Detect")]
+    heads = ("Concat", "Detect", "v10Detect")
+    hooks = [m.register_forward_pre_hook(hook) for m in model.model if type(m).__name__ in heads]
     with torch.no_grad():
         model(x)
     for h in hooks:
@@ -518,7 +519,8 @@ def test_new_blocks_identity_at_init_reproduce_base_predictions(ckdir):
     """The seven blocks chained at P3/P4/P5 with init_values=0.0 (what pretrained= inserts) predict as the base."""
     path = base_ckpt("yolo11n.yaml", ckdir)
     src = load_checkpoint(path)[0].eval()
-    model = transfer(path, insert_dict("yolo11n.yaml", NEW, "backbone", identity=True, check=False), verbose=False).model
+    d = insert_dict("yolo11n.yaml", NEW, "backbone", identity=True, check=False)
+    model = transfer(path, d, verbose=False).model
     assert sum(type(m).__name__ in NEW for m in model.model) == 21
     x = letterboxed("bus.jpg", 256)
     with torch.no_grad():
