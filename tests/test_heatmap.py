@@ -494,6 +494,20 @@ def test_png_npy_and_stats_written(items, tmp_path):
     assert {"min", "max", "mean", "entropy_nats", "entropy_norm", "flag"} <= set(rows_[0])
 
 
+def test_outputs_are_written_atomically(items, tmp_path):
+    """A write that fails half-way (here: the last stats row) leaves the previous file as it was and no temporary
+    file; a completed save leaves only its PNG and .npy files."""
+    path = write_stats(items, tmp_path / "stats.csv")
+    before = path.read_bytes()
+    m = items[0].maps[0]
+    broken = dataclasses.replace(items[0], maps=[*items[0].maps, dataclasses.replace(m, stats={**m.stats, "x": 1.0})])
+    with pytest.raises(ValueError, match="fields not in fieldnames"):
+        write_stats([broken], path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
+    paths = save(dataclasses.replace(items[0], maps=items[0].maps[:1]), tmp_path / "maps")
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == sorted(p.name for p in paths.values())
+
+
 def test_same_file_name_in_two_folders(checkpoint, tmp_path):
     """a/img.jpg and b/img.jpg write separate outputs, named by their folders, and separate stats rows."""
     from attn_yolo.heatmap.capture import image_names
