@@ -8,6 +8,7 @@ statistics, features shrink layer by layer and every gate sits at sigmoid(≈0) 
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import importlib.util
@@ -499,8 +500,9 @@ def test_outputs_are_written_atomically(items, tmp_path):
     file; a completed save leaves only its PNG and .npy files."""
     path = write_stats(items, tmp_path / "stats.csv")
     before = path.read_bytes()
-    m = items[0].maps[0]
-    broken = dataclasses.replace(items[0], maps=[*items[0].maps, dataclasses.replace(m, stats={**m.stats, "x": 1.0})])
+    m = copy.copy(items[0].maps[0])
+    m.stats = {**m.stats, "x": 1.0}  # a field the CSV does not have
+    broken = dataclasses.replace(items[0], maps=[*items[0].maps, m])
     with pytest.raises(ValueError, match="fields not in fieldnames"):
         write_stats([broken], path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
