@@ -240,7 +240,8 @@ def test_a_block_that_does_not_fit_fails_in_the_run_before_any_training(tmp_path
 
 def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsys):
     """`seeds: 3` is not three seeds; batch takes a positive int or Ultralytics' auto batch (-1, a float in (0, 1));
-    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to make."""
+    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to
+    make."""
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
     raw["variants"] = raw["variants"][:1]
     bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0},
@@ -466,7 +467,8 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
 
     # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
     by = {(r["variant"], int(r["seed"])): r for r in rows}
-    for key, label, dec in (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2)):
+    metrics = (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2))
+    for key, label, dec in metrics:
         diffs = [float(by[("cbam", s)][key]) - float(by[("baseline", s)][key]) for s in (0, 1)]
         m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
         row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))
@@ -557,14 +559,32 @@ def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
     assert "- **cbam**: **n/a**: the baseline `baseline` learned nothing (all its metrics are 0); no comparison" in text
     assert "no detectable difference" not in text.split("## Intervals")[0]
 
-    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"))
-    assert ablate.run(cfg, runner=fake_runner) == 0
+    # out2: fake runs, cbam with the baseline's mAP50-95 per seed (Δ = 0, 0, 0: a zero-width interval at 0, worded as
+    # such); se shifted by Δ = 0.001, 0.003, 0.002 per seed. Its verdict from the interval, computed here by hand:
+    # mean 0.002, sample SD 0.001, SE 0.001 / √3, t(0.975, 2) = 4.3027: CI [-0.0005, +0.0045] holds 0 and lies within
+    # ±0.01 (the Δ the summary asks about), so "no difference beyond ±0.0045" (its larger bound, rounded up);
+    # p = 2 (1 − F2(t)) = 1 − t / √(2 + t²) at t = mean / SE
+    deltas = (0.001, 0.003, 0.002)
+
+    def shifted(spec, device):
+        row = fake_runner(spec, device)
+        return row | ({"map50_95": row["map50_95"] + deltas[spec.seed]} if spec.variant == "se" else {})
+
+    se_variant = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "backbone", "args": [16]}
+    variants = [*yaml.safe_load(cfg.read_text())["variants"], se_variant]
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"), variants=variants)
+    assert ablate.run(cfg, runner=shifted) == 0
     text = (tmp_path / "out2" / "summary.md").read_text()
-    d = ablate.paired_difference([0.0, 0.0, 0.0])  # fake runs: the same mAP50-95 for both variants per seed
-    assert ablate.verdict(d) == "no detectable difference"  # a zero-width interval at 0: worded as such
     assert "- **cbam**: **no difference beyond ±0.0000** (Δ +0.0000, seeds-only 95% CI [+0.0000, +0.0000]" in text
     why = next(line for line in text.splitlines() if line.startswith("- `cbam`: seeds-only t-interval only: "))
     assert "no per-image record in run folder(s) baseline-seed0" in why and " and 3 more (made before" in why
+    se, mean = 0.001 / math.sqrt(3), sum(deltas) / 3
+    lo, hi, t = mean - 4.302652729911275 * se, mean + 4.302652729911275 * se, mean / se
+    assert lo < 0 < hi <= 0.01 and math.ceil(hi * 1e4) == 45
+    p = 1 - t / math.sqrt(2 + t * t)
+    want = f"- **se**: **no difference beyond ±0.0045** (Δ {mean:+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}], "
+    assert want + f"p = {p:.3f}, n = 3 paired seeds" in text
+    assert want == "- **se**: **no difference beyond ±0.0045** (Δ +0.0020, seeds-only 95% CI [-0.0005, +0.0045], "
 
 
 def test_class_movers_are_the_five_largest_each_way():

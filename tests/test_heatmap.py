@@ -8,6 +8,7 @@ statistics, features shrink layer by layer and every gate sits at sigmoid(≈0) 
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import importlib.util
@@ -494,6 +495,21 @@ def test_png_npy_and_stats_written(items, tmp_path):
     assert {"min", "max", "mean", "entropy_nats", "entropy_norm", "flag"} <= set(rows_[0])
 
 
+def test_outputs_are_written_atomically(items, tmp_path):
+    """A write that fails half-way (here: the last stats row) leaves the previous file as it was and no temporary
+    file; a completed save leaves only its PNG and .npy files."""
+    path = write_stats(items, tmp_path / "stats.csv")
+    before = path.read_bytes()
+    m = copy.copy(items[0].maps[0])
+    m.stats = {**m.stats, "x": 1.0}  # a field the CSV does not have
+    broken = dataclasses.replace(items[0], maps=[*items[0].maps, m])
+    with pytest.raises(ValueError, match="fields not in fieldnames"):
+        write_stats([broken], path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
+    paths = save(dataclasses.replace(items[0], maps=items[0].maps[:1]), tmp_path / "maps")
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == sorted(p.name for p in paths.values())
+
+
 def test_same_file_name_in_two_folders(checkpoint, tmp_path):
     """a/img.jpg and b/img.jpg write separate outputs, named by their folders, and separate stats rows."""
     from attn_yolo.heatmap.predict import image_names
@@ -705,7 +721,8 @@ def test_model_without_attention_blocks(tmp_path):
     src = default_sources()[0]
     with pytest.raises(
         NoAttentionError,
-        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM\).*cam=eigencam",
+        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, "
+        r"TripletAttention, NAM\).*cam=eigencam",
     ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))

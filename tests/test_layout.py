@@ -43,7 +43,8 @@ PINNED_CLASSES = {
     "TripletAttention": "attn_yolo.nn.triplet.TripletAttention",
     "NAM": "attn_yolo.nn.nam.NAM",
 }
-PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate", "attn_yolo.nn.layer_scale.LayerScale",
+PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate",
+                  "attn_yolo.nn.layer_scale.LayerScale",
                   "attn_yolo.nn.triplet.ZPoolGate"}
 
 

@@ -301,7 +301,8 @@ BYTES_CHECK = textwrap.dedent("""
     with torch.no_grad():
         model(x)
     assert all(S.is_fused(m) for _, m in S.attention_layers(model))
-    changed = [k for k, v in model.state_dict().items() if v.numpy().tobytes() != torch.load(io.BytesIO(sd))[k].numpy().tobytes()]
+    before = torch.load(io.BytesIO(sd))
+    changed = [k for k, v in model.state_dict().items() if v.numpy().tobytes() != before[k].numpy().tobytes()]
     assert not changed, changed
     assert save(model.state_dict()) == sd  # byte-identical
     copied = copy.deepcopy(model).half()  # what Ultralytics' save_model pickles (the EMA, deep-copied)

@@ -1,4 +1,5 @@
-"""Only ``attn_yolo.ultralytics_api`` (the seam package) touches Ultralytics internals: an AST scan of every other module of the package
+"""Only ``attn_yolo.ultralytics_api`` (the seam package) touches Ultralytics internals:
+an AST scan of every other module of the package
 (frame locals, ``vars()`` of an Ultralytics module, private names of Ultralytics objects, assignments to Ultralytics
 modules' or classes' attributes, the attributes the seam wraps), and proof that the scan flags each pattern."""
 
@@ -121,7 +122,8 @@ PLANTED = {
     "delattr": ("import ultralytics.cfg as c\ndelattr(c, 'X')\n", "delattr()"),
     "del attribute": ("from ultralytics.nn import tasks\ndel tasks.SE\n", "assigns tasks.SE"),
     "private override": ("from ultralytics.models.yolo.detect import DetectionValidator as V\n"
-                         "class R(V):\n    def _process_batch(self, p, b):\n        return super()._process_batch(p, b)\n",
+                         "class R(V):\n    def _process_batch(self, p, b):\n"
+                         "        return super()._process_batch(p, b)\n",
                          "overrides the private _process_batch"),
     "wrapped attribute": ("def f(yolo):\n    yolo.model.pt_path = 'x.pt'\n", ".pt_path"),
     "wrapped attribute by getattr": ("def f(t):\n    return getattr(t, 'tloss', None)\n", "getattr(..., 'tloss')"),
@@ -142,7 +144,8 @@ def test_scan_passes_public_use():
     source = (
         "from ultralytics import YOLO\nfrom ultralytics.nn.tasks import DetectionModel, yaml_model_load\n"
         "import sys\nclass T(DetectionModel):\n    def fuse(self):\n        return self\n"
-        "def _mine():\n    m = YOLO('x.yaml')\n    m.model.names = {0: 'a'}\n    return sys.argv, m._private_of_a_local\n"
+        "def _mine():\n    m = YOLO('x.yaml')\n    m.model.names = {0: 'a'}\n"
+        "    return sys.argv, m._private_of_a_local\n"
     )
     assert violations(source) == []
 
@@ -156,6 +159,6 @@ def test_the_seam_imports_nothing_of_attn_yolo():
         mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in mods if m.split(".")[0] == "attn_yolo" and not m.startswith("attn_yolo.ultralytics_api")}
-    assert {m.split(".")[0] for m in mods} <= {"__future__", "ast", "collections", "contextlib", "functools", "inspect",
-                                               "re", "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch",
-                                               "ultralytics", "attn_yolo"}
+    allowed = {"__future__", "ast", "collections", "contextlib", "functools", "inspect", "re", "sys", "textwrap",
+               "threading", "types", "pathlib", "typing", "torch", "ultralytics", "attn_yolo"}
+    assert {m.split(".")[0] for m in mods} <= allowed

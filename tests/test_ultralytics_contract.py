@@ -184,7 +184,8 @@ def test_special_commands_are_read_from_ultralytics(tmp_path, monkeypatch):
     with pytest.raises(UsageError):
         check_command("newcmd")
     f = tmp_path / "later_cfg.py"
-    f.write_text("ARGV = []\n\n\ndef entrypoint(debug=''):\n    args = ARGV\n    special = {'checks': 1, 'newcmd': 2}\n")
+    f.write_text("ARGV = []\n\n\ndef entrypoint(debug=''):\n    args = ARGV\n"
+                 "    special = {'checks': 1, 'newcmd': 2}\n")
     spec = importlib.util.spec_from_file_location("later_cfg", f)
     later = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(later)

@@ -2,7 +2,7 @@
 
     attn-yolo heatmap model=runs/detect/train/weights/best.pt source=images/ layers=all imgsz=640 out=runs/heatmap/exp
 
-For every attention block of a model (``SE``, ``ECA``, ``SAM``, ``CBAM``, ``MHSA``; or only the ``layers=`` chosen)
+For every attention block of a model (any of ``attn_yolo.MODULES``; or only the ``layers=`` chosen)
 forward hooks record what the block applied while the model predicts on each image. Per image one PNG is written: the
 image with its detections, then one panel per map (layer index, block, stride, the map resized onto the image with a
 colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
