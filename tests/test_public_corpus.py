@@ -235,8 +235,9 @@ CORPUS = [
      "EMA", [8], ("EMA", {"factor": 8})),
     ("Nidhogg3/YOLOv8_SEAttention", "ultralytics/cfg/models/v8/yolov8-GAM.yaml", "yolov8", "n", 9, 1,
      "GAM_Attention", [1024], ("GAM", {})),  # 1024: SPPF's width as written
-    ("SunwayDevelopers/unattended-baggage-yolov8-modification", "ultralytics/cfg/models/v8/yolov8-ShuffleAttention.yaml",
-     "yolov8", "n", 15, 1, "ShuffleAttention", [256], ("ShuffleAttention", "default:groups")),  # 256: the C2f's width
+    ("SunwayDevelopers/unattended-baggage-yolov8-modification",
+     "ultralytics/cfg/models/v8/yolov8-ShuffleAttention.yaml", "yolov8", "n", 15, 1,
+     "ShuffleAttention", [256], ("ShuffleAttention", "default:groups")),  # 256: the C2f's width as written
     ("SyWhs/ultralytics", "ultralytics/cfg/models/v8/yolov8-TripletAttention.yaml", "yolov8", "n", 8, 1,
      "TripletAttention", [], ("TripletAttention", {})),
     ("Zhao1277570389/DLW-YOLO", "ultralytics/cfg/models/v8/yolov8-NAM.yaml", "yolov8", "n", 21, 1,
