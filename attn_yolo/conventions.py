@@ -273,10 +273,9 @@ def _full(cls: type, kwargs: dict) -> tuple:
 
 def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
     """The readings that count, grouped by the block they build (first group first): valid ones that read something
-    of the row (else those that drop every arg as unused); of those the plausible ones if any; a ``prefer``
-    signature's if it fits."""
-    valid = [r for r in readings if r.error is None and r.refusal is None]
-    valid = [r for r in valid if r.evidence] or valid  # dropping every arg as unused: only if nothing else reads
+    of the row (dropping every arg as unused tells a typo from nothing: refused, ``_failure``); of those the
+    plausible ones if any; a ``prefer`` signature's if it fits."""
+    valid = [r for r in readings if r.error is None and r.refusal is None and r.evidence]
     pool = [r for r in valid if r.plausible] or valid
     pool = [r for r in pool if r.sig and r.sig.prefer and r.kwargs] or pool
     groups: dict[tuple, list] = {}
@@ -362,8 +361,8 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
                 paper = getattr(cls(c1, **r.kwargs), attr)
             how = f"{NONE_MEANS[(name, p)]} {p}, {paper} at C={c1}" if (name, p) in NONE_MEANS else f"{p}={paper}"
             notes.append(f"{p} left out: the paper's {how}; {who}" + (f": write {fmt(edit)} for that" if edit else ""))
-    others = [g[0] for g in _choose([x for x in readings if not x.evidence], cls)] if r.sig is None else []
-    for x in others:
+    others = [x for x in readings if not x.evidence and x.error is None and x.refusal is None] if not r.sig else []
+    for x in others[:1]:
         if _full(cls, x.kwargs) != _full(cls, r.kwargs):
             edit = _edit(name, cls, c1, x.kwargs, counts, where)
             notes.append(f"for {x.sig.call} ({x.sig.source}) {fmt(args)} would be unused args, defaults kept"
@@ -372,7 +371,8 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
 
 
 def _failure(name, params, args, counts, readings, where, c1, cls) -> str:
-    """Why no reading counts: a variant not provided, or ours' error (as written, or after the channel count)."""
+    """Why no reading counts: a variant not provided, or ours' error (as written, or after the channel count), with
+    the edit for a signature that would drop every arg as unused."""
     a0 = args[0] if args else None
     refusal = next((r for r in readings if r.refusal), None)
     if refusal is not None:
@@ -396,6 +396,10 @@ def _failure(name, params, args, counts, readings, where, c1, cls) -> str:
         if is_int(a0) and a0 >= 16 and f" {params[0]}={a0!r} is invalid" in err1:
             msg += (f". If {a0} is meant as the channel count, it is not one of this row's ({describe(counts)}): "
                     f"write one of those, or drop it: {fmt(args[1:])}")
+    unused = next((r for r in readings if not r.evidence and r.error is None and r.refusal is None), None)
+    if unused is not None:
+        msg += (f". For {unused.sig.call} ({unused.sig.source}) {fmt(args)} would be unused args: write "
+                f"{fmt(_canonical(cls, unused.kwargs))} for that")
     return msg
 
 

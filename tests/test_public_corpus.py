@@ -131,7 +131,7 @@ SIGNATURE_ROWS = [
     ("TripletAttention",
      "TripletAttention(gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False)",
      "TripletAttention", [16, ["avg", "max"], False], {}, True),
-    ("NAM", "Channel_Att(channels, t=16)", "NAM", [16], {}, True),
+    ("NAM", "Channel_Att(channels, t=16)", "NAM", ["C", 16], {}, True),  # verbatim: Channel_Att(C, 16)
     ("NAM", "NAMAttention(channels, out_channels=None, no_spatial=True)", "NAMAttention", ["C", None, True], {}, True),
     ("MHSA", "MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "MHSA", [14, 14, 8], {"heads": 8}, True),
 ]
@@ -178,6 +178,22 @@ def test_variant_not_provided_refused_with_edit(written, args, variant, edit):
     assert msg.startswith(f"row 11 (scale n) {written}") and variant in msg and "does not provide" in msg
     assert f"write {edit!s}".replace("'", "") in msg.replace("'", "")
     build("yolo11", "n", 10, written, edit)  # the edit builds
+
+
+@pytest.mark.parametrize("written, args, source", [
+    ("ShuffleAttention", [5], "ShuffleAttention(channel=512, reduction=16, G=8)"),  # groups 5 (a typo), or unused
+    ("NAM", [16], "Channel_Att(channels, t=16)"),
+    ("TripletAttention", [6], "TripletAttention(gate_channels, reduction_ratio=16"),
+])
+def test_row_of_unused_args_only_is_refused_with_both_readings(written, args, source):
+    """A row whose args only one signature takes, and never uses: a typo of ours or a copied row, indistinguishable;
+    refused with our error and the edit that drops them (which builds)."""
+    with pytest.raises(AttnBuildError) as e:
+        build("yolo11", "n", 10, written, args)
+    msg = str(e.value)
+    assert msg.startswith(f"row 11 (scale n) {written}: ") and " is invalid" in msg
+    assert f"For {source}" in msg and "would be unused args: write [] for that" in msg
+    build("yolo11", "n", 10, written, [])
 
 
 @pytest.mark.parametrize("block, param", list(DEFAULTS), ids=[f"{b}.{p}" for b, p in DEFAULTS])

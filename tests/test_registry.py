@@ -237,9 +237,9 @@ def test_unknown_module_lowercase_hint():
         ([-1, 1, "MHSA", [3]], "n", r"row 11 \(scale n\) MHSA: heads=3 is invalid; allowed: a divisor of C=256"),
         ([-1, 1, "MHSA", [5]], "x", r"row 11 \(scale x\) MHSA: heads=5 is invalid; allowed: a divisor of C=768"),
         ([-1, 1, "EMA", [7]], "n", r"row 11 \(scale n\) EMA: factor=7 is invalid; allowed: \[1, 2, 4, 8, 16, 32, 64"),
-        ([-1, 1, "ShuffleAttention", [3, 0.0]], "s",
-         r"row 11 \(scale s\) ShuffleAttention: groups=3 is invalid; allowed: \[1, 2, 4, 8, 16, 32, 64, 128, 256\]"),
-        ([-1, 1, "TripletAttention", [6, 0.0]], "m", r"row 11 \(scale m\) TripletAttention: k=6 is invalid"),
+        ([-1, 1, "ShuffleAttention", [3]], "s", r"row 11 \(scale s\) ShuffleAttention: groups=3 is invalid; allowed: "
+                                                r"\[1, 2, 4, 8, 16, 32, 64, 128, 256\]"),
+        ([-1, 1, "TripletAttention", [6]], "m", r"row 11 \(scale m\) TripletAttention: k=6 is invalid"),
         ([-1, 1, "CoordAtt", [0]], "l", r"row 11 \(scale l\) CoordAtt: r=0 is invalid"),
     ],
 )
