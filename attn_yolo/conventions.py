@@ -45,7 +45,6 @@ KERNEL_ALONE = {"CBAM": "k"}
 """Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
 
 UNSCALED = "before width scaling"
-
 NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive"}
 """What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
 
@@ -179,8 +178,7 @@ def _evaluate(args: list, names: dict) -> list:
     return out
 
 
-_BUILT: dict[tuple, str | None] = {}
-"""``_error``'s results by block, width and hyperparameters (a row's readings often repeat one configuration)."""
+_BUILT: dict[tuple, str | None] = {}  # _error's results by block, width and hyperparameters (readings repeat them)
 
 
 def _error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | None:
@@ -212,7 +210,7 @@ class Reading:
     error: str | None = None  # the block does not build so
     refusal: str | None = None  # a variant attn_yolo does not provide
     evidence: bool = True  # False: every arg dropped as unused (nothing of the row is read)
-    plausible: bool = True
+    plausible: bool = True  # every value in its PLAUSIBLE range
 
 
 def _fit(sig: Signature, args: list, counts: dict) -> tuple[dict, list, str | None, bool] | None:
@@ -267,8 +265,7 @@ def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: st
 
 def _full(cls: type, kwargs: dict) -> tuple:
     """The block's hyperparameters a reading gives, defaults filled in (two readings that agree build one block)."""
-    return tuple((p.name, kwargs.get(p.name, p.default)) for p in inspect.signature(cls).parameters.values()
-                 if p.name != "c1")
+    return tuple((p.name, kwargs.get(p.name, p.default)) for p in list(inspect.signature(cls).parameters.values())[1:])
 
 
 def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
