@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "attn_yolo"
 # Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {
     "nn": 0,
-    "build": 1, "conventions": 1,
+    "build": 1, "conventions": 1, "csp": 1,
     "registry": 2,
     "args": 3, "checkpoint": 3, "images": 3, "synthetic": 3, "sdpa": 3,
     "insertion": 4, "export": 4, "heatmap": 4, "health": 4,
