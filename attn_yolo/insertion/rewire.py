@@ -62,8 +62,9 @@ import yaml
 from attn_yolo import build
 from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.conventions import NONE_MEANS, bind
+from attn_yolo.insertion import inner
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import ALIASES, BLOCKS, MODULES, canonical, check_yaml_modules
+from attn_yolo.registry import ALIASES, BLOCKS, CSP_BLOCKS, MODULES, canonical, check_yaml_modules
 
 SITES = ("backbone", "sppf", "neck")
 DETECT_HEADS = ("Detect", "v10Detect")
@@ -78,6 +79,7 @@ PLACEMENT = {
     "neck": "at the maps Detect reads (the FPN/PAN outputs), so the attention re-weights exactly the fused features "
     "the detection head sees.",
     "layers": "at the layers chosen explicitly.",
+    "inside": inner.PLACEMENT,
 }
 
 
@@ -191,7 +193,8 @@ def resolve_sites(d: dict, at) -> tuple[list[int], list[str]]:
 
 
 def module_class(name: str) -> tuple[str, type]:
-    """``(YAML name, class)`` of an attention block, its name or an alias; case-insensitive.
+    """``(YAML name, class)`` of an attention block, its name or an alias; case-insensitive. For a block inside a
+    CSP block (``C3k2_CBAM``, ``attn_yolo.csp``): its name and the attention class inside (``CBAM``).
 
     Raises:
         InsertionError: naming the choices.
@@ -200,9 +203,17 @@ def module_class(name: str) -> tuple[str, type]:
         for key in [*BLOCKS, *ALIASES]:
             if key.lower() == name.strip().lower() and (block := canonical(key)):
                 return block, BLOCKS[block]
+        if derived := inner.derived_name(name):
+            return derived, CSP_BLOCKS[derived].attention
     close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}")
+    raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}, or one of "
+                         "them inside the base's C2f / C3k2 / SPPF rows: C3k2_CBAM, C2f_SE, SPPF_ECA, ...")
+
+
+def _attention(name: str) -> type:
+    """The attention class a block name (or alias) builds; for ``C3k2_CBAM`` the block inside (``CBAM``)."""
+    return BLOCKS[canonical(name)] if canonical(name) else CSP_BLOCKS[name].attention
 
 
 def block_args(name: str, args, identity: bool) -> list:
@@ -239,14 +250,15 @@ def block_args(name: str, args, identity: bool) -> list:
 def _describe_args(name: str, args: list) -> str:
     """``r=16, k=7``: the block's effective hyperparameters (defaults filled in; None shown only where it means
     something, e.g. ECA's adaptive k)."""
-    params = [p for p in inspect.signature(BLOCKS[name]).parameters.values() if p.name != "c1"]
+    params = [p for p in inspect.signature(_attention(name)).parameters.values() if p.name != "c1"]
     vals = [(p.name, args[i] if i < len(args) else p.default) for i, p in enumerate(params)]
     vals = [(n, NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
     return ", ".join(f"{n}={v}" for n, v in vals if v is not None)
 
 
 def _reference(name: str) -> str:
-    return (BLOCKS[name].__doc__ or name).strip().splitlines()[0].rstrip(".")
+    cls = BLOCKS.get(name) or CSP_BLOCKS[name]
+    return (cls.__doc__ or name).strip().splitlines()[0].rstrip(".")
 
 
 # ---------------------------------------------------------------------------------------------------------- insert
@@ -254,12 +266,14 @@ def _reference(name: str) -> str:
 
 @dataclass
 class Block:
-    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``."""
+    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``; or,
+    with ``replaced`` (the base's module, ``C3k2``), base layer ``after`` itself renamed to ``name`` (``C3k2_CBAM``)."""
 
     name: str
     args: list
     after: int
     index: int = -1
+    replaced: str = ""
 
 
 @dataclass
@@ -320,10 +334,20 @@ def _plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     base_name = str(base) if not isinstance(base, dict) else str(d.get("yaml_file", "model.yaml"))
     rows, nb = _rows(d), len(d["backbone"])
     chains: dict[int, list[Block]] = {}
+    renamed: dict[int, Block] = {}  # base rows that get attention inside (C3k2 -> C3k2_CBAM)
     sites = []
     for mod, site, a in _pairs(module, at, args):
         name, _ = module_class(mod)
         a = block_args(name, a, identity)
+        if name in CSP_BLOCKS:
+            idx, used = inner.rows(d, name, site, InsertionError)
+            sites += used
+            for t in idx:
+                if t in renamed:
+                    raise InsertionError(f"module={module!r}: base layer {t} is replaced twice ({renamed[t].name}, "
+                                         f"{name}); one block inside a row")
+                renamed[t] = Block(name, copy.deepcopy(a), t, replaced=rows[t][2])
+            continue
         idx, used = resolve_sites(d, site)
         if not idx:
             raise InsertionError(f"at={site!r} selects no layer of base={base_name!r}")
@@ -352,6 +376,10 @@ def _plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     blocks = []
     for i, (f, n, m, a) in enumerate(rows):
         section = new["backbone" if i < nb else "head"]
+        if b := renamed.get(i):
+            b.index = new_index[i]
+            m, a = b.name, inner.row_args(b.name, a, b.args)
+            blocks.append(b)
         section.append([remap(f, i), n, m, copy.deepcopy(a)])
         for j, b in enumerate(chains.get(i, [])):
             b.index = new_index[i] + j + 1
@@ -556,7 +584,8 @@ def _header(d: dict, plan: Plan, out: Path) -> list[str]:
         lines.append(f"Inserted: {name} [{_describe_args(name, bl[0].args)}]: {_reference(name)}.")
         after = ", ".join(f"{b.after}" + (f" ({plan.level(b.after)})" if plan.level(b.after) else "") for b in bl)
         plural = "s" if len(bl) > 1 else ""
-        lines.append(f"  after base layer{plural} {after} -> new layer{plural} {', '.join(str(b.index) for b in bl)}.")
+        how = f"in place of the {bl[0].replaced} of base layer" if bl[0].replaced else "after base layer"
+        lines.append(f"  {how}{plural} {after} -> new layer{plural} {', '.join(str(b.index) for b in bl)}.")
     for site in plan.sites:
         lines.append(f"Placement ({site}): {PLACEMENT[site]}")
     det = _rows(d)[-1][0]
@@ -632,7 +661,10 @@ def yaml_text(d: dict, plan: Plan | None = None, out: str | Path = "model.yaml")
         lines += ["", f"{section}:"] + (["  # [from, repeats, module, args]"] if section == "backbone" else [])
         for f, n, m, a in d[section]:
             note = ""
-            if i in new_rows:
+            if i in new_rows and new_rows[i].replaced:
+                b = new_rows[i]
+                note = f" base {b.after}: {b.replaced} with {_attention(b.name).__name__} inside"
+            elif i in new_rows:
                 note = f" inserted after base {new_rows[i].after}"
             elif i in base_of and base_of[i] != i:
                 note = f" (base {base_of[i]})"
@@ -670,13 +702,14 @@ def write_yaml(d: dict, plan: Plan | None, out: str | Path, *, overwrite: bool =
 
 
 def _same_row(a: list, b: list) -> bool:
-    return a[1] == b[1] and a[2] == b[2] and a[3] == b[3]
+    return (a[1] == b[1] and a[2] == b[2] and a[3] == b[3]) or inner.replaces(a, b)
 
 
 def layer_map(base: dict, new: dict) -> dict[int, int]:
     """Map each base layer index to its index in ``new``, a model dict made by inserting attention blocks into ``base``.
 
-    Rows must appear in the same order with equal repeats, module and args; the extra rows of ``new`` must be
+    Rows must appear in the same order with equal repeats, module and args (or the base's C2f / C3k2 / SPPF renamed
+    to a block with attention inside, ``C3k2_CBAM``, same args before X's mapping); the extra rows of ``new`` must be
     attention blocks (``attn_yolo.MODULES`` or an alias), and each row's ``from`` must reach the mapped layer or a
     block chained right after it.
 
@@ -713,5 +746,5 @@ def layer_map(base: dict, new: dict) -> dict[int, int]:
 
 def _param_index(name: str) -> int:
     """Number of YAML args before ``init_values`` for block ``name`` (or an alias)."""
-    params = [p.name for p in inspect.signature(BLOCKS[canonical(name) or name]).parameters.values() if p.name != "c1"]
+    params = [p.name for p in inspect.signature(_attention(name)).parameters.values() if p.name != "c1"]
     return params.index("init_values")
