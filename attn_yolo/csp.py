@@ -149,11 +149,11 @@ def derive(blocks: dict[str, type[nn.Module]]) -> dict[str, type[nn.Module]]:
             cls = globals().get(name)
             if cls is None or cls.attention is not x_cls:
                 bases = (AttnSPPF,) if base is SPPF else (InnerAttention, base)
-                place = ("before cv2, on the concatenated pyramid" if base is SPPF
-                         else "inside every bottleneck: x + X(cv2(cv1(x)))")
-                doc = (f"Ultralytics' {base_name} with {x_name} {place}. YAML: {base_name}'s args "
-                       f"[{', '.join(BASE_ARGS[base_name])}], then optionally {{{x_name} keywords}}; "
-                       f"{x_name}: {(x_cls.__doc__ or '').strip().splitlines()[0]}")
+                place = (f"before cv2: cv2({x_name}(cat(pyramid)))" if base is SPPF
+                         else f"inside every bottleneck: x + {x_name}(cv2(cv1(x)))")
+                doc = (f"Ultralytics' {base_name} with {x_name} {place}.\n\nYAML: {base_name}'s args "
+                       f"[{', '.join(BASE_ARGS[base_name])}], then optionally {{{x_name} keywords}}. {x_name}: "
+                       f"{(x_cls.__doc__ or '').strip().splitlines()[0]}")
                 cls = type(name, bases, {"__module__": __name__, "__qualname__": name, "__doc__": doc,
                                          "base": base, "attention": x_cls, "yaml_name": name})
                 globals()[name] = cls

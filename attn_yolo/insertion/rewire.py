@@ -590,10 +590,14 @@ def _header(d: dict, plan: Plan, out: Path) -> list[str]:
         lines.append(f"Placement ({site}): {PLACEMENT[site]}")
     det = _rows(d)[-1][0]
     strides = "/".join(str(plan.strides[i]) for i in det if i in plan.strides)
-    lines.append(
-        "Every `from` index is rewired: consumers of a chosen layer read its block; every other reference reaches "
-        f"the same layer as before{f'; Detect reads strides {strides}' if strides else ''}."
-    )
+    if all(b.replaced for b in plan.blocks):
+        lines.append("No row is added: every layer keeps its index, every `from` is unchanged"
+                     f"{f'; Detect reads strides {strides}' if strides else ''}.")
+    else:
+        lines.append(
+            "Every `from` index is rewired: consumers of a chosen layer read its block; every other reference reaches "
+            f"the same layer as before{f'; Detect reads strides {strides}' if strides else ''}."
+        )
     if any(len(b.args) > _param_index(b.name) and b.args[_param_index(b.name)] == 0.0 for b in plan.blocks):
         lines.append(
             "init_values=0.0: y = x + γ⊙(block(x) − x) with γ = 0 at init (LayerScale, Touvron et al., ICCV 2021): "
