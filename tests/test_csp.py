@@ -280,10 +280,13 @@ TINY = {  # strides 8/16/32, one of each derived kind: C3k2_<X> at P3, C2f_<X> a
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("x", ["CBAM", "MHSA", "EMA", "CoordAtt"])
+EXPORT_FAST = ["CBAM", "MHSA", "EMA", "CoordAtt"]
+
+
+@pytest.mark.parametrize("x", [x if x in EXPORT_FAST else pytest.param(x, marks=pytest.mark.slow) for x in MODULES])
 def test_export_static_and_dynamic_verify(tmp_path, x):
-    """A representative subset (channel+spatial, SDPA, grouped, directional pools), static at 96×160 and dynamic at
-    128, verified under onnxruntime against PyTorch (``attn_yolo.export.verify_onnx``)."""
+    """Static at 96×160 and dynamic at 128, verified under onnxruntime against PyTorch (``attn_yolo.export.verify_onnx``):
+    a representative subset by default (channel+spatial, SDPA, grouped, directional pools), every block with -m slow."""
     pytest.importorskip("onnxruntime")
     from attn_yolo import export as E
 
