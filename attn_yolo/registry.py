@@ -10,9 +10,11 @@
    from / repeats / args ``ModelYamlError``, instead of a bare ``KeyError`` or ``IndexError``; (b) each attention
    row (its name, or an alias in ``ALIASES``) gets its block's class and one marker (``attn_yolo.conventions.RowArgs``)
    in place of its args, so the block takes its input width from the layer it reads and its args are read by the
-   conventions of public YAMLs (``attn_yolo.conventions``); and wraps the ``guess_model_task`` of
-   ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those checks come first there too
-   (an attention row after Detect would otherwise end in Ultralytics' ``'None' task`` error);
+   conventions of public YAMLs (``attn_yolo.conventions``); (c) each ``C2f_<X>`` / ``C3k2_<X>`` / ``SPPF_<X>`` row
+   (``CSP_BLOCKS``) is built as Ultralytics' own block and then given X inside (``attn_yolo.csp``); and wraps the
+   ``guess_model_task`` of ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those
+   checks come first there too (an attention row after Detect would otherwise end in Ultralytics' ``'None' task``
+   error);
 3. allow-lists the classes for weights-only loading (``ULTRALYTICS_SAFE_LOAD=1``, ``torch.serialization``);
 4. adds a callback to Ultralytics' default callbacks. Multi-GPU training pickles the trainer's callbacks into the
    DDP worker state (``ultralytics.utils.dist.generate_ddp_file``); unpickling this function imports ``attn_yolo`` in
