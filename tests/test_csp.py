@@ -176,7 +176,8 @@ def test_builds_at_n_and_x(x):
     model.train()
     out = model(torch.rand(2, 3, 64, 96))
     sum(t.float().pow(2).mean() for t in tensors(out)).backward()
-    attn = [p for m in model.modules() if isinstance(m, (csp.AttnBottleneck, csp.AttnSPPF)) for p in m.attn.parameters()]
+    inner = [m for m in model.modules() if isinstance(m, (csp.AttnBottleneck, csp.AttnSPPF))]
+    attn = [p for m in inner for p in m.attn.parameters()]
     if x != "SimAM":  # parameter-free
         assert attn and all(p.grad is not None for p in attn)
     for scale in ("n", "x"):
@@ -285,8 +286,8 @@ EXPORT_FAST = ["CBAM", "MHSA", "EMA", "CoordAtt"]
 
 @pytest.mark.parametrize("x", [x if x in EXPORT_FAST else pytest.param(x, marks=pytest.mark.slow) for x in MODULES])
 def test_export_static_and_dynamic_verify(tmp_path, x):
-    """Static at 96×160 and dynamic at 128, verified under onnxruntime against PyTorch (``attn_yolo.export.verify_onnx``):
-    a representative subset by default (channel+spatial, SDPA, grouped, directional pools), every block with -m slow."""
+    """Static at 96×160 and dynamic at 128, verified under onnxruntime against PyTorch (``verify_onnx``): a
+    representative subset by default (channel+spatial, SDPA, grouped, directional pools), every block with -m slow."""
     pytest.importorskip("onnxruntime")
     from attn_yolo import export as E
 
@@ -380,13 +381,15 @@ def test_insert_errors():
 
 
 def test_ablation_insert_spec_accepts_a_derived_block():
-    from attn_yolo.ablate.config import _check_variants
+    from attn_yolo.ablate.variants import check_variants
 
     raw = [{"name": "base", "model": "yolo11n.yaml"},
            {"name": "inside", "base": "yolo11n.yaml", "module": "C3k2_CBAM", "at": "backbone", "args": [8]}]
-    variants, baseline, problems = _check_variants(raw, Path("."), 2, 64, pretrained=yaml_model_load("yolo11n.yaml"))
+    variants, baseline, problems = check_variants(raw, Path("."), pretrained=yaml_model_load("yolo11n.yaml"))
     assert not problems and baseline == "base" and [v.name for v in variants] == ["base", "inside"]
     assert rows(variants[1].model_dict)[2] == [-1, 2, "C3k2_CBAM", [256, False, 0.25, {"r": 8}]]
+    model = DetectionModel(copy.deepcopy(variants[1].model_dict), nc=2, verbose=False)  # as the run's prepare builds
+    assert all(b.attn.r == 8 for b in model.modules() if isinstance(b, csp.AttnBottleneck))
 
 
 def test_weights_only_reload_in_a_fresh_process(base_pt, tmp_path):

@@ -21,6 +21,7 @@ import re
 import torch
 
 from attn_yolo.csp import AttnBottleneck, AttnSPPF, split_args
+from attn_yolo.insertion.base import InsertionError
 from attn_yolo.registry import CSP_BLOCKS, csp_name
 
 PLACEMENT = (
@@ -43,12 +44,12 @@ def base_of(name: str) -> str:
     return CSP_BLOCKS[name].base.__name__
 
 
-def rows(d: dict, name: str, at, error: type[Exception]) -> tuple[list[int], list[str]]:
+def rows(d: dict, name: str, at) -> tuple[list[int], list[str]]:
     """Base rows that ``<base>_<X>`` replaces for site spec ``at`` (see the module docstring), and the sites used.
 
     Raises:
-        error: unknown site, an index that is not a ``<base>`` row, or a spec that selects no row (the message says
-            where the base's ``<base>`` rows are, or which CSP block it has instead: C2f in yolov8).
+        InsertionError: unknown site, an index that is not a ``<base>`` row, or a spec that selects no row (the
+            message says where the base's ``<base>`` rows are, or which CSP block it has instead: C2f in yolov8).
     """
     all_rows = d["backbone"] + d["head"]
     nb, last, base = len(d["backbone"]), len(all_rows) - 1, base_of(name)
@@ -62,7 +63,7 @@ def rows(d: dict, name: str, at, error: type[Exception]) -> tuple[list[int], lis
         if isinstance(item, int) and not isinstance(item, bool):
             if item not in where:
                 got = all_rows[item][2] if 0 <= item < len(all_rows) else "out of range"
-                raise error(f"at={at!r}: layer {item} is {got}, not {base}; {name} replaces {base} rows: "
+                raise InsertionError(f"at={at!r}: layer {item} is {got}, not {base}; {name} replaces {base} rows: "
                             f"{', '.join(map(str, sorted(where))) or 'none in this base'}")
             out.add(item)
         elif item == "backbone" or (item == "sppf" and base == "SPPF"):
@@ -71,14 +72,14 @@ def rows(d: dict, name: str, at, error: type[Exception]) -> tuple[list[int], lis
             out |= {i for i in where if i >= nb}
         else:
             sppf = ", sppf" if base == "SPPF" else ""
-            raise error(f"at={at!r}: {item!r} is not a site for {name}; allowed: backbone, neck{sppf} or {base} row "
-                        f"indices")
+            raise InsertionError(f"at={at!r}: {item!r} is not a site for {name}; allowed: backbone, neck{sppf} or "
+                                 f"{base} row indices")
         used.append("inside")
     if not out:
         others = sorted({r[2] for r in all_rows if r[2] in ("C2f", "C3k2") and r[2] != base})
         hint = f"; its CSP blocks are {others[0]}: use module={others[0]}_{name.split('_', 1)[1]}" if others else ""
         found = f" ({base} rows: {', '.join(map(str, sorted(where)))})" if where else f"; the base has no {base} rows"
-        raise error(f"module={name} at={at!r} selects no {base} row{found}{hint}")
+        raise InsertionError(f"module={name} at={at!r} selects no {base} row{found}{hint}")
     return sorted(out), used
 
 
