@@ -96,6 +96,16 @@ def test_every_block_gets_three_derived_classes_that_pickle():
     assert all(b.attn.r == 4 for b in back.modules() if isinstance(b, csp.AttnBottleneck))
 
 
+def test_base_args_are_ultralytics_signatures():
+    """The args a derived row takes are the installed Ultralytics block's (after c1; C2f / C3k2 ``n`` is the row's
+    repeats), so an Ultralytics release that changes one fails here by name."""
+    import inspect
+
+    for name, cls in BASES.items():
+        params = [p for p in inspect.signature(cls).parameters if p != "c1" and (p != "n" or name == "SPPF")]
+        assert params == csp.BASE_ARGS[name], name
+
+
 def bn_stats(m: torch.nn.Module) -> None:
     g = torch.Generator().manual_seed(0)
     for bn in m.modules():
