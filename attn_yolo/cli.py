@@ -45,6 +45,10 @@ def modules_main(argv: list[str]) -> int:
         print(f"{'':<{width}}also named: {', '.join(aliases) if aliases else '-'}")
     print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads"
           " (a leading channel count, as other attention code writes it, is read as such).")
+    print("\nInside Ultralytics' own blocks (attn_yolo.csp): C2f_<X>, C3k2_<X>, SPPF_<X> for every X above: X in every"
+          " bottleneck, x + X(cv2(cv1(x))), or before SPPF's cv2.\nYAML: the block's own args, then X's keywords as an"
+          " optional mapping: [-1, 2, C3k2_CBAM, [256, False, 0.25, {r: 8}]]; insert: attn-yolo insert"
+          " base=yolo11n.yaml module=C3k2_CBAM at=backbone pretrained=...")
     return 0
 
 

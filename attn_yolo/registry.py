@@ -12,9 +12,11 @@ all through ``attn_yolo.ultralytics_api`` (the one place that touches Ultralytic
    from / repeats / args ``ModelYamlError``, instead of a bare ``KeyError`` or ``IndexError``; (b) each attention
    row (its name, or an alias in ``ALIASES``) gets its block's class and one marker (``attn_yolo.conventions.RowArgs``)
    in place of its args, so the block takes its input width from the layer it reads and its args are read by the
-   conventions of public YAMLs (``attn_yolo.conventions``); and wraps the ``guess_model_task`` of
-   ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those checks come first there too
-   (an attention row after Detect would otherwise end in Ultralytics' ``'None' task`` error);
+   conventions of public YAMLs (``attn_yolo.conventions``); (c) each ``C2f_<X>`` / ``C3k2_<X>`` / ``SPPF_<X>`` row
+   (``CSP_BLOCKS``) is built as Ultralytics' own block and then given X inside (``attn_yolo.csp``); and wraps the
+   ``guess_model_task`` of ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those
+   checks come first there too (an attention row after Detect would otherwise end in Ultralytics' ``'None' task``
+   error);
 3. allow-lists the classes for weights-only loading (``ULTRALYTICS_SAFE_LOAD=1``, ``torch.serialization``);
    ``unregister()`` removes those it added, keeping any added before or by others;
 4. adds a callback to Ultralytics' default callbacks. Multi-GPU training pickles the trainer's callbacks into the
@@ -31,6 +33,7 @@ import re
 
 import torch
 
+from attn_yolo import csp
 from attn_yolo import ultralytics_api as api
 from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
 from attn_yolo.nn import (
@@ -118,7 +121,11 @@ NOT_PROVIDED = (
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""
 
-SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
+CSP_BLOCKS: dict[str, type[torch.nn.Module]] = csp.derive(MODULES)
+"""``C2f_<X>``, ``C3k2_<X>``, ``SPPF_<X>`` for every block X of ``MODULES`` (``attn_yolo.csp``): YAML name → class."""
+
+SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate, *CSP_BLOCKS.values(),
+                csp.AttnBottleneck]
 
 
 HEAD_RE = re.compile(r"Detect|Segment|Pose|OBB|Classify|RTDETRDecoder")  # output heads (as guess_model_task reads)
@@ -150,6 +157,15 @@ def canonical(name) -> str | None:
     return ALIASES[name] if name in ALIASES and name not in _tasks_names() else None
 
 
+def csp_name(name) -> str | None:
+    """The ``CSP_BLOCKS`` name of a YAML module name (``C3k2_CBAM``; with an alias of X: ``C3k2_CA``), or None."""
+    if name in CSP_BLOCKS:
+        return name
+    base, sep, x = str(name).partition("_")
+    derived = f"{base}_{ALIASES.get(x)}"
+    return derived if sep and derived in CSP_BLOCKS and name not in _tasks_names() else None
+
+
 def _known(name: str) -> bool:
     if name.startswith("nn."):
         return hasattr(torch.nn, name[3:])
@@ -157,7 +173,7 @@ def _known(name: str) -> bool:
         import torchvision
 
         return hasattr(torchvision.ops, name[16:])
-    return canonical(name) is not None or name in _tasks_names()
+    return canonical(name) is not None or csp_name(name) is not None or name in _tasks_names()
 
 
 def _layers() -> list[str]:
@@ -177,7 +193,7 @@ def suggest(name: str) -> str | None:
     Case-insensitive equality wins (``nn.`` may be left out); otherwise a close match, only for names of 4 or more
     letters (``EMA`` is not a typo of ``ECA``). Only ``nn.Module`` layers are suggested, never whole models.
     """
-    attention, layers = list(MODULES) + list(ALIASES), _layers()
+    attention, layers = list(MODULES) + list(ALIASES) + list(CSP_BLOCKS), _layers()
     for pool in (attention, layers):
         for cand in pool:
             if name.lower() in (cand.lower(), cand.lower().removeprefix("nn.")):
@@ -301,12 +317,15 @@ def _wrap(parse_model):
         names = {i: name for i, row in enumerate(_rows(d)) if (name := canonical(row[2]))}
         info = YamlInfo.of(d, ch, set(names))
         d = copy.deepcopy(d)  # parse_model edits rows' args in place; the caller's dict stays as written
+        inner = csp.prepare(d, csp_name)  # C3k2_CBAM rows -> C3k2, converted after parse_model
         for i, row in enumerate(_rows(d)):
             if i in names:
                 name = names[i]
                 row[3] = [RowArgs(info, i, row[2], name, BLOCKS[name], row[3], _alias_note(row[2], name))]
                 row[2] = name
-        return parse_model(d, ch, verbose)
+        layers, save = parse_model(d, ch, verbose)
+        csp.convert(layers, inner, verbose)
+        return layers, save
 
     return attn_parse_model
 

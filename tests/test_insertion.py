@@ -221,7 +221,11 @@ def test_insert_writes_the_hand_written_golden_yamls(base, module, at, args, nam
 def test_shipped_model_yamls_equal_the_golden_ones():
     """models/yolo11-<block>.yaml: the hand-written golden rows with the block's args (MHSA at the SPPF site)."""
     shipped = {p.stem.removeprefix("yolo11-"): p for p in (ROOT / "models").glob("yolo11-*.yaml")}
+    inside = shipped.pop("c3k2_cbam")  # CBAM inside the backbone's C3k2 rows: Ultralytics' rows, 4 renamed
     assert set(shipped) == {m.lower() for m in MODULES}
+    base, d = yaml_model_load("yolo11.yaml"), yaml.safe_load(inside.read_text())
+    assert [r[2] for r in d["backbone"]] == [("C3k2_CBAM" if r[2] == "C3k2" else r[2]) for r in base["backbone"]]
+    assert [r[3] for r in d["backbone"]] == [r[3] for r in base["backbone"]] and d["head"] == base["head"]
     args = {"SAM": [7], "CBAM": [16, 7], "MHSA": [4]}
     for module in MODULES:
         d = yaml.safe_load(shipped[module.lower()].read_text())

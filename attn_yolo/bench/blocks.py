@@ -62,6 +62,11 @@ VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; addi
         "dense 7×7 convs C→C/r→C without pooling: 2·49·C²/r MACs per pixel, about 5 GFLOPs at P3 (80×80, C=128) "
         "alone, so GAM roughly doubles yolo11n's GFLOPs; group the 7×7 convs or drop GAM from P3",
     ),
+    "c3k2_cbam": Variant(
+        0.10,
+        "CBAM inside every bottleneck of the backbone's four C3k2 rows (6 blocks, P2 to P5): two gates, two "
+        "full-tensor multiplies and a 7×7 conv per bottleneck, at P2/4 on the largest map; use C3k2_ECA or skip row 2",
+    ),
 }
 
 
@@ -93,9 +98,10 @@ def build_detector(yaml: str):
 
 
 def block_sources() -> list[Path]:
-    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, the seam
+    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, ``csp.py``, the seam
     ``ultralytics_api/`` and every file of ``nn/``."""
-    own = [PACKAGE / "conventions.py", PACKAGE / "registry.py", *sorted((PACKAGE / "ultralytics_api").glob("*.py"))]
+    own = [PACKAGE / "conventions.py", PACKAGE / "registry.py", PACKAGE / "csp.py",
+           *sorted((PACKAGE / "ultralytics_api").glob("*.py"))]
     return [*own, *sorted((PACKAGE / "nn").glob("*.py"))]
 
 

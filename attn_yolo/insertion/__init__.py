@@ -43,7 +43,8 @@ DEFAULTS = {
 HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
 
   base=        path or Ultralytics name of a detect YAML (yolo11n.yaml, yolov8s.yaml, yolo26m.yaml)   [required]
-  module=      CBAM | SE | ECA | SAM | MHSA, or several: module=SE,MHSA                               [CBAM]
+  module=      CBAM | SE | ECA | SAM | MHSA | ..., or several: module=SE,MHSA                         [CBAM]
+               or a block inside the base's own rows: C3k2_CBAM (yolo11/26), C2f_CBAM (yolov8), SPPF_ECA
   at=          backbone | sppf | neck | layer indices (at=4,6,10); one per module: at=backbone,sppf   [backbone]
   args=        block hyperparameters, e.g. args=[16,7]; per module: args=[[16],[4]]                   [defaults]
   identity=    write init_values=0.0 so blocks start as the identity    [True with pretrained=, else False]
@@ -114,7 +115,8 @@ def main(argv: list[str]) -> int:
         print(f"attn-yolo insert: warning: {row}", file=sys.stderr)
     for b in plan.blocks:
         lvl = plan.level(b.after)
-        print(f"{b.name} [{describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
+        how = f"in place of the {b.replaced} of" if b.replaced else "after"
+        print(f"{b.name} [{describe_args(b.name, b.args)}] {how} base layer {b.after}{f' ({lvl})' if lvl else ''}"
               f" -> layer {b.index}")
     det = model_rows(d)[-1]
     print(f"{det[2]} reads layers {det[0]} (base {plan.base_detect})")

@@ -16,12 +16,14 @@ import difflib
 import inspect
 
 from attn_yolo.conventions import NONE_MEANS, bind
+from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError
-from attn_yolo.registry import ALIASES, BLOCKS, MODULES, canonical
+from attn_yolo.registry import ALIASES, BLOCKS, CSP_BLOCKS, MODULES, canonical
 
 
 def module_class(name: str) -> tuple[str, type]:
-    """``(YAML name, class)`` of an attention block, its name or an alias; case-insensitive.
+    """``(YAML name, class)`` of an attention block, its name or an alias; case-insensitive. For a block inside a
+    CSP block (``C3k2_CBAM``, ``attn_yolo.csp``): its name and the attention class inside (``CBAM``).
 
     Raises:
         InsertionError: naming the choices.
@@ -30,9 +32,17 @@ def module_class(name: str) -> tuple[str, type]:
         for key in [*BLOCKS, *ALIASES]:
             if key.lower() == name.strip().lower() and (block := canonical(key)):
                 return block, BLOCKS[block]
+        if derived := inner.derived_name(name):
+            return derived, CSP_BLOCKS[derived].attention
     close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}")
+    raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}, or one of "
+                         "them inside the base's C2f / C3k2 / SPPF rows: C3k2_CBAM, C2f_SE, SPPF_ECA, ...")
+
+
+def attention_class(name: str) -> type:
+    """The attention class a block name (or alias) builds; for ``C3k2_CBAM`` the block inside (``CBAM``)."""
+    return BLOCKS[canonical(name)] if canonical(name) else CSP_BLOCKS[name].attention
 
 
 def block_args(name: str, args, identity: bool) -> list:
@@ -69,17 +79,18 @@ def block_args(name: str, args, identity: bool) -> list:
 def describe_args(name: str, args: list) -> str:
     """``r=16, k=7``: the block's effective hyperparameters (defaults filled in; None shown only where it means
     something, e.g. ECA's adaptive k)."""
-    params = [p for p in inspect.signature(BLOCKS[name]).parameters.values() if p.name != "c1"]
+    params = [p for p in inspect.signature(attention_class(name)).parameters.values() if p.name != "c1"]
     vals = [(p.name, args[i] if i < len(args) else p.default) for i, p in enumerate(params)]
     vals = [(n, NONE_MEANS.get((name, n)) if v in (None, "None") else v) for n, v in vals]
     return ", ".join(f"{n}={v}" for n, v in vals if v is not None)
 
 
 def block_reference(name: str) -> str:
-    return (BLOCKS[name].__doc__ or name).strip().splitlines()[0].rstrip(".")
+    cls = BLOCKS.get(name) or CSP_BLOCKS[name]
+    return (cls.__doc__ or name).strip().splitlines()[0].rstrip(".")
 
 
 def param_index(name: str) -> int:
     """Number of YAML args before ``init_values`` for block ``name`` (or an alias)."""
-    params = [p.name for p in inspect.signature(BLOCKS[canonical(name) or name]).parameters.values() if p.name != "c1"]
+    params = [p.name for p in inspect.signature(attention_class(name)).parameters.values() if p.name != "c1"]
     return params.index("init_values")

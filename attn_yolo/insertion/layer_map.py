@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, model_rows, row_targets
 from attn_yolo.registry import canonical
 
 
 def _same_row(a: list, b: list) -> bool:
-    return a[1] == b[1] and a[2] == b[2] and a[3] == b[3]
+    return (a[1] == b[1] and a[2] == b[2] and a[3] == b[3]) or inner.replaces(a, b)
 
 
 def layer_map(base: dict, new: dict) -> dict[int, int]:
     """Map each base layer index to its index in ``new``, a model dict made by inserting attention blocks into ``base``.
 
-    Rows must appear in the same order with equal repeats, module and args; the extra rows of ``new`` must be
+    Rows must appear in the same order with equal repeats, module and args (or the base's C2f / C3k2 / SPPF renamed
+    to a block with attention inside, ``C3k2_CBAM``, same args before X's mapping); the extra rows of ``new`` must be
     attention blocks (``attn_yolo.MODULES`` or an alias), and each row's ``from`` must reach the mapped layer or a
     block chained right after it.
 

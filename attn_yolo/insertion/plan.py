@@ -17,21 +17,24 @@ from pathlib import Path
 import torch
 
 from attn_yolo import ultralytics_api as api
+from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import block_args, module_class
 from attn_yolo.insertion.sites import resolve_sites
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import MODULES
+from attn_yolo.registry import CSP_BLOCKS, MODULES
 
 
 @dataclass
 class Block:
-    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``."""
+    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``; or,
+    with ``replaced`` (the base's module, ``C3k2``), base layer ``after`` itself renamed to ``name`` (``C3k2_CBAM``)."""
 
     name: str
     args: list
     after: int
     index: int = -1
+    replaced: str = ""
 
 
 @dataclass
@@ -92,10 +95,20 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     base_name = str(base) if not isinstance(base, dict) else str(d.get("yaml_file", "model.yaml"))
     rows, nb = model_rows(d), len(d["backbone"])
     chains: dict[int, list[Block]] = {}
+    renamed: dict[int, Block] = {}  # base rows that get attention inside (C3k2 -> C3k2_CBAM)
     sites = []
     for mod, site, a in _pairs(module, at, args):
         name, _ = module_class(mod)
         a = block_args(name, a, identity)
+        if name in CSP_BLOCKS:
+            idx, used = inner.rows(d, name, site)
+            sites += used
+            for t in idx:
+                if t in renamed:
+                    raise InsertionError(f"module={module!r}: base layer {t} is replaced twice ({renamed[t].name}, "
+                                         f"{name}); one block inside a row")
+                renamed[t] = Block(name, copy.deepcopy(a), t, replaced=rows[t][2])
+            continue
         idx, used = resolve_sites(d, site)
         if not idx:
             raise InsertionError(f"at={site!r} selects no layer of base={base_name!r}")
@@ -124,6 +137,10 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     blocks = []
     for i, (f, n, m, a) in enumerate(rows):
         section = new["backbone" if i < nb else "head"]
+        if b := renamed.get(i):
+            b.index = new_index[i]
+            m, a = b.name, inner.row_args(b.name, a, b.args)
+            blocks.append(b)
         section.append([remap(f, i), n, m, copy.deepcopy(a)])
         for j, b in enumerate(chains.get(i, [])):
             b.index = new_index[i] + j + 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, model_rows, row_targets
 
 SITES = ("backbone", "sppf", "neck")
@@ -28,6 +29,7 @@ PLACEMENT = {
     "neck": "at the maps Detect reads (the FPN/PAN outputs), so the attention re-weights exactly the fused features "
     "the detection head sees.",
     "layers": "at the layers chosen explicitly.",
+    "inside": inner.PLACEMENT,
 }
 
 

@@ -41,6 +41,7 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import load_model
+from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, model_rows
 from attn_yolo.insertion.blocks import block_args, param_index
 from attn_yolo.insertion.layer_map import layer_map
@@ -58,12 +59,17 @@ class TransferReport:
     identity: bool
     model: torch.nn.Module = field(repr=False)
     skipped: list[str] = field(default_factory=list)
+    replaced: list[int] = field(default_factory=list)  # base layers given attention inside (C3k2 -> C3k2_CBAM)
 
     def __str__(self) -> str:
-        where = ", ".join(f"{i}: {self.model.model[i].type.rsplit('.', 1)[-1]}" for i in self.inserted)
+        def names(idx):
+            return ", ".join(f"{i}: {self.model.model[i].type.rsplit('.', 1)[-1]}" for i in idx)
+
         state = "identity at init" if self.identity else "NOT identity at init"
         s = f"transferred {self.transferred}/{self.total} tensors from base; {self.new} new tensors initialised"
-        return s + (f" (inserted layers {where}; {state})" if self.inserted else "")
+        where = [f"inserted layers {names(self.inserted)}"] * bool(self.inserted)
+        where += [f"attention inside layers {names(self.replaced)}"] * bool(self.replaced)
+        return s + (f" ({'; '.join(where)}; {state})" if where else "")
 
 
 def _is_identity(m: torch.nn.Module) -> bool:
@@ -118,6 +124,9 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
             for j in sorted(set(range(len(model_rows(d)))) - set(m.values())):
                 row = model_rows(d)[j]
                 row[3] = block_args(row[2], row[3][: param_index(row[2])], True)
+            for i, j in m.items():
+                if inner.replaces(model_rows(src.yaml)[i], row := model_rows(d)[j]):
+                    row[3] = inner.with_identity(row)
         dst = DetectionModel(d, verbose=False)
         if fresh:  # a YOLO with random weights (from a YAML or insert()): rebuilt, then it holds the transferred ones
             yolo.model = dst
@@ -152,15 +161,18 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
     if src_names and (not dst_names or len(src_names) == len(dst_names)):
         dst.names = dict(src_names)
     inserted = sorted(set(range(len(dst.model))) - set(m.values()))
+    replaced = [j for i, j in m.items() if inner.replaces(model_rows(src.yaml)[i], model_rows(dst.yaml)[j])]
     report = TransferReport(
         transferred=len(load),
         total=len(sd),
         new=len(dst_sd) - len(load),
         layer_map=m,
         inserted=inserted,
-        identity=all(_is_identity(dst.model[j]) for j in inserted),
+        identity=all(_is_identity(dst.model[j]) for j in inserted) and all(inner.is_identity(dst.model[j])
+                                                                            for j in replaced),
         model=dst,
         skipped=skipped,
+        replaced=replaced,
     )
     if yolo is not None:  # train() then starts from these weights
         api.start_from(yolo, dst, str(report), replace=fresh)  # as Model.load does

@@ -17,7 +17,7 @@ import yaml
 
 from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.insertion.base import InsertionError, model_rows
-from attn_yolo.insertion.blocks import block_reference, describe_args, param_index
+from attn_yolo.insertion.blocks import attention_class, block_reference, describe_args, param_index
 from attn_yolo.insertion.plan import Plan, default_out
 from attn_yolo.insertion.sites import PLACEMENT
 
@@ -55,15 +55,20 @@ def _header(d: dict, plan: Plan, out: Path) -> list[str]:
         lines.append(f"Inserted: {name} [{describe_args(name, bl[0].args)}]: {block_reference(name)}.")
         after = ", ".join(f"{b.after}" + (f" ({plan.level(b.after)})" if plan.level(b.after) else "") for b in bl)
         plural = "s" if len(bl) > 1 else ""
-        lines.append(f"  after base layer{plural} {after} -> new layer{plural} {', '.join(str(b.index) for b in bl)}.")
+        how = f"in place of the {bl[0].replaced} of base layer" if bl[0].replaced else "after base layer"
+        lines.append(f"  {how}{plural} {after} -> new layer{plural} {', '.join(str(b.index) for b in bl)}.")
     for site in plan.sites:
         lines.append(f"Placement ({site}): {PLACEMENT[site]}")
     det = model_rows(d)[-1][0]
     strides = "/".join(str(plan.strides[i]) for i in det if i in plan.strides)
-    lines.append(
-        "Every `from` index is rewired: consumers of a chosen layer read its block; every other reference reaches "
-        f"the same layer as before{f'; Detect reads strides {strides}' if strides else ''}."
-    )
+    if all(b.replaced for b in plan.blocks):
+        lines.append("No row is added: every layer keeps its index, every `from` is unchanged"
+                     f"{f'; Detect reads strides {strides}' if strides else ''}.")
+    else:
+        lines.append(
+            "Every `from` index is rewired: consumers of a chosen layer read its block; every other reference reaches "
+            f"the same layer as before{f'; Detect reads strides {strides}' if strides else ''}."
+        )
     if any(len(b.args) > param_index(b.name) and b.args[param_index(b.name)] == 0.0 for b in plan.blocks):
         lines.append(
             "init_values=0.0: y = x + γ⊙(block(x) − x) with γ = 0 at init (LayerScale, Touvron et al., ICCV 2021): "
@@ -131,7 +136,10 @@ def yaml_text(d: dict, plan: Plan | None = None, out: str | Path = "model.yaml")
         lines += ["", f"{section}:"] + (["  # [from, repeats, module, args]"] if section == "backbone" else [])
         for f, n, m, a in d[section]:
             note = ""
-            if i in new_rows:
+            if i in new_rows and new_rows[i].replaced:
+                b = new_rows[i]
+                note = f" base {b.after}: {b.replaced} with {attention_class(b.name).__name__} inside"
+            elif i in new_rows:
                 note = f" inserted after base {new_rows[i].after}"
             elif i in base_of and base_of[i] != i:
                 note = f" (base {base_of[i]})"
