@@ -8,6 +8,12 @@ from pathlib import Path
 
 from attn_yolo.ablate.records import epoch_table
 from attn_yolo.ablate.stats import BOOT_METRICS, CONFIDENCE, PRIMARY
+from attn_yolo.checkpoint import atomic_write
+
+
+def save_figure(fig, path) -> None:
+    """Write ``fig`` to ``path`` atomically (``checkpoint.atomic_write``), in the format its suffix names."""
+    atomic_write(path, lambda p: fig.savefig(p, format=Path(path).suffix[1:] or "png"))
 
 
 def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgsz: int):
@@ -47,7 +53,7 @@ def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgs
     lo, hi = ax.get_ylim()
     ax.set_ylim(max(0.0, lo), min(1.0, hi))
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     return fig
 
 
@@ -81,7 +87,7 @@ def plot_curves(path: Path, rows: list[dict], names: list[str]) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
 
 
 INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)", "C1"),
@@ -135,5 +141,5 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
     fig.suptitle(f"Paired Δ to {baseline} (mean over seeds) with {int(confidence * 100)}% intervals; "
                  "the verdict uses the hierarchical one")
     fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
-    fig.savefig(path)
+    save_figure(fig, path)
     return fig

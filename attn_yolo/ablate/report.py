@@ -27,6 +27,7 @@ from attn_yolo.ablate.stats import (
     seeds_needed,
     summarize,
 )
+from attn_yolo.checkpoint import atomic_write
 from attn_yolo.health import health_section
 
 
@@ -330,7 +331,7 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     stats = summarize(rows, names, ab.baseline)
     boot = analyze(ab, rows)
     text = summary_markdown(ab, rows, stats, boot, wall_s)
-    (ab.out / "summary.md").write_text(text)
+    atomic_write(ab.out / "summary.md", lambda p: Path(p).write_text(text))
     if any(r["status"] == "ok" for r in rows):
         plot_ablation(ab.out / "ablation.png", stats, names, ab.baseline, ab.imgsz)
         plot_curves(ab.out / "curves.png", rows, names)
