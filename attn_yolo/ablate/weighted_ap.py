@@ -13,17 +13,16 @@ so far, precision ``P = T / C``, its suffix maximum (the precision envelope), an
 the first position whose recall reaches it: there the envelope is read. Only TP predictions matter (between two TPs
 precision falls, so the envelope is attained at a TP), and of a run of consecutive TPs only the last (precision
 rises along it). So a ranking is stored once per run as *run ends* (rows), each with the images of the predictions
-it adds to ``T`` and ``C``; a resample walks the rows forward (counts: sums of its image weights, exact integers),
-then backward (envelope and recall points), in a compiled kernel (numba, GIL released: runs are evaluated on
-threads in parallel) that keeps one resample's image weights and a row buffer in cache. Cost per resample: one
-visit per stored prediction and two per row; nothing of size rows × resamples is built. Equal to the originals up
-to float rounding (~1e-16) and the order of predictions with equal confidence.
+it adds to ``T`` and ``C``; resamples walk the rows forward (counts: sums of their image weights, exact integers),
+then backward (envelope and recall points), in a compiled kernel (numba; it releases the GIL, so runs are evaluated
+on threads in parallel). It takes 64 resamples at a time, so an image's weights are one short vector and a row costs
+a few vector operations; buffers are rows × 64. Equal to the direct computation up to float rounding (~1e-16) and the
+order of predictions with equal confidence.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 
 import numba
@@ -70,15 +69,16 @@ REACH_CACHE = 32  # entries: one per validation set, size range and resample set
 
 
 def reach_counts(n: np.ndarray, style: str) -> np.ndarray:
-    """``grid_counts`` of the (B, nc) weighted ground-truth counts ``n``, as (B, nc, 101), cached: every run on the
-    same validation set (and resamples) has the same counts."""
+    """``grid_counts`` of the (B, nc) weighted ground-truth counts ``n``, as (B, nc, 102) with a last entry no count
+    reaches (int64 max), cached: every run on the same validation set (and resamples) has the same counts."""
     key = (style, n.shape, n.tobytes())
     with _REACH_LOCK:
         q = _REACH.get(key)
         if q is not None:
             _REACH.move_to_end(key)
             return q
-    q = grid_counts(n.ravel(), style).reshape(*n.shape, len(GRID))
+    q = np.full((*n.shape, len(GRID) + 1), np.iinfo(np.int64).max, np.int64)
+    q[..., :-1] = grid_counts(n.ravel(), style).reshape(*n.shape, len(GRID))
     with _REACH_LOCK:
         _REACH[key] = q
         while len(_REACH) > REACH_CACHE:
@@ -90,55 +90,69 @@ BLOCK = 64  # resamples per kernel step: their weights of one image are one shor
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_sums(w, ptr, idx, out):  # pragma: no cover - compiled
-    """out[j, r] = sum of w[idx[ptr[r]:ptr[r + 1]], j]: weighted counts of CSR rows, for each resample j."""
-    acc = np.zeros(w.shape[1], np.int64)
-    for r in range(len(ptr) - 1):
-        acc[:] = 0
-        for k in range(ptr[r], ptr[r + 1]):
-            wk = w[idx[k]]
-            for j in range(w.shape[1]):
-                acc[j] += wk[j]
-        out[:, r] = acc
+def _row_sums(wblk, ptr, idx, out):  # pragma: no cover - compiled
+    """out[j, r] = sum of the weights in resample j of the images idx[ptr[r]:ptr[r + 1]] (``Weights`` blocks)."""
+    cb = wblk.shape[2]
+    acc = np.zeros(cb, np.int64)
+    for blk in range(wblk.shape[0]):
+        j0 = blk * cb
+        m = min(cb, out.shape[0] - j0)
+        wb = wblk[blk]
+        for r in range(len(ptr) - 1):
+            acc[:] = 0
+            for k in range(ptr[r], ptr[r + 1]):
+                acc += wb[idx[k]]
+            out[j0:j0 + m, r] = acc[:m]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _ap_kernel(w, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_off, ends, proto, out):  # pragma: no cover
-    """AP of every resample, class and threshold (see the module docstring and ``Ranking``).
+def _ap_kernel(wblk, n_gt, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_off, ends, proto,
+               out):  # pragma: no cover - compiled
+    """AP of every resample, class and threshold, into ``out`` (B, nc, T) where it is not NaN (NaN: the class has
+    no ground truth in that resample). See the module docstring and ``Ranking`` for the rows.
 
-    w (n_images, B) weights; q (B, nc, 101) TP count reaching each recall point (``grid_counts``); cw (102,)
-    weight of the first k recall points; the images of row r are idx[ptr[r]:ptr[r + 1]]; proto: an array of the
-    integer type the counts are kept in. out (B, nc, T) is filled where it is not NaN (the classes with ground truth
-    in that resample). Resamples are taken BLOCK at a time: their weights are copied to an (images, BLOCK) buffer,
-    each row adds the block's weights of its images (short vectors), a row buffer (rows × BLOCK) keeps precision.
+    Args:
+        wblk: (B / BLOCK, n_images, BLOCK) image weights (``Weights.blocks``).
+        n_gt: (B, nc) weighted ground-truth count; q: (B, nc, 102) the TP count reaching each recall point
+            (``reach_counts``); cw: (102,) weight of the first k recall points.
+        ptr, idx: the images of row r are idx[ptr[r]:ptr[r + 1]]; the other arrays locate each class's and
+            threshold's rows (``Ranking``). proto: an array of the integer type counts are kept in.
+
+    Resamples go BLOCK at a time: a row adds the block's weights of its images (short vectors); buffers of rows ×
+    BLOCK keep each row's precision and the weight of the recall points reached by then, read off a table (BLOCK,
+    count) built per class (a TP count never exceeds the ground truth's, one match per box), so no search and no
+    branch per row; a backward pass takes the envelope and the AP.
     """
     nc, n_thr = n_run.shape
-    n_img, n_b = w.shape
+    n_b = out.shape[0]
     cb = BLOCK
-    wb = np.zeros((n_img, cb), w.dtype)
     cbuf = np.zeros((max(1, n_union.max()), cb), proto.dtype)  # count of predictions counted at every threshold
     prec = np.zeros((max(1, n_run.max()), cb))
     acc = np.zeros(cb, proto.dtype)
     tp = np.zeros(cb, proto.dtype)
     seen_b = np.zeros(cb, proto.dtype)
-    lev = np.zeros(cb, np.int64)
-    nxt = np.zeros(cb, np.int64)
-    n_ev = np.zeros(cb, np.int64)
-    ev_row = np.zeros((cb, 102), np.int64)  # the rows at which each resample reaches new recall points
-    ev_w = np.zeros((cb, 102))  # and those points' weight
-    hit = np.zeros(cb, np.int64)
+    lvl_w = np.zeros((max(1, n_run.max()), cb))  # weight of the recall points reached at each row
     env = np.zeros(cb)
-    big = np.iinfo(np.int64).max
+    ap = np.zeros(cb)
+    cap = np.zeros(cb, np.int64)
+    reach = np.zeros((cb, n_gt.max() + 2), np.uint8)  # reach[jj, count]: recall points reached with that TP count
     for j0 in range(0, n_b, cb):
         m = min(cb, n_b - j0)
-        for i in range(n_img):
-            wb[i, :m] = w[i, j0:j0 + m]
+        wb = wblk[j0 // cb]
         for c in range(nc):
             todo = False
             for jj in range(m):
                 todo |= not np.isnan(out[j0 + jj, c, 0])
             if not todo:
                 continue
+            for jj in range(m):
+                cap[jj] = n_gt[j0 + jj, c] + 1  # counts above: every point reached (grid_counts <= n + 1)
+                lo = 0
+                for p in range(101):
+                    hi = min(q[j0 + jj, c, p], cap[jj] + 1)
+                    reach[jj, lo:hi] = p
+                    lo = max(lo, hi)
+                reach[jj, lo:cap[jj] + 1] = 101
             acc[:] = 0
             r0 = a_row[c]
             for u in range(n_union[c]):
@@ -150,10 +164,6 @@ def _ap_kernel(w, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_of
                 rr, br, eo = run_row[c, t], b_row[c, t], end_off[c, t]
                 tp[:] = 0
                 seen_b[:] = 0
-                lev[:] = 0
-                n_ev[:] = 0
-                for jj in range(m):
-                    nxt[jj] = q[j0 + jj, c, 0]
                 for r in range(n):  # forward: counts, precision, recall points reached
                     for k in range(ptr[rr + r], ptr[rr + r + 1]):
                         tp += wb[idx[k]]
@@ -164,55 +174,50 @@ def _ap_kernel(w, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_of
                     pr = prec[r]
                     for jj in range(cb):
                         s = ce[jj] + seen_b[jj]
-                        pr[jj] = np.float64(tp[jj]) / s if s > 0 else -1.0  # -1: nothing counted, skipped below
-                    nh = 0
-                    for jj in range(m):  # the resamples reaching a new recall point here, listed without a branch
-                        hit[nh] = jj
-                        nh += tp[jj] >= nxt[jj]
-                    for h in range(nh):
-                        jj = hit[h]
-                        lo = lev[jj]
-                        hi = lo
-                        while hi < 101 and q[j0 + jj, c, hi] <= tp[jj]:
-                            hi += 1
-                        lev[jj] = hi
-                        nxt[jj] = q[j0 + jj, c, hi] if hi < 101 else big
-                        ev_row[jj, n_ev[jj]] = r
-                        ev_w[jj, n_ev[jj]] = cw[hi] - cw[lo]
-                        n_ev[jj] += 1
-                env[:] = -1.0
-                for r in range(n - 1, -1, -1):  # backward: the precision envelope (suffix maximum), in place
-                    pr = prec[r]
-                    for jj in range(cb):
+                        pr[jj] = np.float64(tp[jj]) / s if s > 0 else -1.0  # -1: nothing counted, never the max
+                    cr = lvl_w[r]
+                    for jj in range(m):  # weight of the recall points reached so far
+                        cr[jj] = cw[reach[jj, min(tp[jj], cap[jj])]]
+                # backward: the precision envelope (suffix maximum) env; each row reads it for the points it is
+                # the first to reach: sum_r env_r (c_r - c_{r-1}) = sum_r c_r (env_r - env_{r+1}), env_n = 0
+                env[:] = 0.0
+                ap[:] = 0.0
+                for r in range(n - 1, -1, -1):
+                    pr, cr = prec[r], lvl_w[r]
+                    for jj in range(cb):  # whole blocks (padding included: a constant trip count vectorizes)
                         x = pr[jj]
                         y = env[jj]
-                        y = x if x > y else y
-                        env[jj] = y
-                        pr[jj] = y
-                for jj in range(m):  # read at the first row reaching each recall point
-                    if np.isnan(out[j0 + jj, c, t]):
-                        continue
-                    ap = 0.0
-                    for e in range(n_ev[jj]):
-                        x = prec[ev_row[jj, e], jj]
-                        if x >= 0.0:
-                            ap += x * ev_w[jj, e]
-                    out[j0 + jj, c, t] = ap
+                        z = x if x > y else y
+                        ap[jj] += cr[jj] * (z - y)
+                        env[jj] = z
+                for jj in range(m):
+                    if not np.isnan(out[j0 + jj, c, t]):
+                        out[j0 + jj, c, t] = ap[jj]
 
 
-def as_weights(wt) -> np.ndarray:
-    """Image weights (n_images, B) as the kernel reads them: C-contiguous, one byte each when they fit (bootstrap
-    counts do), else int32; returned as is when already so.
+class Weights:
+    """Image weights laid out for the kernel: (B / BLOCK, n_images, BLOCK), one byte each when they fit (bootstrap
+    counts do), else int32; resamples padded with zero weights to whole blocks. Build once, evaluate many records.
+
+    Args:
+        wt: (n_images, B) int image weights, one column per resample.
 
     Raises:
-        ValueError: a weight is negative or not an integer.
+        ValueError: not a 2-d integer array, or a weight is negative.
     """
-    wt = np.asarray(wt)
-    if wt.ndim != 2 or not (np.issubdtype(wt.dtype, np.integer) or wt.dtype == bool):
-        raise ValueError(f"image weights must be a 2-d integer array (n_images, B), got {wt.dtype} {wt.shape}")
-    if wt.size and wt.min() < 0:
-        raise ValueError(f"image weights must be >= 0 (how many times each image is drawn), got {wt.min()}")
-    return np.ascontiguousarray(wt, np.uint8 if wt.max(initial=0) < 256 else np.int32)
+
+    def __init__(self, wt):
+        wt = np.asarray(wt)
+        if wt.ndim != 2 or not (np.issubdtype(wt.dtype, np.integer) or wt.dtype == bool):
+            raise ValueError(f"image weights must be a 2-d integer array (n_images, B), got {wt.dtype} {wt.shape}")
+        if wt.size and wt.min() < 0:
+            raise ValueError(f"image weights must be >= 0 (how many times each image is drawn), got {wt.min()}")
+        self.n_images, self.n = wt.shape
+        self.most = int(wt.max(initial=0))
+        n_blk = -(-self.n // BLOCK)
+        blocks = np.zeros((self.n_images, n_blk * BLOCK), np.uint8 if self.most < 256 else np.int32)
+        blocks[:, : self.n] = wt
+        self.blocks = np.ascontiguousarray(blocks.reshape(self.n_images, n_blk, BLOCK).transpose(1, 0, 2))
 
 
 class _Rows:
@@ -257,6 +262,7 @@ class Ranking:
 
     def __init__(self, n_images, nc, img, cls, conf, tp, counted, gt_img, gt_cls, style):
         self.n_images, self.nc, self.style, self.n_thr = n_images, nc, style, tp.shape[1]
+        self.n_pred = len(img)
         order = np.argsort(-np.asarray(conf, np.float64), kind="stable")  # as COCO's mergesort, record order on ties
         img = np.asarray(img, np.int64)
         rows = _Rows()
@@ -299,19 +305,24 @@ class Ranking:
         """AP per resample, class and threshold: (B, nc, T), NaN where a class has no counted ground truth.
 
         Args:
-            wt: (n_images, B) int image weights, one column per resample (all ones: the record itself).
+            wt: (n_images, B) int image weights, one column per resample (all ones: the record itself), or
+                ``Weights`` of them.
         """
-        w = as_weights(wt)
-        most = int(w.max(initial=0))
-        b = w.shape[1]
+        w = wt if isinstance(wt, Weights) else Weights(wt)
+        if w.n_images != self.n_images:
+            raise ValueError(f"image weights for {w.n_images} images, the record holds {self.n_images}")
+        b = w.n
         n_all = np.zeros((b, self.nc), np.int64)  # weighted ground truth per class
-        _row_sums(w, self.gt_ptr, self.gt_idx, n_all)
+        _row_sums(w.blocks, self.gt_ptr, self.gt_idx, n_all)
         out = np.zeros((b, self.nc, self.n_thr))
         out[n_all == 0] = np.nan
         if self.nc and self.n_thr and b:
             q = reach_counts(n_all, self.style)
-            proto = np.zeros(1, np.int32 if most * len(self.idx) < 2**31 else np.int64)  # counts' integer type
-            _ap_kernel(w, q, _CUM_W[self.style], self.ptr, self.idx, self.a_row, self.n_union, self.n_run,
+            blocks = w.blocks  # two compiled kinds: byte weights with int32 counts, int32 weights with int64 counts
+            if blocks.dtype == np.uint8 and w.most * self.n_pred >= 2**31:
+                blocks = blocks.astype(np.int32)  # counts could overflow int32 (never with bootstrap weights)
+            proto = np.zeros(1, np.int32 if blocks.dtype == np.uint8 else np.int64)
+            _ap_kernel(blocks, n_all, q, _CUM_W[self.style], self.ptr, self.idx, self.a_row, self.n_union, self.n_run,
                        self.run_row, self.b_row, self.end_off, self.ends, proto, out)
         return out
 
@@ -344,7 +355,8 @@ class WeightedMetrics:
         """Metrics per resample.
 
         Args:
-            wt: (n_images, B) int weights; None = the record itself (B = 1).
+            wt: (n_images, B) int weights, or ``Weights`` of them (laid out once for many records); None = the
+                record itself (B = 1).
 
         Returns:
             ``map50``, ``map50_95`` (B,); ``ap_class`` (B, nc) AP50-95 per class, NaN where the resample holds no
@@ -353,7 +365,7 @@ class WeightedMetrics:
         """
         if wt is None:
             wt = np.ones((self.n_images, 1), np.int32)
-        wt = as_weights(wt)  # one copy at most, shared by the rankings
+        wt = wt if isinstance(wt, Weights) else Weights(wt)  # laid out once, shared by the rankings
         ap = self.ultra.average_precision(wt)
         ap_class = ap.mean(2)
         out = {
