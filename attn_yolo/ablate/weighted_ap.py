@@ -106,6 +106,20 @@ def _row_sums(wblk, ptr, idx, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _row_step(seen_a, seen_b, tp, reached, env, ap):  # pragma: no cover - compiled
+    """One row, backward, for a block of resamples: precision tp / (seen_a + seen_b) (-1 where nothing is counted),
+    ``env`` its running maximum from the last row (the envelope, from 0), ``ap`` += ``reached`` (weight of the recall
+    points reached here) × the envelope's rise. Its own function: alone, the loop over a block vectorizes."""
+    for jj in range(BLOCK):
+        s = seen_a[jj] + seen_b[jj]
+        x = np.float64(tp[jj]) / s if s > 0 else -1.0
+        y = env[jj]
+        z = x if x > y else y
+        ap[jj] += reached[jj] * (z - y)
+        env[jj] = z
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ap_kernel(wblk, n_gt, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_off, ends, proto,
                out):  # pragma: no cover - compiled
     """AP of every resample, class and threshold, into ``out`` (B, nc, T) where it is not NaN (NaN: the class has
@@ -127,11 +141,10 @@ def _ap_kernel(wblk, n_gt, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_ro
     n_b = out.shape[0]
     cb = BLOCK
     cbuf = np.zeros((max(1, n_union.max()), cb), proto.dtype)  # count of predictions counted at every threshold
-    prec = np.zeros((max(1, n_run.max()), cb))
     acc = np.zeros(cb, proto.dtype)
     tp = np.zeros(cb, proto.dtype)
     seen_b = np.zeros(cb, proto.dtype)
-    lvl_w = np.zeros((max(1, n_run.max()), cb))  # weight of the recall points reached at each row
+    reached = np.zeros(cb)  # weight of the recall points reached, at one row
     env = np.zeros(cb)
     ap = np.zeros(cb)
     cap = np.zeros(cb, np.int64)
@@ -162,34 +175,26 @@ def _ap_kernel(wblk, n_gt, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_ro
             for t in range(n_thr):
                 n = n_run[c, t]
                 rr, br, eo = run_row[c, t], b_row[c, t], end_off[c, t]
-                tp[:] = 0
+                tp[:] = 0  # totals over all rows, then taken off row by row going backward
+                for k in range(ptr[rr], ptr[rr + n]):
+                    tp += wb[idx[k]]
                 seen_b[:] = 0
-                for r in range(n):  # forward: counts, precision, recall points reached
-                    for k in range(ptr[rr + r], ptr[rr + r + 1]):
-                        tp += wb[idx[k]]
-                    if br >= 0:
-                        for k in range(ptr[br + r], ptr[br + r + 1]):
-                            seen_b += wb[idx[k]]
-                    ce = cbuf[ends[eo + r]]
-                    pr = prec[r]
-                    for jj in range(cb):
-                        s = ce[jj] + seen_b[jj]
-                        pr[jj] = np.float64(tp[jj]) / s if s > 0 else -1.0  # -1: nothing counted, never the max
-                    cr = lvl_w[r]
-                    for jj in range(m):  # weight of the recall points reached so far
-                        cr[jj] = cw[reach[jj, min(tp[jj], cap[jj])]]
-                # backward: the precision envelope (suffix maximum) env; each row reads it for the points it is
+                if br >= 0:
+                    for k in range(ptr[br], ptr[br + n]):
+                        seen_b += wb[idx[k]]
+                # backward: the precision envelope (suffix maximum); each row reads it for the recall points it is
                 # the first to reach: sum_r env_r (c_r - c_{r-1}) = sum_r c_r (env_r - env_{r+1}), env_n = 0
                 env[:] = 0.0
                 ap[:] = 0.0
                 for r in range(n - 1, -1, -1):
-                    pr, cr = prec[r], lvl_w[r]
-                    for jj in range(cb):  # whole blocks (padding included: a constant trip count vectorizes)
-                        x = pr[jj]
-                        y = env[jj]
-                        z = x if x > y else y
-                        ap[jj] += cr[jj] * (z - y)
-                        env[jj] = z
+                    for jj in range(m):  # weight of the recall points reached with the TP count at this row
+                        reached[jj] = cw[reach[jj, min(tp[jj], cap[jj])]]
+                    _row_step(cbuf[ends[eo + r]], seen_b, tp, reached, env, ap)
+                    for k in range(ptr[rr + r], ptr[rr + r + 1]):
+                        tp -= wb[idx[k]]
+                    if br >= 0:
+                        for k in range(ptr[br + r], ptr[br + r + 1]):
+                            seen_b -= wb[idx[k]]
                 for jj in range(m):
                     if not np.isnan(out[j0 + jj, c, t]):
                         out[j0 + jj, c, t] = ap[jj]
