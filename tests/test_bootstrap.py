@@ -135,6 +135,78 @@ def test_weighted_ap_equals_ap_per_class_on_explicit_resamples():
     assert checked > 80
 
 
+def coco_accumulate(rec: perimage.Record, w: np.ndarray) -> np.ndarray:
+    """AP small / medium / large of the explicit resample (image i repeated w[i] times) from the recorded statuses,
+    written out as pycocotools' ``COCOeval.accumulate`` does it (per class and IoU threshold: detections by score,
+    mergesort; precision tp / (tp + fp + eps), its envelope, read at the first recall >= each of 101 points; mean over
+    the thresholds, then over the classes with ground truth of that size); NaN where the resample has none."""
+    pe, ge = expanded(rec, w)
+    out = []
+    for a, (_, lo, hi) in enumerate(perimage.SIZE_RANGES):
+        in_range = (rec.gt_area[ge] >= lo) & (rec.gt_area[ge] <= hi)
+        per_class = []
+        for c in range(rec.nc):
+            npig = int((rec.gt_cls[ge][in_range] == c).sum())
+            if not npig:
+                continue
+            aps = []
+            for t in range(10):
+                st = rec.size_status[pe, a, t]
+                keep = (rec.pred_cls[pe] == c) & (st != perimage.IGNORED)
+                order = np.argsort(-rec.pred_conf[pe][keep].astype(np.float64), kind="mergesort")
+                s = st[keep][order]
+                tps, fps = np.cumsum(s == perimage.TP), np.cumsum(s == perimage.FP)
+                rc, pr = tps / npig, tps / (fps + tps + np.spacing(1))
+                pr = np.maximum.accumulate(pr[::-1])[::-1] if len(pr) else pr
+                inds = np.searchsorted(rc, GRID, "left")
+                aps.append(np.where(inds < len(pr), pr[np.minimum(inds, len(pr) - 1)] if len(pr) else 0, 0).mean())
+            per_class.append(np.mean(aps))
+        out.append(np.mean(per_class) if per_class else np.nan)
+    return np.array(out)
+
+
+def test_blocked_kernel_equals_independent_ap_on_random_records():
+    """Many resamples at once (several blocks of the kernel, the last one partial; zero weights; a weight above 255,
+    so int32 weights): every resample's mAP50, mAP50-95 and per-class AP equal ``ap_per_class`` on the explicit
+    resample, and the size APs a plain COCO accumulate of it, to 1e-9."""
+    from ultralytics.utils.metrics import ap_per_class
+
+    from attn_yolo.ablate.weighted_ap import BLOCK, Weights
+
+    rng = np.random.default_rng(7)
+    for trial in range(4):
+        val = perimage.simulate_val_set(rng, int(rng.integers(12, 40)), nc=int(rng.integers(1, 4)), gt_per_image=2.5)
+        rec = perimage.simulate_run(rng, val, fp_per_image=3, small_skill=0.3)
+        b = 2 * BLOCK + int(rng.integers(1, BLOCK))
+        w = rng.integers(0, 4, (rec.n_images, b))
+        if trial == 3:
+            w[0, 5] = 300  # one image drawn 300 times: weights no longer fit a byte
+        weights = Weights(w)
+        assert weights.blocks.dtype == (np.int32 if trial == 3 else np.uint8)
+        got = WeightedMetrics(rec)(weights)
+        for j in rng.choice(b, 12, replace=False).tolist() + [5]:
+            pe, ge = expanded(rec, w[:, j])
+            ap, classes = ap_per_class(rec.pred_tp[pe], rec.pred_conf[pe], rec.pred_cls[pe], rec.gt_cls[ge])[5:7]
+            assert got["map50_95"][j] == pytest.approx(ap.mean(), abs=1e-9)
+            assert got["map50"][j] == pytest.approx(ap[:, 0].mean(), abs=1e-9)
+            np.testing.assert_allclose(got["ap_class"][j, classes], ap.mean(1), atol=1e-9)
+            mine = np.array([got[f"ap_{s}"][j] for s in perimage.SIZES])
+            np.testing.assert_allclose(mine, coco_accumulate(rec, w[:, j]), atol=1e-9, equal_nan=True)
+
+
+def test_weights_are_checked():
+    from attn_yolo.ablate.weighted_ap import Weights
+
+    rng = np.random.default_rng(3)
+    rec = perimage.simulate_run(rng, perimage.simulate_val_set(rng, 6, nc=2))
+    with pytest.raises(ValueError, match=">= 0"):
+        Weights(np.array([[1, -1]] * 6))
+    with pytest.raises(ValueError, match="integer"):
+        Weights(np.ones((6, 2)))
+    with pytest.raises(ValueError, match="for 5 images, the record holds 6"):
+        WeightedMetrics(rec)(np.ones((5, 2), np.int32))
+
+
 def test_size_ap_matches_pycocotools_and_faster_coco_eval():
     """AP small / medium / large from the record equal pycocotools' and faster-coco-eval's COCOeval on the same boxes,
     on the record itself and on explicit resamples (images repeated as new images)."""

@@ -202,17 +202,26 @@ def test_decide_all():
 # ------------------------------------------------------------------------------------------ glue and speed paths
 
 
-def test_blocked_row_scans_equal_numpy():
-    """The blocked scans of weighted_ap equal numpy's cumulative sum / reversed fmax (NaN skipped) at every shape."""
-    from attn_yolo.ablate.weighted_ap import _cumsum_rows, _suffix_max_rows
+def test_kernel_blocks_do_not_mix_resamples():
+    """weighted_ap's kernel takes resamples BLOCK at a time: the layout holds resample j of image i at
+    blocks[j // BLOCK, i, j % BLOCK] with zero padding, and each resample's metrics are the same computed among
+    BLOCK + 7 others or alone."""
+    from attn_yolo.ablate import perimage
+    from attn_yolo.ablate.weighted_ap import BLOCK, WeightedMetrics, Weights
 
     rng = np.random.default_rng(8)
-    for n, b in [(0, 40), (1, 40), (2, 40), (3, 40), (17, 33), (100, 64), (257, 300), (50, 5)]:
-        x = rng.integers(0, 9, (n, b)).astype(np.int32)
-        assert np.array_equal(_cumsum_rows(x.copy()), np.cumsum(x, 0))
-        f = rng.random((n, b))
-        f[f < 0.3] = np.nan
-        assert np.array_equal(_suffix_max_rows(f.copy()), np.fmax.accumulate(f[::-1], 0)[::-1], equal_nan=True)
+    rec = perimage.simulate_run(rng, perimage.simulate_val_set(rng, 25, 3, 2.0), fp_per_image=2)
+    wt = rng.integers(0, 4, (rec.n_images, BLOCK + 7))
+    w = Weights(wt)
+    assert w.blocks.shape == (2, rec.n_images, BLOCK) and w.blocks.dtype == np.uint8
+    np.testing.assert_array_equal(w.blocks[1, :, :7], wt[:, BLOCK:])
+    assert not w.blocks[1, :, 7:].any() and np.array_equal(w.blocks[0], wt[:, :BLOCK])
+    wm = WeightedMetrics(rec)
+    together = wm(w)
+    for j in (0, BLOCK - 1, BLOCK, BLOCK + 6):
+        alone = wm(wt[:, j:j + 1])
+        for key, v in alone.items():
+            np.testing.assert_array_equal(together[key][j], v[0], err_msg=f"{key}, resample {j}")
 
 
 def test_resample_cache_reuses_and_refreshes():

@@ -177,7 +177,7 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from attn_yolo.ablate.weighted_ap import WeightedMetrics
+    from attn_yolo.ablate.weighted_ap import WeightedMetrics, Weights
 
     keys = list(records)
     if not keys:
@@ -188,8 +188,9 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
             raise ValueError(f"the per-image records of {keys[0]} and {k} hold different validation images")
     tags = {k: (record_fingerprint(records[k]), n_boot, seed) for k in keys} if cache is not None else {}
     todo = [k for k in keys if cache is None or tags[k] not in cache]
-    # the record itself (all weights one) as column 0 of the same call: one pass instead of two
-    wt = np.hstack([np.ones((len(first), 1), np.int32), image_weights(len(first), n_boot, seed)]) if todo else None
+    # the record itself (all weights one) as column 0 of the same call: one pass instead of two; laid out once for all
+    wt = Weights(np.hstack([np.ones((len(first), 1), np.int32), image_weights(len(first), n_boot, seed)])) \
+        if todo else None
 
     def one(key):
         m = WeightedMetrics(records[key])(wt)

@@ -8,22 +8,24 @@ ranking. The result equals Ultralytics' ``ap_per_class`` (mAP50, mAP50-95, per-c
 precision envelope, trapezoid rule) and COCO's ``COCOeval.accumulate`` (the size APs: precision at recall >= r,
 mean over 101 points) on the explicitly resampled record, up to the order of predictions with equal confidence.
 
-How, per class and IoU threshold, for many weight vectors at once (rows = ranked TP predictions, columns =
-resamples): ``T`` = weighted TP count and ``C`` = weighted count of predictions so far, precision ``P = T / C``, its
-suffix maximum (the precision envelope), and for each of the 101 recall points the first row whose recall reaches
-it: there the envelope is read. Only TP rows matter (between two TPs precision falls, so the envelope is attained at
-a TP), and of a run of consecutive TPs only the last (precision rises along it). Counts are exact integers; rows go
-down memory and resamples along it, so each step is one vector operation over all resamples. Equal to the originals
-up to float rounding (~1e-16) and the order of predictions with equal confidence.
+How, per class and IoU threshold and resample: ``T`` = weighted TP count and ``C`` = weighted count of predictions
+so far, precision ``P = T / C``, its suffix maximum (the precision envelope), and for each of the 101 recall points
+the first position whose recall reaches it: there the envelope is read. Only TP predictions matter (between two TPs
+precision falls, so the envelope is attained at a TP), and of a run of consecutive TPs only the last (precision
+rises along it). So a ranking is stored once per run as *run ends* (rows), each with the images of the predictions
+it adds to ``T`` and ``C``; resamples walk the rows forward (counts: sums of their image weights, exact integers),
+then backward (envelope and recall points), in a compiled kernel (numba; it releases the GIL, so runs are evaluated
+on threads in parallel). It takes 64 resamples at a time, so an image's weights are one short vector and a row costs
+a few vector operations; buffers are rows × 64. Equal to the direct computation up to float rounding (~1e-16) and the
+order of predictions with equal confidence.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import math
 import threading
 
+import numba
 import numpy as np
 
 from attn_yolo.ablate.perimage import FP, IGNORED, SIZE_RANGES, SIZES, TP, Record
@@ -34,7 +36,8 @@ _W_ULTRA = np.zeros(101)
 _W_ULTRA[:-1] += np.diff(GRID) / 2
 _W_ULTRA[1:] += np.diff(GRID) / 2
 _W_COCO = np.full(101, 1 / 101)
-_CHUNK = 2_000_000  # rows x resamples per step (memory: about 40 bytes each)
+_CUM_W = {"ultralytics": np.concatenate([[0.0], np.cumsum(_W_ULTRA)]),  # weight of the first k recall points
+          "coco": np.concatenate([[0.0], np.cumsum(_W_COCO)])}  # fmt: skip
 
 
 def grid_counts(n: np.ndarray, style: str) -> np.ndarray:
@@ -60,98 +63,197 @@ def grid_counts(n: np.ndarray, style: str) -> np.ndarray:
     return q.astype(np.int64)
 
 
-def _scan_rows(x: np.ndarray, op) -> np.ndarray:
-    """Inclusive scan of ``op`` (``np.add``, ``np.fmax``) down the rows of an (n, b) array, in place.
+_REACH: collections.OrderedDict = collections.OrderedDict()  # (style, counts) -> grid_counts, least recent first
+_REACH_LOCK = threading.Lock()
+REACH_CACHE = 32  # entries: one per validation set, size range and resample set, shared by every run on them
 
-    Row by row costs n vector operations (numpy's own axis-0 scan is slower still for many columns); instead the
-    rows are cut into blocks of m ≈ √n, scanned within all blocks at once (m operations, each over every block),
-    then the blocks' totals (n/m) are scanned and carried into the blocks (one operation): about 2√n vector
-    operations over many rows each, with the GIL released for most of the time. Exact: the same operations on the
-    same numbers, only grouped (``op`` associative: integer addition, maximum).
+
+def reach_counts(n: np.ndarray, style: str) -> np.ndarray:
+    """``grid_counts`` of the (B, nc) weighted ground-truth counts ``n``, as (B, nc, 102) with a last entry no count
+    reaches (int64 max), cached: every run on the same validation set (and resamples) has the same counts."""
+    key = (style, n.shape, n.tobytes())
+    with _REACH_LOCK:
+        q = _REACH.get(key)
+        if q is not None:
+            _REACH.move_to_end(key)
+            return q
+    q = np.full((*n.shape, len(GRID) + 1), np.iinfo(np.int64).max, np.int64)
+    q[..., :-1] = grid_counts(n.ravel(), style).reshape(*n.shape, len(GRID))
+    with _REACH_LOCK:
+        _REACH[key] = q
+        while len(_REACH) > REACH_CACHE:
+            _REACH.popitem(last=False)
+    return q
+
+
+BLOCK = 64  # resamples per kernel step: their weights of one image are one short contiguous vector
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_sums(wblk, ptr, idx, out):  # pragma: no cover - compiled
+    """out[j, r] = sum of the weights in resample j of the images idx[ptr[r]:ptr[r + 1]] (``Weights`` blocks)."""
+    cb = wblk.shape[2]
+    acc = np.zeros(cb, np.int64)
+    for blk in range(wblk.shape[0]):
+        j0 = blk * cb
+        m = min(cb, out.shape[0] - j0)
+        wb = wblk[blk]
+        for r in range(len(ptr) - 1):
+            acc[:] = 0
+            for k in range(ptr[r], ptr[r + 1]):
+                acc += wb[idx[k]]
+            out[j0:j0 + m, r] = acc[:m]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _row_step(seen_a, seen_b, tp, reached, env, ap):  # pragma: no cover - compiled
+    """One row, backward, for a block of resamples: precision tp / (seen_a + seen_b) (-1 where nothing is counted),
+    ``env`` its running maximum from the last row (the envelope, from 0), ``ap`` += ``reached`` (weight of the recall
+    points reached here) × the envelope's rise. Its own function: alone, the loop over a block vectorizes."""
+    for jj in range(BLOCK):
+        s = seen_a[jj] + seen_b[jj]
+        x = np.float64(tp[jj]) / s if s > 0 else -1.0
+        y = env[jj]
+        z = x if x > y else y
+        ap[jj] += reached[jj] * (z - y)
+        env[jj] = z
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _ap_kernel(wblk, n_gt, q, cw, ptr, idx, a_row, n_union, n_run, run_row, b_row, end_off, ends, proto,
+               out):  # pragma: no cover - compiled
+    """AP of every resample, class and threshold, into ``out`` (B, nc, T) where it is not NaN (NaN: the class has
+    no ground truth in that resample). See the module docstring and ``Ranking`` for the rows.
+
+    Args:
+        wblk: (B / BLOCK, n_images, BLOCK) image weights (``Weights.blocks``).
+        n_gt: (B, nc) weighted ground-truth count; q: (B, nc, 102) the TP count reaching each recall point
+            (``reach_counts``); cw: (102,) weight of the first k recall points.
+        ptr, idx: the images of row r are idx[ptr[r]:ptr[r + 1]]; the other arrays locate each class's and
+            threshold's rows (``Ranking``). proto: an array of the integer type counts are kept in.
+
+    Resamples go BLOCK at a time: a row adds the block's weights of its images (short vectors); buffers of rows ×
+    BLOCK keep each row's precision and the weight of the recall points reached by then, read off a table (BLOCK,
+    count) built per class (a TP count never exceeds the ground truth's, one match per box), so no search and no
+    branch per row; a backward pass takes the envelope and the AP.
     """
-    if x.shape[1] < 32:  # few columns: numpy's own scan, its strides are short
-        return op.accumulate(x, axis=0, out=x)
-    n = len(x)
-    m = math.isqrt(n)
-    nb = n // m if m else 0
-    start = 1
-    blocks = x[: nb * m].reshape(nb, m, x.shape[1]) if m >= 2 and nb >= 2 else None
-    if blocks is not None and np.may_share_memory(blocks, x):  # a view (also of a reversed view: the strides split)
-        for i in range(1, m):
-            op(blocks[:, i - 1], blocks[:, i], out=blocks[:, i])
-        carry = blocks[:, -1].copy()
-        for k in range(1, nb):
-            op(carry[k - 1], carry[k], out=carry[k])
-        op(blocks[1:], carry[:-1, None, :], out=blocks[1:])
-        start = nb * m
-    for i in range(start, n):  # the rows after the last whole block
-        op(x[i - 1], x[i], out=x[i])
-    return x
+    nc, n_thr = n_run.shape
+    n_b = out.shape[0]
+    cb = BLOCK
+    cbuf = np.zeros((max(1, n_union.max()), cb), proto.dtype)  # count of predictions counted at every threshold
+    acc = np.zeros(cb, proto.dtype)
+    tp = np.zeros(cb, proto.dtype)
+    seen_b = np.zeros(cb, proto.dtype)
+    reached = np.zeros(cb)  # weight of the recall points reached, at one row
+    env = np.zeros(cb)
+    ap = np.zeros(cb)
+    cap = np.zeros(cb, np.int64)
+    reach = np.zeros((cb, n_gt.max() + 2), np.uint8)  # reach[jj, count]: recall points reached with that TP count
+    for j0 in range(0, n_b, cb):
+        m = min(cb, n_b - j0)
+        wb = wblk[j0 // cb]
+        for c in range(nc):
+            todo = False
+            for jj in range(m):
+                todo |= not np.isnan(out[j0 + jj, c, 0])
+            if not todo:
+                continue
+            for jj in range(m):
+                cap[jj] = n_gt[j0 + jj, c] + 1  # counts above: every point reached (grid_counts <= n + 1)
+                lo = 0
+                for p in range(101):
+                    hi = min(q[j0 + jj, c, p], cap[jj] + 1)
+                    reach[jj, lo:hi] = p
+                    lo = max(lo, hi)
+                reach[jj, lo:cap[jj] + 1] = 101
+            acc[:] = 0
+            r0 = a_row[c]
+            for u in range(n_union[c]):
+                for k in range(ptr[r0 + u], ptr[r0 + u + 1]):
+                    acc += wb[idx[k]]
+                cbuf[u] = acc
+            for t in range(n_thr):
+                n = n_run[c, t]
+                rr, br, eo = run_row[c, t], b_row[c, t], end_off[c, t]
+                tp[:] = 0  # totals over all rows, then taken off row by row going backward
+                for k in range(ptr[rr], ptr[rr + n]):
+                    tp += wb[idx[k]]
+                seen_b[:] = 0
+                if br >= 0:
+                    for k in range(ptr[br], ptr[br + n]):
+                        seen_b += wb[idx[k]]
+                # backward: the precision envelope (suffix maximum); each row reads it for the recall points it is
+                # the first to reach: sum_r env_r (c_r - c_{r-1}) = sum_r c_r (env_r - env_{r+1}), env_n = 0
+                env[:] = 0.0
+                ap[:] = 0.0
+                for r in range(n - 1, -1, -1):
+                    for jj in range(m):  # weight of the recall points reached with the TP count at this row
+                        reached[jj] = cw[reach[jj, min(tp[jj], cap[jj])]]
+                    _row_step(cbuf[ends[eo + r]], seen_b, tp, reached, env, ap)
+                    for k in range(ptr[rr + r], ptr[rr + r + 1]):
+                        tp -= wb[idx[k]]
+                    if br >= 0:
+                        for k in range(ptr[br + r], ptr[br + r + 1]):
+                            seen_b -= wb[idx[k]]
+                for jj in range(m):
+                    if not np.isnan(out[j0 + jj, c, t]):
+                        out[j0 + jj, c, t] = ap[jj]
 
 
-def _cumsum_rows(x: np.ndarray) -> np.ndarray:
-    """Cumulative sum down the rows, in place."""
-    return _scan_rows(x, np.add)
+class Weights:
+    """Image weights laid out for the kernel: (B / BLOCK, n_images, BLOCK), one byte each when they fit (bootstrap
+    counts do), else int32; resamples padded with zero weights to whole blocks. Build once, evaluate many records.
 
+    Args:
+        wt: (n_images, B) int image weights, one column per resample.
 
-def _suffix_max_rows(x: np.ndarray) -> np.ndarray:
-    """Maximum from each row to the last, in place; NaN is skipped (stays only where every row below is NaN)."""
-    _scan_rows(x[::-1], np.fmax)
-    return x
-
-
-_TABLES: collections.OrderedDict = collections.OrderedDict()  # (style, n) -> reached table, least recent first
-_TABLES_LOCK = threading.Lock()
-TABLE_CACHE_BYTES = 256 * 2**20  # the tables of one validation set's chunks: shared by every run evaluated on it
-
-
-def reached_table(n: np.ndarray, style: str) -> np.ndarray:
-    """``reached[count × b + j]``: how many recall points a TP count reaches in column j whose class has ``n[j]``
-    (weighted) ground-truth boxes; a step at each of ``grid_counts``. uint8, (max count + 1) × b, count-major.
-
-    Depends only on the ground-truth counts of the resamples, which every run on the same validation set shares,
-    so tables are cached (``TABLE_CACHE_BYTES``, least recently used out first).
+    Raises:
+        ValueError: not a 2-d integer array, or a weight is negative.
     """
-    key = (style, n.dtype.str, n.tobytes())
-    with _TABLES_LOCK:
-        table = _TABLES.get(key)
-        if table is not None:
-            _TABLES.move_to_end(key)
-            return table
-    b = len(n)
-    q = grid_counts(n, style)  # (b, 101), non-decreasing along the recall points
-    width = int(q.max()) + 1
-    steps = np.diff(q, prepend=0, append=width, axis=1).ravel()
-    table = np.repeat(np.tile(np.arange(102, dtype=np.uint8), b), steps).reshape(b, width).T.ravel()
-    with _TABLES_LOCK:
-        _TABLES[key] = table
-        total = sum(t.nbytes for t in _TABLES.values())
-        while total > TABLE_CACHE_BYTES and len(_TABLES) > 1:
-            total -= _TABLES.popitem(last=False)[1].nbytes
-    return table
+
+    def __init__(self, wt):
+        wt = np.asarray(wt)
+        if wt.ndim != 2 or not (np.issubdtype(wt.dtype, np.integer) or wt.dtype == bool):
+            raise ValueError(f"image weights must be a 2-d integer array (n_images, B), got {wt.dtype} {wt.shape}")
+        if wt.size and wt.min() < 0:
+            raise ValueError(f"image weights must be >= 0 (how many times each image is drawn), got {wt.min()}")
+        self.n_images, self.n = wt.shape
+        self.most = int(wt.max(initial=0))
+        n_blk = -(-self.n // BLOCK)
+        blocks = np.zeros((self.n_images, n_blk * BLOCK), np.uint8 if self.most < 256 else np.int32)
+        blocks[:, : self.n] = wt
+        self.blocks = np.ascontiguousarray(blocks.reshape(self.n_images, n_blk, BLOCK).transpose(1, 0, 2))
 
 
-@dataclasses.dataclass
-class _Threshold:
-    """One IoU threshold of one class. Its TP predictions come in runs (consecutive in the ranking among the
-    predictions counted at this threshold); precision only rises along a run, so the envelope and every recall
-    point's reading can be taken at run ends alone."""
+class _Rows:
+    """Image lists of rows (CSR without values: row r holds the images ``idx[ptr[r]:ptr[r + 1]]``), built by parts."""
 
-    runs: object  # CSR (n_runs, n_images): TP predictions of each run, per image
-    ends: np.ndarray  # (n_runs,) index of each run's last prediction among the class's TP predictions (union)
-    seg_b: object  # CSR (n_runs, n_images): predictions counted at this threshold but not at all, before each run
+    def __init__(self):
+        self.counts, self.images, self.n = [], [], 0
 
+    def add(self, groups: np.ndarray, images: np.ndarray, n_rows: int) -> int:
+        """Append ``n_rows`` rows: image ``images[i]`` to row ``groups[i]`` (non-decreasing; those >= n_rows are
+        dropped). Returns the first row's index."""
+        keep = groups < n_rows
+        self.counts.append(np.bincount(groups[keep], minlength=n_rows))
+        self.images.append(images[keep])
+        first, self.n = self.n, self.n + n_rows
+        return first
 
-@dataclasses.dataclass
-class _Class:
-    """One class of a ranking: what a weight vector needs to give its AP at every threshold."""
-
-    seg_a: object  # CSR (n_union, n_images): predictions counted at all thresholds, up to each TP prediction
-    thresholds: list
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        idx = np.concatenate(self.images).astype(np.int64) if self.images else np.zeros(0, np.int64)
+        return ptr, idx
 
 
 class Ranking:
     """The predictions of one record ranked by confidence per class, ready for weighted AP (one style).
+
+    Per class, the *union* rows are its predictions that are TP at some threshold (ranked); each holds the images
+    of the predictions counted at every threshold since the previous union row. Per class and threshold, the run
+    ends (the last TP of each run of consecutive TPs among the predictions counted there) are rows holding the
+    images of the run's TPs and of the predictions counted at this threshold only (COCO's ignored ones differ).
 
     Args:
         n_images: images of the record.
@@ -164,95 +266,70 @@ class Ranking:
     """
 
     def __init__(self, n_images, nc, img, cls, conf, tp, counted, gt_img, gt_cls, style):
-        from scipy.sparse import csr_matrix
-
         self.n_images, self.nc, self.style, self.n_thr = n_images, nc, style, tp.shape[1]
+        self.n_pred = len(img)
         order = np.argsort(-np.asarray(conf, np.float64), kind="stable")  # as COCO's mergesort, record order on ties
-
-        def per_image(groups, members, n_rows):
-            """CSR (n_rows, n_images): how many predictions ``members`` (ranked indices) each group has per image;
-            ``groups`` is non-decreasing. Predictions after the last group never matter."""
-            keep = groups < n_rows
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(groups[keep], minlength=n_rows))])
-            return csr_matrix((np.ones(keep.sum(), np.int32), img_c[members[keep]], indptr), shape=(n_rows, n_images))
-
-        self.classes = []
+        img = np.asarray(img, np.int64)
+        rows = _Rows()
+        shape = (nc, self.n_thr)
+        self.a_row, self.n_union = np.zeros(nc, np.int64), np.zeros(nc, np.int64)
+        self.n_run, self.run_row = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        self.b_row, self.end_off = np.full(shape, -1, np.int64), np.zeros(shape, np.int64)
+        ends_all, n_ends = [], 0
         for c in range(nc):
             o = order[cls[order] == c]
             img_c, tp_c = img[o], tp[o]
             cnt_c = np.ones_like(tp_c) if counted is None else counted[o]
             union = np.flatnonzero(tp_c.any(1))
             all_counted = cnt_c.all(1)
-            thresholds = []
             for t in range(self.n_thr):
                 seen = np.flatnonzero(cnt_c[:, t])  # predictions counted at t, ranked
                 is_tp = tp_c[seen, t]
                 end = is_tp & ~np.append(is_tp[1:], False)  # TP followed by a counted non-TP (or the last one)
                 ends = seen[end]
                 tps = seen[is_tp]
-                runs = per_image(np.searchsorted(ends, tps, "left"), tps, len(ends))
+                self.n_run[c, t] = len(ends)
+                self.run_row[c, t] = rows.add(np.searchsorted(ends, tps, "left"), img_c[tps], len(ends))
                 only_some = np.flatnonzero(cnt_c[:, t] & ~all_counted)
-                seg_b = per_image(np.searchsorted(ends, only_some, "left"), only_some, len(ends)) \
-                    if len(only_some) else None
-                thresholds.append(_Threshold(runs=runs, ends=np.searchsorted(union, ends), seg_b=seg_b))
+                if len(only_some):
+                    self.b_row[c, t] = rows.add(np.searchsorted(ends, only_some, "left"), img_c[only_some], len(ends))
+                self.end_off[c, t] = n_ends
+                ends_all.append(np.searchsorted(union, ends))
+                n_ends += len(ends)
             every = np.flatnonzero(all_counted)
-            seg_a = per_image(np.searchsorted(union, every, "left"), every, len(union))
-            self.classes.append(_Class(seg_a=seg_a, thresholds=thresholds))
-        self.gt_counts = csr_matrix((np.ones(len(gt_img), np.int32), (gt_cls, gt_img)), shape=(nc, n_images))
-        self.most = int(np.bincount(cls, minlength=nc).max(initial=0)) if len(cls) else 0  # predictions, one class
+            self.n_union[c] = len(union)
+            self.a_row[c] = rows.add(np.searchsorted(union, every, "left"), img_c[every], len(union))
+        self.ptr, self.idx = rows.arrays()
+        self.ends = np.concatenate(ends_all).astype(np.int64) if ends_all else np.zeros(0, np.int64)
+        gt = _Rows()
+        o = np.argsort(gt_cls, kind="stable")
+        gt.add(np.asarray(gt_cls, np.int64)[o], np.asarray(gt_img, np.int64)[o], nc)
+        self.gt_ptr, self.gt_idx = gt.arrays()
 
     def average_precision(self, wt: np.ndarray) -> np.ndarray:
         """AP per resample, class and threshold: (B, nc, T), NaN where a class has no counted ground truth.
 
         Args:
-            wt: (n_images, B) int image weights, one column per resample (all ones: the record itself).
+            wt: (n_images, B) int image weights, one column per resample (all ones: the record itself), or
+                ``Weights`` of them.
         """
-        wt = np.asarray(wt, np.int32)
-        b_total = wt.shape[1]
-        out = np.full((b_total, self.nc, self.n_thr), np.nan)
-        n_all = np.asarray(self.gt_counts @ wt).T  # (B, nc) weighted ground truth per class
-        rows = max([k.seg_a.shape[0] for k in self.classes] + [int(n_all.max(initial=0)) + 3])
-        step = max(1, _CHUNK // rows)
-        for b0 in range(0, b_total, step):
-            sl = slice(b0, b0 + step)
-            w = wt[:, sl]
-            b = w.shape[1]
-            # see _class_ap: counts are kept × b; int32 unless a count could overflow it
-            big = b * int(w.max(initial=0)) * max(self.most, 1) >= 2**31
-            scaled = w.astype(np.int64 if big else np.int32) * b
-            for c, k in enumerate(self.classes):
-                has = n_all[sl, c] > 0
-                if has.any():
-                    out[sl, c][has] = self._class_ap(k, scaled, n_all[sl, c])[has]
+        w = wt if isinstance(wt, Weights) else Weights(wt)
+        if w.n_images != self.n_images:
+            raise ValueError(f"image weights for {w.n_images} images, the record holds {self.n_images}")
+        b = w.n
+        n_all = np.zeros((b, self.nc), np.int64)  # weighted ground truth per class
+        _row_sums(w.blocks, self.gt_ptr, self.gt_idx, n_all)
+        out = np.zeros((b, self.nc, self.n_thr))
+        out[n_all == 0] = np.nan
+        if self.nc and self.n_thr and b:
+            q = reach_counts(n_all, self.style)
+            blocks = w.blocks  # two compiled kinds: byte weights with int32 counts, int32 weights with int64 counts
+            if blocks.dtype == np.uint8 and w.most * self.n_pred >= 2**31:
+                blocks = blocks.astype(np.int32)  # counts could overflow int32 (never with bootstrap weights)
+            proto = np.zeros(1, np.int32 if blocks.dtype == np.uint8 else np.int64)
+            _ap_kernel(blocks, n_all, q, _CUM_W[self.style], self.ptr, self.idx, self.a_row, self.n_union, self.n_run,
+                       self.run_row, self.b_row, self.end_off, self.ends, proto, out)
         return out
-
-    def _class_ap(self, k: _Class, scaled: np.ndarray, n: np.ndarray) -> np.ndarray:
-        """AP (b, T) of one class for the b weight columns of ``scaled`` = weights × b.
-
-        Counts are kept as b × count (exact integers), so that b × count + column indexes ``reached``, a
-        (count, column) table laid out count-major, in one pass; their ratio is the precision all the same.
-        """
-        b = scaled.shape[1]
-        ap = np.zeros((b, self.n_thr))
-        if not k.seg_a.shape[0]:
-            return ap
-        cols = np.arange(b, dtype=scaled.dtype)
-        reached = reached_table(n, self.style)
-        cum_w = np.concatenate([[0.0], np.cumsum(_W_ULTRA if self.style == "ultralytics" else _W_COCO)])  # first k
-        counted = _cumsum_rows(np.asarray(k.seg_a @ scaled))  # b × weighted predictions so far, at each TP
-        for t, thr in enumerate(k.thresholds):
-            if not len(thr.ends):
-                continue
-            tp = _cumsum_rows(np.asarray(thr.runs @ scaled))  # b × weighted TP count at each run end
-            seen = counted[thr.ends]
-            if thr.seg_b is not None:
-                seen += _cumsum_rows(np.asarray(thr.seg_b @ scaled))
-            with np.errstate(invalid="ignore"):  # 0/0 before anything is counted: NaN, skipped by the envelope
-                env = _suffix_max_rows(np.divide(tp, seen))  # precision envelope (Ultralytics' and COCO's)
-            points = cum_w.take(reached.take(np.add(tp, cols)))  # weight of the recall points reached so far
-            # each run end is the first to reach the points between its count and the previous run end's
-            ap[:, t] = np.einsum("ij,ij->j", env, points) - np.einsum("ij,ij->j", env[1:], points[:-1])
-        return np.nan_to_num(ap)  # a column without any counted prediction: AP 0
 
 
 class WeightedMetrics:
@@ -283,7 +360,8 @@ class WeightedMetrics:
         """Metrics per resample.
 
         Args:
-            wt: (n_images, B) int weights; None = the record itself (B = 1).
+            wt: (n_images, B) int weights, or ``Weights`` of them (laid out once for many records); None = the
+                record itself (B = 1).
 
         Returns:
             ``map50``, ``map50_95`` (B,); ``ap_class`` (B, nc) AP50-95 per class, NaN where the resample holds no
@@ -292,6 +370,7 @@ class WeightedMetrics:
         """
         if wt is None:
             wt = np.ones((self.n_images, 1), np.int32)
+        wt = wt if isinstance(wt, Weights) else Weights(wt)  # laid out once, shared by the rankings
         ap = self.ultra.average_precision(wt)
         ap_class = ap.mean(2)
         out = {
