@@ -15,7 +15,10 @@ import torch
 
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
-from attn_yolo.nn import CAA, ELA, LSKA, MLCA
+from attn_yolo.nn.caa import CAA
+from attn_yolo.nn.ela import ELA
+from attn_yolo.nn.lska import LSKA
+from attn_yolo.nn.mlca import MLCA
 from attn_yolo.sdpa import is_fused
 
 ULTRALYTICS_MIN_OPSET = 9

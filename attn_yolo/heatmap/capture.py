@@ -64,7 +64,10 @@ from torch import nn
 from attn_yolo.checkpoint import load_model
 from attn_yolo.images import default_images, read_image, read_sources
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
-from attn_yolo.nn import CAA, ELA, LSKA, MLCA
+from attn_yolo.nn.caa import CAA
+from attn_yolo.nn.ela import ELA
+from attn_yolo.nn.lska import LSKA
+from attn_yolo.nn.mlca import MLCA
 from attn_yolo.registry import MODULES
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|

@@ -66,6 +66,6 @@ class ELA(nn.Module):
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gh = self.gate_h(self.gn(self.conv(x.mean(3)))).unsqueeze(3)  # (B, C, H, 1)
-        gw = self.gate_w(self.gn(self.conv(x.mean(2)))).unsqueeze(2)  # (B, C, 1, W)
+        gh = self.gate_h(self.gn(self.conv(x.mean(3))).unsqueeze(3))  # (B, C, H, 1)
+        gw = self.gate_w(self.gn(self.conv(x.mean(2))).unsqueeze(2))  # (B, C, 1, W)
         return gated(x, x * gh * gw, self.scale)
