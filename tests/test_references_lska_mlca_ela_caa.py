@@ -368,3 +368,35 @@ def test_modules_listing_names_the_four(capsys):
                  "ELA", "[variant=B, init_values=None]", "CAA", "[h_kernel_size=11, v_kernel_size=11",
                  "also named: MLCAAttention, MixedLocalChannelAttention", "also named: ContextAnchorAttention"):
         assert line in out, line
+
+
+# ------------------------------------------------------------------- CoordAtt, NAM, Triplet: the cheaper forward
+@pytest.mark.parametrize("name", ["CoordAtt", "NAM", "TripletAttention", "ELA"])
+@pytest.mark.parametrize("train", [False, True])
+def test_inference_path_equals_autograd_path_and_keeps_gates(name, train):
+    """Without autograd these write their product into a buffer of their own (in place); the output equals the
+    autograd path to 1e-6 (that path is checked against the float64 references in ``test_block_references``), the
+    input and the recorded gate outputs (what heatmaps read) are untouched."""
+    torch.manual_seed(0)
+    cls = attn_yolo.MODULES[name]
+    a, b = cls(24).train(train), cls(24).train(train)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 24, 9, 13) * 3
+    x0 = x.clone()
+    gates = [n for n, m in a.named_modules() if isinstance(m, torch.nn.Sigmoid)]
+    seen_a, seen_b = capture(a, gates), capture(b, gates)
+    y_grad = a(x)
+    with torch.no_grad():
+        y = b(x)
+    assert y_grad.requires_grad and not y.requires_grad and torch.equal(x, x0)
+    torch.testing.assert_close(y, y_grad.detach(), **TOL)
+    for n in gates:
+        torch.testing.assert_close(seen_b[n], seen_a[n].detach(), **TOL)
+        assert seen_b[n].data_ptr() != y.data_ptr()
+    if name == "NAM":  # the folded BatchNorm updates its running statistics as nn.BatchNorm2d does
+        ref = torch.nn.BatchNorm2d(24, momentum=a.bn.momentum).train(train)  # fresh, as a and b were
+        ref(x)
+        for k in ("running_mean", "running_var", "num_batches_tracked"):
+            torch.testing.assert_close(getattr(a.bn, k), getattr(ref, k), rtol=0, atol=1e-7)
+            torch.testing.assert_close(getattr(b.bn, k), getattr(ref, k), rtol=0, atol=1e-7)
+        assert int(b.bn.num_batches_tracked) == int(train)

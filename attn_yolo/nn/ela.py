@@ -30,7 +30,7 @@ class ELA(nn.Module):
     both directions. The default is ``B``: the paper names no default (the authors' code requires the variant);
     ``B`` is the setting public YOLO code fixes (k = 7, depthwise, GN 16). The GN group count is the variant's where
     it divides ``C`` (every Ultralytics scale), else the largest divisor of ``C`` below it; ``S`` and ``L`` need ``C``
-    divisible by 8.
+    divisible by 8. Without autograd (inference, export) the second multiply of ``x · y^w · y^h`` is in place.
 
     YAML: ``[-1, 1, ELA, []]`` or ``[-1, 1, ELA, [variant]]``, e.g. ``[S]``.
 
@@ -68,4 +68,5 @@ class ELA(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gh = self.gate_h(self.gn(self.conv(x.mean(3))).unsqueeze(3))  # (B, C, H, 1)
         gw = self.gate_w(self.gn(self.conv(x.mean(2))).unsqueeze(2))  # (B, C, 1, W)
-        return gated(x, x * gh * gw, self.scale)
+        y = x * gw  # without autograd the second multiply goes into y's own buffer, as in CoordAtt
+        return gated(x, y * gh if torch.is_grad_enabled() else y.mul_(gh), self.scale)

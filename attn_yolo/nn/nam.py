@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attn_yolo.nn.common import C1, check_init_values, resolve
@@ -21,7 +22,8 @@ class NAM(nn.Module):
     Settled by the authors' code: ``|γ|`` (the paper writes ``γ_i / Σ_j γ_j``, which a negative ``γ`` would flip),
     and ``W_γ`` enters as a constant (they read ``weight.data``): gradients reach ``γ`` through ``BN(x)`` only. Not
     included: the paper's optional L1 penalty on ``γ`` (a loss term, not part of the block) and its spatial
-    (pixel-normalisation) variant, which the authors did not release.
+    (pixel-normalisation) variant, which the authors did not release. ``W_γ`` is folded into the BatchNorm's affine
+    (``weighted_bn``): one pass over the map for ``W_γ ⊙ BN(x)``, the same numbers and running statistics.
 
     YAML: ``[-1, 1, NAM, []]``.
 
@@ -49,5 +51,20 @@ class NAM(nn.Module):
         g = self.bn.weight.detach().abs()
         return g / g.sum()
 
+    def weighted_bn(self, x: torch.Tensor) -> torch.Tensor:
+        """``W_γ ⊙ BN(x)`` in one pass: ``self.bn`` run with scale ``γ ⊙ W_γ`` and shift ``β ⊙ W_γ``
+        (``W_γ (x̂ γ + β) = x̂ (γ W_γ) + β W_γ``), with ``nn.BatchNorm2d``'s own statistics and running-stat update."""
+        bn, w = self.bn, self.channel_weights()
+        momentum = 0.0 if bn.momentum is None else bn.momentum
+        if bn.training and bn.track_running_stats:
+            bn.num_batches_tracked.add_(1)
+            momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
+        use_batch = bn.training or bn.running_mean is None
+        stats = (bn.running_mean, bn.running_var) if not bn.training or bn.track_running_stats else (None, None)
+        return F.batch_norm(x, *stats, bn.weight * w, bn.bias * w, use_batch, momentum, bn.eps)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return gated(x, x * self.gate(self.bn(x) * self.channel_weights().view(-1, 1, 1)), self.scale)
+        z = self.weighted_bn(x)
+        s = self.gate(z)
+        # without autograd the product goes into z's buffer (z is no longer needed; s is the recorded gate)
+        return gated(x, x * s if torch.is_grad_enabled() else torch.mul(x, s, out=z), self.scale)

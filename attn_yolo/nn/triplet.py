@@ -50,7 +50,8 @@ class TripletAttention(nn.Module):
     axis and changes nothing; rotated the other way it mirrors the ``k×k`` kernel, the same function class. Plane
     orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm as in the authors' code. The branches
     pool with reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as
-    ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
+    ``x ⊙ (s_cw/3 + s_hc/3 + s_hw/3)``: the 1/3 scales the small gates, and without autograd the sum and the multiply
+    go into one full-size buffer (three passes over the map after the pools, not five).
 
     YAML: ``[-1, 1, TripletAttention, []]`` or ``[-1, 1, TripletAttention, [k]]``.
 
@@ -80,4 +81,7 @@ class TripletAttention(nn.Module):
         s_cw = self.cw(z_pool(x, 2)).transpose(1, 2)  # (B, 2, C, W) → (B, C, 1, W)
         s_hc = self.hc(z_pool(x, 3).transpose(2, 3)).permute(0, 3, 2, 1)  # (B, 2, H, C) → (B, C, H, 1)
         s_hw = self.hw(z_pool(x, 1))  # (B, 1, H, W)
-        return gated(x, x * ((s_cw + s_hc + s_hw) / 3), self.scale)
+        s = s_cw / 3 + s_hc / 3  # the 1/3 on the small gates; s is the first full-size (B, C, H, W) tensor
+        if torch.is_grad_enabled():
+            return gated(x, x * (s + s_hw / 3), self.scale)
+        return gated(x, s.add_(s_hw / 3).mul_(x), self.scale)  # no autograd: both in s's buffer
