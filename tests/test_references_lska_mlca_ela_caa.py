@@ -400,3 +400,37 @@ def test_inference_path_equals_autograd_path_and_keeps_gates(name, train):
             torch.testing.assert_close(getattr(a.bn, k), getattr(ref, k), rtol=0, atol=1e-7)
             torch.testing.assert_close(getattr(b.bn, k), getattr(ref, k), rtol=0, atol=1e-7)
         assert int(b.bn.num_batches_tracked) == int(train)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["LSKA", [256, 11]], {"k": 11}),  # channel count first, as the collections write LSKA(c1, k_size)
+        (["LSKA", [23]], {"k": 23}),
+        (["MLCA", [256]], {"local_size": 5, "local_weight": 0.5}),
+        (["MLCA", [3, 2, 1, 0.25]], {"local_size": 3, "local_weight": 0.25}),
+        (["ELA", [256, "S"]], {"variant": "S"}),
+        (["ContextAnchorAttention", [256, 7, 9]], {"h_kernel_size": 7, "v_kernel_size": 9}),
+        (["EfficientLocalizationAttention", []], {"variant": "B"}),
+    ],
+)
+def test_yaml_rows_read_as_public_yamls_write_them(args, expected):
+    """Rows as public YAMLs write them: a leading channel count (256 before width scaling) is dropped, aliases build
+    the block, the rest are the hyperparameters in signature order."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    name, a = args
+    d = {"nc": 2, "scales": {"n": [0.5, 0.25, 1024]}, "scale": "n",
+         "backbone": [[-1, 1, "Conv", [64, 3, 2]], [-1, 1, "Conv", [256, 3, 2]], [-1, 1, name, a]],
+         "head": [[[-1], 1, "Detect", ["nc"]]]}
+    block = DetectionModel(d, verbose=False).model[2]
+    assert block.c1 == 64 and type(block).__name__ == ALIASES.get(name, name)
+    assert {k: getattr(block, k) for k in expected} == expected
+
+
+def test_yaml_row_out_of_range_names_row_and_value():
+    from ultralytics.nn.tasks import DetectionModel
+
+    d = {"nc": 2, "backbone": [[-1, 1, "Conv", [32, 3, 2]], [-1, 1, "LSKA", [9]]], "head": [[[-1], 1, "Detect", ["nc"]]]}
+    with pytest.raises(AttnBuildError, match=r"^row 1 LSKA: k=9 is invalid; allowed: one of \[7, 11, 23, 35, 41, 53\]"):
+        DetectionModel(d, verbose=False)
