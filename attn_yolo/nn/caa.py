@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
@@ -26,7 +27,7 @@ class CAA(nn.Module):
     strip convs have bias and no norm or activation; the average pool zero-pads by 3 and counts the padding
     (``count_include_pad``). The pool runs as a 1×7 then a 7×1 average pool: the same 7×7 box mean (zero padding
     counted, so it factorises exactly), in 14 instead of 49 additions per value. ``k_b`` defaults to 11, the authors'
-    default (PKINet enlarges it with depth).
+    default (PKINet enlarges it with depth). In eval each BatchNorm is folded into its 1×1 conv (``conv_bn_act``).
 
     YAML: ``[-1, 1, CAA, []]`` or ``[-1, 1, CAA, [h_kernel_size, v_kernel_size]]``.
 
@@ -61,6 +62,17 @@ class CAA(nn.Module):
         self.gate = nn.Sigmoid()
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
+    @staticmethod
+    def conv_bn_act(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """``seq(x)`` (1×1 conv, BatchNorm, SiLU); in eval the BatchNorm is folded into the conv, one pass fewer.
+        (Ultralytics' ``fuse()`` folds only its own ``Conv`` layers, so the block folds its own at inference.)"""
+        conv, bn, act = seq
+        if bn.training:
+            return seq(x)
+        s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+        return act(F.conv2d(x, conv.weight * s.view(-1, 1, 1, 1), bn.bias - bn.running_mean * s))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.gate(self.conv2(self.v_conv(self.h_conv(self.conv1(self.pool_h(self.pool_w(x)))))))
+        f = self.conv_bn_act(self.conv1, self.pool_h(self.pool_w(x)))
+        a = self.gate(self.conv_bn_act(self.conv2, self.v_conv(self.h_conv(f))))
         return gated(x, x * a, self.scale)
