@@ -139,7 +139,8 @@ def mlca_reference(m: MLCA, x: torch.Tensor) -> torch.Tensor:
         g = torch.sigmoid(dw_taps(glob.view(1, 1, c), wg.view(1, -1), 2))[0, 0]  # (C,)
         seq = torch.stack([local[ch, p // s, p % s] for p in range(s * s) for ch in range(c)])  # cell-major
         conv = torch.sigmoid(dw_taps(seq.view(1, 1, -1), wl.view(1, -1), 2))[0, 0]
-        gl = torch.stack([torch.stack([conv[(r * s + q) * c + ch] for r in range(s) for q in range(s)]) for ch in range(c)])
+        cells = [(r * s + q) * c for r in range(s) for q in range(s)]  # where each cell's C values start
+        gl = torch.stack([torch.stack([conv[p + ch] for p in cells]) for ch in range(c)])
         mix = lam * gl.view(c, s, s) + (1 - lam) * g.view(c, 1, 1)
         out[i] = x[i] * adaptive_mean(mix[None], h, w)[0]
     return out
@@ -431,6 +432,7 @@ def test_yaml_rows_read_as_public_yamls_write_them(args, expected):
 def test_yaml_row_out_of_range_names_row_and_value():
     from ultralytics.nn.tasks import DetectionModel
 
-    d = {"nc": 2, "backbone": [[-1, 1, "Conv", [32, 3, 2]], [-1, 1, "LSKA", [9]]], "head": [[[-1], 1, "Detect", ["nc"]]]}
+    rows = [[-1, 1, "Conv", [32, 3, 2]], [-1, 1, "LSKA", [9]]]
+    d = {"nc": 2, "backbone": rows, "head": [[[-1], 1, "Detect", ["nc"]]]}
     with pytest.raises(AttnBuildError, match=r"^row 1 LSKA: k=9 is invalid; allowed: one of \[7, 11, 23, 35, 41, 53\]"):
         DetectionModel(d, verbose=False)
