@@ -436,3 +436,23 @@ def test_yaml_row_out_of_range_names_row_and_value():
     d = {"nc": 2, "backbone": rows, "head": [[[-1], 1, "Detect", ["nc"]]]}
     with pytest.raises(AttnBuildError, match=r"^row 1 LSKA: k=9 is invalid; allowed: one of \[7, 11, 23, 35, 41, 53\]"):
         DetectionModel(d, verbose=False)
+
+
+@pytest.mark.parametrize("name", ["CoordAtt", "NAM", "TripletAttention", "ELA"])
+def test_in_place_inference_exports_under_no_grad(name):
+    """``torch.onnx.export`` traces under ``no_grad`` here: the in-place path is not traced (``in_place_ok`` is
+    False while tracing), and onnxruntime reproduces the block."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+
+    torch.manual_seed(0)
+    m = attn_yolo.MODULES[name](16).eval()
+    x = torch.randn(1, 16, 9, 13)
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(m, (x,), f, opset_version=18, dynamo=False, input_names=["x"])
+        ref = m(x).numpy()
+    onnx.checker.check_model(onnx.load_from_string(f.getvalue()))
+    out = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    assert abs(out - ref).max() < 1e-5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_r, resolve
+from attn_yolo.nn.common import C1, check_init_values, check_r, in_place_ok, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -22,7 +22,7 @@ class CoordAtt(nn.Module):
     ``M = max(8, C // r)``, ``δ`` = h-swish ``x · ReLU6(x + 3) / 6`` (``nn.Hardswish``), convs with bias. The two
     directional pools are means over one axis (``ReduceMean`` in ONNX, any input size), not adaptive pools, and the
     BatchNorm sees both directions together, as in the paper, so training statistics match it too. Without autograd
-    (inference, export) ``x · g^w · g^h`` is computed with the second multiply in place.
+    (inference; not while tracing an export) ``x · g^w · g^h`` has its second multiply in place.
 
     YAML: ``[-1, 1, CoordAtt, []]`` or ``[-1, 1, CoordAtt, [r]]``.
 
@@ -60,4 +60,4 @@ class CoordAtt(nn.Module):
         gh = self.gate_h(self.conv_h(f[:, :, :h]))  # (B, C, H, 1)
         gw = self.gate_w(self.conv_w(f[:, :, h:]).transpose(2, 3))  # (B, C, 1, W)
         y = x * gw  # without autograd the second multiply goes into y's own buffer (no second full-size tensor)
-        return gated(x, y * gh if torch.is_grad_enabled() else y.mul_(gh), self.scale)
+        return gated(x, y.mul_(gh) if in_place_ok() else y * gh, self.scale)

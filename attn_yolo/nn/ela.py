@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, AttnBuildError, check, check_init_values, group_count, resolve
+from attn_yolo.nn.common import C1, AttnBuildError, check, check_init_values, group_count, in_place_ok, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 ELA_VARIANTS: dict[str, tuple[int, int | None, int]] = {"T": (5, None, 32), "B": (7, None, 16), "S": (5, 8, 16),
@@ -30,7 +30,7 @@ class ELA(nn.Module):
     both directions. The default is ``B``: the paper names no default (the authors' code requires the variant);
     ``B`` is the setting public YOLO code fixes (k = 7, depthwise, GN 16). The GN group count is the variant's where
     it divides ``C`` (every Ultralytics scale), else the largest divisor of ``C`` below it; ``S`` and ``L`` need ``C``
-    divisible by 8. Without autograd (inference, export) the second multiply of ``x · y^w · y^h`` is in place.
+    divisible by 8. Without autograd (not while tracing) the second multiply of ``x · y^w · y^h`` is in place.
 
     YAML: ``[-1, 1, ELA, []]`` or ``[-1, 1, ELA, [variant]]``, e.g. ``[S]``.
 
@@ -69,4 +69,4 @@ class ELA(nn.Module):
         gh = self.gate_h(self.gn(self.conv(x.mean(3))).unsqueeze(3))  # (B, C, H, 1)
         gw = self.gate_w(self.gn(self.conv(x.mean(2))).unsqueeze(2))  # (B, C, 1, W)
         y = x * gw  # without autograd the second multiply goes into y's own buffer, as in CoordAtt
-        return gated(x, y * gh if torch.is_grad_enabled() else y.mul_(gh), self.scale)
+        return gated(x, y.mul_(gh) if in_place_ok() else y * gh, self.scale)

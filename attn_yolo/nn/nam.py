@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, resolve
+from attn_yolo.nn.common import C1, check_init_values, in_place_ok, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -67,4 +67,4 @@ class NAM(nn.Module):
         z = self.weighted_bn(x)
         s = self.gate(z)
         # without autograd the product goes into z's buffer (z is no longer needed; s is the recorded gate)
-        return gated(x, x * s if torch.is_grad_enabled() else torch.mul(x, s, out=z), self.scale)
+        return gated(x, torch.mul(x, s, out=z) if in_place_ok() else x * s, self.scale)
