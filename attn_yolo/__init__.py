@@ -6,11 +6,15 @@ name them, e.g. ``[-1, 1, CBAM, [16, 7]]``, with input channels inferred from th
 
 from attn_yolo.insertion import insert, transfer
 from attn_yolo.nn import (
+    CAA,
     CBAM,
     ECA,
+    ELA,
     EMA,
     GAM,
+    LSKA,
     MHSA,
+    MLCA,
     NAM,
     SAM,
     SE,
@@ -29,5 +33,6 @@ __all__ += ["register", "transfer", "unfuse_attention", "unregister"]
 # every block class of MODULES, by its YAML name (tests/test_blocks.py checks that none is missing)
 __all__ += ["CBAM", "ECA", "EMA", "GAM", "MHSA", "NAM", "SAM", "SE", "CoordAtt", "ShuffleAttention", "SimAM"]
 __all__ += ["TripletAttention"]
+__all__ += ["CAA", "ELA", "LSKA", "MLCA"]  # issue 23
 
 register()

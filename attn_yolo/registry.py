@@ -37,11 +37,15 @@ from attn_yolo import csp
 from attn_yolo import ultralytics_api as api
 from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
 from attn_yolo.nn import (
+    CAA,
     CBAM,
     ECA,
+    ELA,
     EMA,
     GAM,
+    LSKA,
     MHSA,
+    MLCA,
     NAM,
     SAM,
     SE,
@@ -60,6 +64,7 @@ from attn_yolo.signatures import max_args
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
 MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
+MODULES |= {"LSKA": LSKA, "MLCA": MLCA, "ELA": ELA, "CAA": CAA}
 """YAML name → attention block class."""
 
 CONTROLS: dict[str, type[torch.nn.Module]] = {"Placebo": Placebo}
@@ -97,6 +102,12 @@ ALIASES: dict[str, str] = {
     "Triplet": "TripletAttention",
     "NAMAttention": "NAM",
     "NAM_Attention": "NAM",
+    "LargeSeparableKernelAttention": "LSKA",  # issue 23's families: names of public code
+    "MLCAAttention": "MLCA",
+    "MixedLocalChannelAttention": "MLCA",
+    "EfficientLocalizationAttention": "ELA",
+    "EfficientLocalAttention": "ELA",
+    "ContextAnchorAttention": "CAA",
 }
 """Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
 heatmaps, export and insert see one block); a row naming it logs one line saying so."""
@@ -112,11 +123,12 @@ ALIAS_NOTES: dict[str, str] = {
 NOT_PROVIDED = (
     "BAM", "BAMBlock", "SK", "SKNet", "SKAttention", "SKConv", "GC", "GCNet", "GCBlock", "GlobalContext",
     "ContextBlock", "CrissCrossAttention", "CCNet", "BiFormer", "BiLevelRoutingAttention", "BRA", "DANet", "DAModule",
-    "PolarizedSelfAttention", "ParNetAttention", "S2Attention", "LSKA", "LSKBlock", "ACmix", "CoTAttention", "SGE",
+    "PolarizedSelfAttention", "ParNetAttention", "S2Attention", "LSKBlock", "ACmix", "CoTAttention", "SGE",
     "SpatialGroupEnhance", "DoubleAttention", "A2Attention", "ExternalAttention", "OutlookAttention",
-    "ResidualAttention", "EffectiveSE", "ESE", "SCSA", "ELA", "MLCA", "CPCA", "DAT", "DeformableAttention", "AFF",
+    "ResidualAttention", "EffectiveSE", "ESE", "SCSA", "CPCA", "DAT", "DeformableAttention", "AFF",
     "iAFF", "SplitAttention", "ChannelAttention", "ChannelAttentionModule", "NonLocal", "NonLocalBlock",
     "GatherExcite", "SRM", "FcaNet", "FcaLayer", "MultiSpectralAttention", "scSE", "SCSE", "AxialAttention",
+    "LSKAttention", "LSKA_Attention",  # LSKNet's selective kernel; VAN's block around LSKA (proj, GELU, shortcut)
 )  # fmt: skip
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""

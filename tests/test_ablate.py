@@ -305,8 +305,8 @@ def test_insert_specs_take_block_aliases(tmp_path, tiny_data):
     assert e.value.problems == [
         (
             "variants[1] (ca).module: unknown module 'CoordAttn' (did you mean CoordAtt?); one of "
-            "SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM or an alias "
-            "(`attn-yolo modules`)"
+            "SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM, "
+            "LSKA, MLCA, ELA, CAA or an alias (`attn-yolo modules`)"
         )
     ]
 

@@ -34,10 +34,14 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
               "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}  # EMA, SA: 4 channels a group
+BLOCK_ARGS |= {"LSKA": [11], "MLCA": [], "ELA": ["T"], "CAA": []}  # issue 23's families
 MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
 REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
-              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set()}
+              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set(),
+              "LSKA": set(), "MLCA": {"MatMul", "ReduceMean"}, "ELA": MEAN, "CAA": set()}
 """The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
+LOCAL_POOLS = {"CAA": {"AveragePool"}}
+"""Fixed-window local pools a block has by design (CAA's 7×7 mean, stride 1): size-independent, so allowed."""
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 
 
@@ -159,7 +163,7 @@ def test_block_static_at_min_opset(tiny, block):
     assert (r.opset, r.dynamic, r.precision, r.export_imgsz) == (opset, False, "fp32", [96, 160])
     assert [c.case for c in r.checks if c.name == "raw"] == ["b1 96x160 (2 images)"]
     assert nms_boxes(r) > 0, r.summary()
-    assert not ops(f) & {"AveragePool", "MaxPool"}  # global pools are reductions, not pools sized at export
+    assert not ops(f) & ({"AveragePool", "MaxPool"} - LOCAL_POOLS.get(block, set()))  # global pools: reductions
     assert REDUCTIONS[block] <= ops(f)
 
     y = YOLO(tiny(block))
@@ -183,7 +187,7 @@ def test_block_dynamic_other_sizes(tiny, block):
             assert c.value <= 1e-4 and c.detail["shape"][0] in (2, 3)
     assert nms_boxes(r) > 0, r.summary()
     assert json.loads(r.save(overwrite=True).read_text())["passed"] is True
-    assert not ops(f) & {"AveragePool", "MaxPool"}
+    assert not ops(f) & ({"AveragePool", "MaxPool"} - LOCAL_POOLS.get(block, set()))
 
 
 @pytest.mark.parametrize("variant", ["se", "eca", "sam", "cbam", "mhsa"])

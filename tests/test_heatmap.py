@@ -37,7 +37,7 @@ from attn_yolo.heatmap import (
     write_stats,
 )
 from attn_yolo.images import default_sources, read_image
-from attn_yolo.nn import EMA, GAM, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn import CAA, ELA, EMA, GAM, LSKA, MLCA, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 
 IMGSZ = 192
 
@@ -600,7 +600,8 @@ def test_gate_table_names_real_gates():
     for cls, kinds in GATE_MAPS.items():
         found = block_gates(cls(64))
         assert list(found) == list(dict.fromkeys(p for _, *paths in kinds.values() for p in paths))
-        assert all(isinstance(m, nn.Sigmoid) for m in found.values())
+        marked = {LSKA, MLCA}  # an nn.Identity marks the gate as applied: LSKA's unsquashed A, MLCA's un-pooled mix
+        assert all(isinstance(m, nn.Identity if cls in marked else nn.Sigmoid) for m in found.values()), cls
         assert {fn for fn, *_ in kinds.values()} <= set(GATE_MAP_FNS)
     assert block_gates(MHSA(64)) == {}
     assert set(MODULES.values()) - set(GATE_MAPS) == {MHSA}
@@ -663,6 +664,28 @@ def test_new_block_maps_match_block_outputs():
             assert 0 <= m.min() and m.max() <= 1 and m.std() > 1e-4, (i, kind)  # gains of gates in [0, 1], not flat
 
 
+def test_lska_mlca_ela_caa_maps_match_block_outputs():
+    """Issue 23's four, each ``y = x ⊙ s`` with one gate: the map is ``‖y‖₁ / ‖x‖₁`` per location (for LSKA's
+    unsquashed ``A``, the gain of ``|A|``, which is the same ratio); ELA's is the product ``y^h ⊙ y^w``."""
+    torch.manual_seed(0)
+    blocks = LSKA(16, 7), MLCA(16, 3), ELA(16, "T"), CAA(16, 5, 5)
+    for b in blocks:
+        for p in b.parameters():
+            nn.init.normal_(p, 0, 0.5)
+    net = type("Net", (nn.Module,), {"forward": lambda self, x: self.model(x)})()  # layers under .model, as Tiny
+    net.model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), *blocks)
+    net.eval()
+    ins, outs, cap = capture_with_io(net, torch.randn(2, 3, 12, 10))
+    assert [(m.layer, m.block, m.kind) for m in cap.maps(0)] == [(1, "LSKA", "gain"), (2, "MLCA", "gain"),
+                                                              (3, "ELA", "coord"), (4, "CAA", "gain")]
+    for b in range(2):
+        for m in cap.maps(b):
+            x, y = ins[m.layer][b].double(), outs[m.layer][b].double()
+            np.testing.assert_allclose(m.map, (y.abs().sum(0) / x.abs().sum(0)).numpy(), rtol=1e-5)
+            assert m.map.min() >= 0 and m.map.std() > 1e-4 and m.map.shape == (12, 10)
+            assert m.block == "LSKA" or m.map.max() <= 1  # gates in [0, 1]; LSKA's |A| is unbounded
+
+
 def test_map_stats_expose_collapsed_maps():
     u = map_stats(np.full((4, 5), 0.5, np.float32))
     assert (
@@ -722,7 +745,7 @@ def test_model_without_attention_blocks(tmp_path):
     with pytest.raises(
         NoAttentionError,
         match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, "
-        r"TripletAttention, NAM\).*cam=eigencam",
+        r"TripletAttention, NAM, LSKA, MLCA, ELA, CAA\).*cam=eigencam",
     ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))

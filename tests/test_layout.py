@@ -42,6 +42,10 @@ PINNED_CLASSES = {
     "ShuffleAttention": "attn_yolo.nn.shuffle.ShuffleAttention",
     "TripletAttention": "attn_yolo.nn.triplet.TripletAttention",
     "NAM": "attn_yolo.nn.nam.NAM",
+    "LSKA": "attn_yolo.nn.lska.LSKA",
+    "MLCA": "attn_yolo.nn.mlca.MLCA",
+    "ELA": "attn_yolo.nn.ela.ELA",
+    "CAA": "attn_yolo.nn.caa.CAA",
 }
 PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate",
                   "attn_yolo.nn.layer_scale.LayerScale",

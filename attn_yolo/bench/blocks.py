@@ -57,6 +57,16 @@ VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; addi
     "tripletattention": Variant(
         0.08, "three Z-pools (max+mean over C, H and W), three 7×7 convs and three broadcast multiplies per stage"
     ),
+    "lska": Variant(
+        0.08, "four depthwise 1-D convs (3 + 3 + dilated 3 + 3 taps at k=7) and a dense 1×1 conv C→C over every map"
+    ),
+    "mlca": Variant(0.08, "a 5×5 local pool (one pass), tiny 1-D convs, an un-pooled gate map and one multiply"),
+    "ela": Variant(0.08, "two directional means, a depthwise 1-D conv with GroupNorm, two broadcast multiplies"),
+    "caa": Variant(
+        0.08,
+        "a 7×7 average pool (as 1×7 + 7×1) and two dense 1×1 convs C→C with BN+SiLU over every map: about 0.3 "
+        "GMACs on yolo11n at 640, ~10 % of its compute, by design; drop it from P3 or use it inside C3k2",
+    ),
     "gam": Variant(
         0.15,
         "dense 7×7 convs C→C/r→C without pooling: 2·49·C²/r MACs per pixel, about 5 GFLOPs at P3 (80×80, C=128) "

@@ -16,6 +16,10 @@ import torch
 from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.caa import CAA
+from attn_yolo.nn.ela import ELA
+from attn_yolo.nn.lska import LSKA
+from attn_yolo.nn.mlca import MLCA
 from attn_yolo.sdpa import is_fused
 
 ULTRALYTICS_MIN_OPSET = 9
@@ -38,6 +42,10 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
     ShuffleAttention: (ULTRALYTICS_MIN_OPSET, "Reshape, Transpose (groups, channel shuffle), InstanceNormalization"),
     TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
     NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
+    LSKA: (ULTRALYTICS_MIN_OPSET, "depthwise and dilated depthwise Conv, 1×1 Conv, Mul"),
+    MLCA: (11, "Range (adaptive pool windows from the input's H, W), Div, Less/GreaterOrEqual, MatMul, 1-D Conv"),
+    ELA: (ULTRALYTICS_MIN_OPSET, "ReduceMean, grouped 1-D Conv, InstanceNormalization (GroupNorm), Sigmoid, Mul"),
+    CAA: (ULTRALYTICS_MIN_OPSET, "AveragePool (1×7, 7×1, fixed windows), Conv, Sigmoid, Mul"),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 SDPA_MIN_OPSET = (14, "Ultralytics' Attention/AAttn fused (sdpa=True): scaled_dot_product_attention, as MHSA")

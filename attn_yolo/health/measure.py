@@ -107,15 +107,17 @@ def attention_entropy(q: torch.Tensor, k: torch.Tensor, chunk: int = 256) -> tup
 
 
 def _gate_stats(gates: list[torch.Tensor]) -> dict:
-    """Mean, std and saturated share of every element of ``gates`` pooled (NaN without gates)."""
+    """Mean, std and saturated share of every element of ``gates`` pooled (NaN without gates; the saturated share is
+    NaN for a map that is not a gate in ``[0, 1]``, such as LSKA's unsquashed attention ``A``)."""
     if not gates:
         return {"gate_mean": math.nan, "gate_std": math.nan, "saturated": math.nan}
     v = torch.cat([g.detach().double().reshape(-1) for g in gates])
     v = v[torch.isfinite(v)]
     if not v.numel():
         return {"gate_mean": math.nan, "gate_std": math.nan, "saturated": math.nan}
-    sat = ((v < SATURATION) | (v > 1 - SATURATION)).double().mean()
-    return {"gate_mean": float(v.mean()), "gate_std": float(v.std(unbiased=False)), "saturated": float(sat)}
+    bounded = bool(((v >= 0) & (v <= 1)).all())
+    sat = float(((v < SATURATION) | (v > 1 - SATURATION)).double().mean()) if bounded else math.nan
+    return {"gate_mean": float(v.mean()), "gate_std": float(v.std(unbiased=False)), "saturated": sat}
 
 
 def _nonfinite(*tensors: torch.Tensor) -> int:

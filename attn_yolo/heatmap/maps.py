@@ -48,6 +48,10 @@ import torch
 from torch import nn
 
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.caa import CAA
+from attn_yolo.nn.ela import ELA
+from attn_yolo.nn.lska import LSKA
+from attn_yolo.nn.mlca import MLCA
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
@@ -188,6 +192,10 @@ GATE_MAPS: dict[type, dict[str, tuple[str, ...]]] = {
     ShuffleAttention: {"channel": ("half0", "gate_c"), "spatial": ("half1", "gate_s")},
     TripletAttention: {"cw": ("cw", "cw.gate"), "hc": ("hc", "hc.gate"), "hw": ("plane", "hw.gate")},
     NAM: {"gain": ("gain", "gate")},
+    LSKA: {"gain": ("absgain", "gate")},
+    MLCA: {"gain": ("gain", "gate")},
+    ELA: {"coord": ("gain", "gate_h", "gate_w")},
+    CAA: {"gain": ("gain", "gate")},
 }
 """Block class → ``{map kind: (GATE_MAP_FNS key, path of each gate submodule it reads)}``, in display order. A hook
 records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map. Adding a gated block is one
@@ -205,10 +213,15 @@ entry here. What each block's maps are (all computed from the gates the block ap
 - ``TripletAttention`` ``cw`` / ``hc``: the ``(C, W)`` and ``(H, C)`` branch gates rotated back to ``(B, C, 1, W)`` and
   ``(B, C, H, 1)``, as the gain over ``x``; ``hw``: the ``(H, W)`` branch gate itself. The block applies their mean,
   whose gain is the mean of the three maps.
+- ``LSKA`` ``gain``: its attention map ``A`` is not squashed (any sign and size), so the map is the gain of ``|A|``,
+  ``‖x ⊙ A‖₁ / ‖x‖₁`` per location, ``>= 0`` and possibly above 1.
+- ``MLCA`` ``gain``: the un-pooled mixed gate ``(B, C, H, W)`` as applied; ``ELA`` ``coord``: ``y^h ⊙ y^w`` as
+  ``CoordAtt``; ``CAA`` ``gain``: its element-wise gate ``A``.
 """
 
 GATE_MAP_FNS = {
     "gain": gain_map,  # gates in any on_input layout, their product over the block input x → (B, H, W)
+    "absgain": lambda x, g: gain_map(x, g.abs()),  # an unbounded attention map (LSKA): the gain of |A|
     "plane": lambda x, g: g.detach().float()[:, 0],  # gate (B, 1, H, W) → (B, H, W)
     "after": lambda x, g1, g2: gain_map(x * on_input(x, g1), g2),  # g2 applied to x ⊙ g1 (GAM)
     "half0": lambda x, g: gain_map(shuffle_half(x, g, 0), g),  # ShuffleAttention: channel-gate half

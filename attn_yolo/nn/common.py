@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 
 class _InferredC1:
     """Marker for "input width taken from the YAML row"; prints as ``c1`` in Ultralytics' layer table."""
@@ -44,6 +46,12 @@ def resolve(c1, name: str, *values) -> tuple[int, str, tuple]:
     if not is_int(c1) or c1 < 1:
         raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int (or build from a YAML row)")
     return c1, where, values
+
+
+def in_place_ok() -> bool:
+    """True where a block may write into a buffer of its own: no autograd (which may need the overwritten values),
+    no tracing (TorchScript ONNX export maps ``out=`` variants badly) and no ``torch.compile``."""
+    return not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
 
 
 def is_int(x) -> bool:

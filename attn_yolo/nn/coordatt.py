@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_r, resolve
+from attn_yolo.nn.common import C1, check_init_values, check_r, in_place_ok, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -21,7 +21,8 @@ class CoordAtt(nn.Module):
     Settled by the authors' code (the paper gives only "reduction ratio r" and a non-linearity ``δ``): hidden width
     ``M = max(8, C // r)``, ``δ`` = h-swish ``x · ReLU6(x + 3) / 6`` (``nn.Hardswish``), convs with bias. The two
     directional pools are means over one axis (``ReduceMean`` in ONNX, any input size), not adaptive pools, and the
-    BatchNorm sees both directions together, as in the paper, so training statistics match it too.
+    BatchNorm sees both directions together, as in the paper, so training statistics match it too. Without autograd
+    (inference; not while tracing an export) ``x · g^w · g^h`` has its second multiply in place.
 
     YAML: ``[-1, 1, CoordAtt, []]`` or ``[-1, 1, CoordAtt, [r]]``.
 
@@ -58,4 +59,5 @@ class CoordAtt(nn.Module):
         f = self.act(self.bn(self.conv1(z)))
         gh = self.gate_h(self.conv_h(f[:, :, :h]))  # (B, C, H, 1)
         gw = self.gate_w(self.conv_w(f[:, :, h:]).transpose(2, 3))  # (B, C, 1, W)
-        return gated(x, x * gh * gw, self.scale)
+        y = x * gw  # without autograd the second multiply goes into y's own buffer (no second full-size tensor)
+        return gated(x, y.mul_(gh) if in_place_ok() else y * gh, self.scale)

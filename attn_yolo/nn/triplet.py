@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_odd_k, resolve
+from attn_yolo.nn.common import C1, check_init_values, check_odd_k, in_place_ok, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -55,7 +55,8 @@ class TripletAttention(nn.Module):
     code (landskape-ai/triplet-attention ``triplet_attention.py``). Differences from it: the kernel is an argument
     here (fixed at 7 there), and their ``no_spatial=True`` two-branch variant is not provided. The branches
     pool with reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as
-    ``x ⊙ (s_cw + s_hc + s_hw) / 3``.
+    ``x ⊙ (s_cw/3 + s_hc/3 + s_hw/3)``: the 1/3 scales the small gates (three full-size ops after the pools, not
+    four), and without autograd (not while tracing) the sum and the product go into one full-size buffer.
 
     YAML: ``[-1, 1, TripletAttention, []]`` or ``[-1, 1, TripletAttention, [k]]``.
 
@@ -85,4 +86,7 @@ class TripletAttention(nn.Module):
         s_cw = self.cw(z_pool(x, 2)).transpose(1, 2)  # (B, 2, C, W) → (B, C, 1, W)
         s_hc = self.hc(z_pool(x, 3).transpose(2, 3)).permute(0, 3, 2, 1)  # (B, 2, H, C) → (B, C, H, 1)
         s_hw = self.hw(z_pool(x, 1))  # (B, 1, H, W)
-        return gated(x, x * ((s_cw + s_hc + s_hw) / 3), self.scale)
+        s = s_cw / 3 + s_hc / 3  # the 1/3 on the small gates; s is the first full-size (B, C, H, W) tensor
+        if in_place_ok():  # no autograd: the sum and the product in s's buffer
+            return gated(x, s.add_(s_hw / 3).mul_(x), self.scale)
+        return gated(x, x * (s + s_hw / 3), self.scale)
