@@ -44,7 +44,8 @@ hyperparameter (SE/CBAM ``r``: Hu et al. tried 2 to 32)."""
 
 UNSCALED = "before width scaling"
 
-NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive"}
+NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive",
+              ("SKAttention", "groups"): "adaptive", ("BiLevelRoutingAttention", "heads"): "C/32"}
 """What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
 
 

@@ -45,14 +45,17 @@ from attn_yolo.nn import (
     SimAM,
     TripletAttention,
 )
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.placebo import Placebo
+from attn_yolo.nn.sk import SKAttention, SKBranches
 from attn_yolo.nn.triplet import ZPoolGate
 
 MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
 MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
 MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
+MODULES |= {"SKAttention": SKAttention, "BiLevelRoutingAttention": BiLevelRoutingAttention}
 """YAML name → attention block class."""
 
 CONTROLS: dict[str, type[torch.nn.Module]] = {"Placebo": Placebo}
@@ -89,6 +92,12 @@ ALIASES: dict[str, str] = {
     "Triplet": "TripletAttention",
     "NAMAttention": "NAM",
     "NAM_Attention": "NAM",
+    "SK": "SKAttention",
+    "SKNet": "SKAttention",
+    "SKConv": "SKAttention",
+    "BiFormer": "BiLevelRoutingAttention",
+    "BRA": "BiLevelRoutingAttention",
+    "BiLevelRoutingAttention_nchw": "BiLevelRoutingAttention",  # the BiFormer authors' NCHW class name
 }
 """Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
 heatmaps, export and insert see one block); a row naming it logs one line saying so."""
@@ -97,13 +106,15 @@ ALIAS_NOTES: dict[str, str] = {
     "SA": "in YOLO YAMLs SA (with a group count) is Shuffle Attention (SA-Net, Zhang & Yang 2021), not spatial "
     "attention; for CBAM's spatial attention write SAM",
     "CA": "CA is Coordinate Attention (Hou et al. 2021), not channel attention; for a channel gate write SE or ECA",
+    "SKConv": "args are SKAttention's [kernels, r, groups, L, dilated], not SKConv's [M, G, r, stride, L]: two "
+    "branches are kernels=[3, 5]",
 }
 """For a short alias that names two blocks in the literature: what the log line says about the meaning chosen
 (e.g. ``"SA": "in YOLO YAMLs SA with a group count is Shuffle Attention, not spatial attention (SAM)"``)."""
 
 NOT_PROVIDED = (
-    "BAM", "BAMBlock", "SK", "SKNet", "SKAttention", "SKConv", "GC", "GCNet", "GCBlock", "GlobalContext",
-    "ContextBlock", "CrissCrossAttention", "CCNet", "BiFormer", "BiLevelRoutingAttention", "BRA", "DANet", "DAModule",
+    "BAM", "BAMBlock", "GC", "GCNet", "GCBlock", "GlobalContext",
+    "ContextBlock", "CrissCrossAttention", "CCNet", "DANet", "DAModule",
     "PolarizedSelfAttention", "ParNetAttention", "S2Attention", "LSKA", "LSKBlock", "ACmix", "CoTAttention", "SGE",
     "SpatialGroupEnhance", "DoubleAttention", "A2Attention", "ExternalAttention", "OutlookAttention",
     "ResidualAttention", "EffectiveSE", "ESE", "SCSA", "ELA", "MLCA", "CPCA", "DAT", "DeformableAttention", "AFF",
@@ -113,7 +124,7 @@ NOT_PROVIDED = (
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""
 
-SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate]
+SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate, SKBranches]
 
 
 HEAD_RE = re.compile(r"Detect|Segment|Pose|OBB|Classify|RTDETRDecoder")  # output heads (as guess_model_task reads)

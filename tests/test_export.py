@@ -32,10 +32,12 @@ pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
-              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}  # EMA, SA: 4 channels a group
+              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": [], "SKAttention": [],
+              "BiLevelRoutingAttention": [2]}  # EMA, SA: 4 channels a group
 MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
 REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
-              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set()}
+              "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set(),
+              "SKAttention": MEAN, "BiLevelRoutingAttention": {"TopK", "Gather"}}
 """The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 

@@ -40,9 +40,11 @@ PINNED_CLASSES = {
     "ShuffleAttention": "attn_yolo.nn.shuffle.ShuffleAttention",
     "TripletAttention": "attn_yolo.nn.triplet.TripletAttention",
     "NAM": "attn_yolo.nn.nam.NAM",
+    "SKAttention": "attn_yolo.nn.sk.SKAttention",
+    "BiLevelRoutingAttention": "attn_yolo.nn.biformer.BiLevelRoutingAttention",
 }
 PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate", "attn_yolo.nn.layer_scale.LayerScale",
-                  "attn_yolo.nn.triplet.ZPoolGate"}
+                  "attn_yolo.nn.triplet.ZPoolGate", "attn_yolo.nn.sk.SKBranches"}
 
 
 def modules() -> dict[str, Path]:

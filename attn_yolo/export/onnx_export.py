@@ -15,6 +15,8 @@ import torch
 
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
+from attn_yolo.nn.sk import SKAttention
 from attn_yolo.sdpa import is_fused
 
 ULTRALYTICS_MIN_OPSET = 9
@@ -37,6 +39,12 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
     ShuffleAttention: (ULTRALYTICS_MIN_OPSET, "Reshape, Transpose (groups, channel shuffle), InstanceNormalization"),
     TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
     NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
+    SKAttention: (ULTRALYTICS_MIN_OPSET, "grouped and dilated Conv, ReduceMean, Softmax over branches, ReduceSum"),
+    BiLevelRoutingAttention: (
+        14,
+        "scaled_dot_product_attention with a mask (from 14, as MHSA); TopK with k as an input (10), Pad with the "
+        "padding computed from H, W (11), Gather of the routed regions",
+    ),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 SDPA_MIN_OPSET = (14, "Ultralytics' Attention/AAttn fused (sdpa=True): scaled_dot_product_attention, as MHSA")

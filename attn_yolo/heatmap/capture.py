@@ -64,6 +64,7 @@ from torch import nn
 from attn_yolo.checkpoint import load_model
 from attn_yolo.images import default_images, read_image, read_sources
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.sk import SKAttention
 from attn_yolo.registry import MODULES
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
@@ -216,6 +217,7 @@ GATE_MAPS: dict[type, dict[str, tuple[str, ...]]] = {
     ShuffleAttention: {"channel": ("half0", "gate_c"), "spatial": ("half1", "gate_s")},
     TripletAttention: {"cw": ("cw", "cw.gate"), "hc": ("hc", "hc.gate"), "hw": ("plane", "hw.gate")},
     NAM: {"gain": ("gain", "gate")},
+    SKAttention: {"large": ("large", "select")},
 }
 """Block class → ``{map kind: (GATE_MAP_FNS key, path of each gate submodule it reads)}``, in display order. A hook
 records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map. Adding a gated block is one
@@ -233,6 +235,10 @@ entry here. What each block's maps are (all computed from the gates the block ap
 - ``TripletAttention`` ``cw`` / ``hc``: the ``(C, W)`` and ``(H, C)`` branch gates rotated back to ``(B, C, 1, W)`` and
   ``(B, C, H, 1)``, as the gain over ``x``; ``hw``: the ``(H, W)`` branch gate itself. The block applies their mean,
   whose gain is the mean of the three maps.
+- ``SKAttention`` ``large``: its kernel selection ``a`` ``(B, M, C, 1, 1)`` (softmax over the ``M`` branches) for
+  the largest kernel, as the gain over ``x``: the magnitude-weighted share of the channels at each location that the
+  block takes from its largest kernel (1: all from it; ``1 / M``: no preference). The selection is per channel, so
+  the map shows where the channels that prefer the large receptive field are active.
 """
 
 GATE_MAP_FNS = {
@@ -243,6 +249,7 @@ GATE_MAP_FNS = {
     "half1": lambda x, g: gain_map(shuffle_half(x, g, 1), g),  # ShuffleAttention: spatial-gate half
     "cw": lambda x, g: gain_map(x, g.transpose(1, 2)),  # Triplet (B, 1, C, W) → (B, C, 1, W)
     "hc": lambda x, g: gain_map(x, g.permute(0, 3, 2, 1)),  # Triplet (B, 1, H, C) → (B, C, H, 1)
+    "large": lambda x, a: gain_map(x, a[:, -1]),  # SKAttention: selection (B, M, C, 1, 1) of the largest kernel
 }
 """``GATE_MAPS`` key → ``fn(x, *gates)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the
 recorded gate outputs."""
