@@ -18,18 +18,19 @@ MAX_SIDE_DWCONV = 11
 def region_grid(h: int, w: int, n_win: int) -> tuple[int, int, int, int]:
     """The region grid of an ``h × w`` map: ``(regions down, regions across, region height, region width)``.
 
-    Region size ``s = ceil(h / n_win)`` (likewise for ``w``), regions ``ceil(h / s)``: ``n_win`` per side where the map
-    is large enough (fewer on a map smaller than about ``n_win`` per side, e.g. 8 rows with ``n_win = 7``: 4 regions
-    of 2), and the map is zero-padded at the bottom and right to ``regions · s``. No region is padding only. Integer
-    arithmetic only, so a traced (ONNX) graph keeps it symbolic in ``h`` and ``w``.
+    Region size ``s = ceil(h / n_win)`` (likewise for ``w``), regions ``ceil(h / s)``: at most ``n_win`` per side,
+    fewer where regions of that size cover the map sooner (8 rows: 4 regions of 2; 30 rows: 6 of 5), and the map is
+    zero-padded at the bottom and right to ``regions · s``. No region is padding only. Integer arithmetic only, so a
+    traced (ONNX) graph keeps it symbolic in ``h`` and ``w``.
     """
     sh, sw = (h + n_win - 1) // n_win, (w + n_win - 1) // n_win
     return (h + sh - 1) // sh, (w + sw - 1) // sw, sh, sw
 
 
 class BiLevelRoutingAttention(nn.Module):
-    """Bi-Level Routing Attention (Zhu, Wang, Ke, Zhang, Lau, "BiFormer: Vision Transformer with Bi-Level Routing
-    Attention", CVPR 2023), the attention operator of a BiFormer block, on ``(B, C, H, W)`` maps.
+    """Bi-Level Routing Attention (Zhu et al., BiFormer: Vision Transformer with Bi-Level Routing Attention, CVPR 2023).
+
+    The attention operator of a BiFormer block (Zhu, Wang, Ke, Zhang, Lau), on ``(B, C, H, W)`` maps:
 
     ::
 
@@ -49,7 +50,7 @@ class BiLevelRoutingAttention(nn.Module):
     Any input size: the region grid is set by ``n_win`` with padding (``region_grid``): region size
     ``ceil(H / n_win)`` × ``ceil(W / n_win)``, the projected map zero-padded at the bottom and right to whole regions,
     and the output cropped back to ``H × W``. At 640×640, P3/P4/P5 (80, 40, 20) get 7×7 regions of 12, 6 and 3
-    tokens a side; at 480×800, P3 (60×100) gets 7×7 regions of 9×15.
+    tokens a side; at 480×800, P3 (60×100) gets 7×7 regions of 9×15, P4 (30×50) 6×7 of 5×8, P5 (15×25) 5×7 of 3×4.
 
     Differences from the authors' code (``ops/bra_nchw.py``, ``ops/torch/rrsda.py``, and the copies in the YOLO
     collections), by choice:
