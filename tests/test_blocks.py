@@ -8,7 +8,17 @@ import torch.nn.functional as F
 
 import attn_yolo
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
-from attn_yolo.nn import EMA, GAM, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn import (
+    EMA,
+    GAM,
+    NAM,
+    BiLevelRoutingAttention,
+    CoordAtt,
+    ShuffleAttention,
+    SimAM,
+    SKAttention,
+    TripletAttention,
+)
 from attn_yolo.nn.eca import eca_kernel_size
 
 
@@ -29,7 +39,8 @@ def test_shape_preserved(name, c):
 def test_module_table():
     assert attn_yolo.MODULES == {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA, "CoordAtt": CoordAtt,
                                  "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention,
-                                 "TripletAttention": TripletAttention, "NAM": NAM}
+                                 "TripletAttention": TripletAttention, "NAM": NAM, "SKAttention": SKAttention,
+                                 "BiLevelRoutingAttention": BiLevelRoutingAttention}
     assert all(cls.__module__ == f"attn_yolo.nn.{cls.__module__.split('.')[-1]}" for cls in attn_yolo.MODULES.values())
 
 
