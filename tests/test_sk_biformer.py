@@ -230,6 +230,14 @@ def test_bra_routing_uses_region_means():
     assert torch.equal(m.routes(x), ref)
 
 
+def test_bra_ties_go_to_the_lower_region_index():
+    """Regions with equal means (a constant letterbox border) tie in the affinity: the lower row-major index wins, as
+    in ONNX TopK, so PyTorch and onnxruntime route alike; torch.topk alone breaks ties arbitrarily."""
+    m = BiLevelRoutingAttention(8, heads=1, n_win=4, topk=3).eval()
+    x = torch.full((2, 8, 8, 8), 0.5)
+    assert torch.equal(m.routes(x), torch.tensor([0, 1, 2]).expand(2, 16, 3))
+
+
 def test_bra_defaults_and_heads():
     m = BiLevelRoutingAttention(256)
     assert (m.heads, m.n_win, m.topk, m.side_dwconv, m.lepe.kernel_size) == (8, 7, 4, 5, (5, 5))  # head width 32

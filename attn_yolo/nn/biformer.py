@@ -61,6 +61,8 @@ class BiLevelRoutingAttention(nn.Module):
       out, so the output at a real token equals the attention over real tokens only. Region means average the real
       tokens only, as their ``count_include_pad=False`` pooling does.
     - ``topk`` above the number of regions (small maps) routes to every region (theirs fails in ``torch.topk``).
+    - Ties in the region affinity go to the lower region index (row-major), in PyTorch as in ONNX ``TopK``: regions
+      of a constant letterbox border have equal means, and ``torch.topk`` breaks such ties arbitrarily.
     - The temperature is ``1/√C`` with ``C`` the full width, as their code ("to be consistent with old models") and
       the paper's ``softmax(QKᵀ/√C)``, not the per-head ``1/√(C/h)`` of a standard multi-head attention.
     - Heads left at None use the paper's head width 32 (``C // 32`` heads, 1 below 64 channels); their module
@@ -151,7 +153,11 @@ class BiLevelRoutingAttention(nn.Module):
             else:
                 n = valid.float().sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
                 qr, kr = q.sum(2) / n, k.sum(2) / n  # padded q, k are zero
-            return (qr @ kr.transpose(1, 2)).topk(topk, dim=-1).indices
+            a = qr @ kr.transpose(1, 2)  # (B, R, R) region affinity
+            if torch.jit.is_tracing():  # ONNX TopK puts the lower index first among equal values
+                return a.topk(topk, dim=-1).indices
+            # the same tie rule in eager mode (torch.topk has none): letterbox borders give regions of equal means
+            return a.sort(dim=-1, descending=True, stable=True).indices[..., :topk]
 
     def attention(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The operator on ``x`` ``(B, C, H, W)``: ``(W_o O (B, C, H, W), routed region indices (B, R, k))``."""
