@@ -15,7 +15,7 @@ MAX_KERNEL = 11
 
 
 class SKBranches(nn.Module):
-    """The ``M`` kernel branches of a selective-kernel block, their outputs stacked: ``U = [U_1; ...; U_M]``.
+    """The ``M`` kernel branches of a selective-kernel block: ``[U_1, ..., U_M]``.
 
     Each branch is a grouped convolution (no bias), BatchNorm and ReLU, padded to keep the map size.
 
@@ -27,7 +27,7 @@ class SKBranches(nn.Module):
             field; the paper's choice for efficiency). False: a dense ``k×k`` convolution.
 
     Shapes:
-        ``(B, C, H, W) -> (B, M, C, H, W)``.
+        ``(B, C, H, W) -> M × (B, C, H, W)`` (a list: never stacked into one tensor, which would cost a copy).
     """
 
     def __init__(self, c: int, kernels: tuple[int, ...], groups: int, dilated: bool = True):
@@ -41,8 +41,8 @@ class SKBranches(nn.Module):
 
         self.convs = nn.ModuleList(branch(k) for k in kernels)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.stack([conv(x) for conv in self.convs], 1)
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return [conv(x) for conv in self.convs]
 
 
 class SKAttention(nn.Module):
@@ -90,7 +90,7 @@ class SKAttention(nn.Module):
             ``[0, 1]`` (0.0: identity at init). None (default): the paper's block.
 
     Shapes:
-        ``(B, C, H, W) -> (B, C, H, W)``; ``self.branches`` outputs ``U`` ``(B, M, C, H, W)``, the selection
+        ``(B, C, H, W) -> (B, C, H, W)``; ``self.branches`` outputs ``U_1 ... U_M`` ``(B, C, H, W)``, the selection
         ``self.select`` outputs ``a`` ``(B, M, C, 1, 1)`` (softmax over ``M``: ``Σ_i a_i = 1``).
 
     Raises:
@@ -135,7 +135,10 @@ class SKAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c = x.shape[:2]
-        u = self.branches(x)  # (B, M, C, H, W)
-        z = self.fuse(u.mean((3, 4)).sum(1).view(b, c, 1, 1))  # GAP(Σ_i U_i): (B, d, 1, 1)
-        a = self.select(self.fc(z).view(b, len(self.kernels), c, 1, 1))
-        return gated(x, (u * a).sum(1), self.scale)
+        us = self.branches(x)  # M × (B, C, H, W)
+        z = self.fuse(sum(u.mean((2, 3), keepdim=True) for u in us))  # from GAP(Σ_i U_i) = Σ_i GAP(U_i): (B, d, 1, 1)
+        a = self.select(self.fc(z).view(b, len(us), c, 1, 1))  # (B, M, C, 1, 1)
+        v = us[0] * a[:, 0]
+        for i in range(1, len(us)):  # V = Σ_i a_i ⊙ U_i, accumulated in place into the first product
+            v = v.addcmul_(us[i], a[:, i])
+        return gated(x, v, self.scale)
