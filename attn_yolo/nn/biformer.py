@@ -62,7 +62,9 @@ class BiLevelRoutingAttention(nn.Module):
       tokens only, as their ``count_include_pad=False`` pooling does.
     - ``topk`` above the number of regions (small maps) routes to every region (theirs fails in ``torch.topk``).
     - Ties in the region affinity go to the lower region index (row-major), in PyTorch as in ONNX ``TopK``: regions
-      of a constant letterbox border have equal means, and ``torch.topk`` breaks such ties arbitrarily.
+      of a constant letterbox border have equal means, and ``torch.topk`` breaks such ties arbitrarily. The routing
+      runs in float64 (float32 on MPS), where those means are exact: a partial (padded) region of border tokens then
+      ties with a full one in every runtime, rather than winning or losing by a rounding that differs per runtime.
     - The temperature is ``1/√C`` with ``C`` the full width, as their code ("to be consistent with old models") and
       the paper's ``softmax(QKᵀ/√C)``, not the per-head ``1/√(C/h)`` of a standard multi-head attention.
     - Heads left at None use the paper's head width 32 (``C // 32`` heads, 1 below 64 channels); their module
@@ -146,12 +148,15 @@ class BiLevelRoutingAttention(nn.Module):
         """Top-k region indices ``(B, R, k)`` from the region means of ``q, k`` ``(B, R, S, C)`` (real tokens only)."""
         n_regions = q.shape[1]
         topk = self.topk if torch.jit.is_tracing() else min(self.topk, n_regions)
-        with torch.autocast(q.device.type, enabled=False):  # ranking in float32: fp16 products overflow
-            q, k = q.detach().float(), k.detach().float()
+        # float64: a region mean of equal float32 values is then exact, so regions of a constant letterbox border
+        # tie exactly in PyTorch and in ONNX alike (in float32 their sums round differently per runtime)
+        dtype = torch.float32 if q.device.type == "mps" else torch.float64  # (MPS has no float64)
+        with torch.autocast(q.device.type, enabled=False):  # no fp16 products, which would overflow
+            q, k = q.detach().to(dtype), k.detach().to(dtype)
             if valid is None:
                 qr, kr = q.mean(2), k.mean(2)
             else:
-                n = valid.float().sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
+                n = valid.to(dtype).sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
                 qr, kr = q.sum(2) / n, k.sum(2) / n  # padded q, k are zero
             a = qr @ kr.transpose(1, 2)  # (B, R, R) region affinity
             if torch.jit.is_tracing():  # ONNX TopK puts the lower index first among equal values
