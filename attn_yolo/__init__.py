@@ -5,12 +5,29 @@ name them, e.g. ``[-1, 1, CBAM, [16, 7]]``, with input channels inferred from th
 """
 
 from attn_yolo.insertion import insert, transfer
-from attn_yolo.nn import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
+from attn_yolo.nn import (
+    CBAM,
+    ECA,
+    EMA,
+    GAM,
+    MHSA,
+    NAM,
+    SAM,
+    SE,
+    AttnBuildError,
+    CoordAtt,
+    ShuffleAttention,
+    SimAM,
+    TripletAttention,
+)
 from attn_yolo.registry import ALIASES, MODULES, ModelYamlError, UnknownModuleError, register, unregister
 from attn_yolo.sdpa import fuse_attention, unfuse_attention
 
 __version__ = "0.1.0"
-__all__ = ["ALIASES", "CBAM", "ECA", "MHSA", "MODULES", "SAM", "SE", "AttnBuildError", "ModelYamlError"]
-__all__ += ["UnknownModuleError", "fuse_attention", "insert", "register", "transfer", "unfuse_attention", "unregister"]
+__all__ = ["ALIASES", "MODULES", "AttnBuildError", "ModelYamlError", "UnknownModuleError", "fuse_attention", "insert"]
+__all__ += ["register", "transfer", "unfuse_attention", "unregister"]
+# every block class of MODULES, by its YAML name (tests/test_blocks.py checks that none is missing)
+__all__ += ["CBAM", "ECA", "EMA", "GAM", "MHSA", "NAM", "SAM", "SE", "CoordAtt", "ShuffleAttention", "SimAM"]
+__all__ += ["TripletAttention"]
 
 register()

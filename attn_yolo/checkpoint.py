@@ -8,17 +8,15 @@ weights-only too (``weights_only``, as ``ULTRALYTICS_SAFE_LOAD=1`` would), ``tru
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
 import os
-import re
 import tempfile
-import threading
 import zipfile
 from pathlib import Path
 
 import torch
+
+from attn_yolo import ultralytics_api as api
 
 MODEL_SUFFIXES = (".pt", ".yaml", ".yml")
 
@@ -88,22 +86,8 @@ def unsafe_globals(path: str | Path) -> list[str]:
     return torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
 
 
-_SAFE_LOCK = threading.Lock()  # one weights-only load at a time: it swaps a function of Ultralytics' module
-
-
-@contextlib.contextmanager
-def weights_only():
-    """Make Ultralytics' checkpoint loader (``tasks.torch_safe_load``, called by ``load_checkpoint`` and so by
-    ``YOLO(path)``) load weights-only for the duration, as ``ULTRALYTICS_SAFE_LOAD=1`` would for the whole process."""
-    from ultralytics.nn import tasks
-
-    with _SAFE_LOCK:
-        original = tasks.torch_safe_load
-        tasks.torch_safe_load = functools.partial(original, safe_only=True)
-        try:
-            yield
-        finally:
-            tasks.torch_safe_load = original
+weights_only = api.weights_only
+"""Within the block, ``YOLO(path)`` loads checkpoints weights-only (``attn_yolo.ultralytics_api.weights_only``)."""
 
 
 def _load_checkpoint(path: Path, what: str, error: type[Exception], trust: bool):
@@ -135,7 +119,7 @@ def _yaml_exists(path: Path) -> bool:
     ``yolo11-cbam.yaml``, as ``yaml_model_load`` does) or a YAML shipped with Ultralytics."""
     from ultralytics.utils.checks import check_yaml
 
-    unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", str(path))
+    unified = api.unscaled_yaml_path(path)
     return path.is_file() or bool(check_yaml(str(path), hard=False) or check_yaml(unified, hard=False))
 
 

@@ -48,10 +48,6 @@ def modules_main(argv: list[str]) -> int:
     return 0
 
 
-ULTRALYTICS_COMMANDS = ("checks", "version", "settings", "cfg", "login", "logout", "copy-cfg", "solutions", "help")
-"""The special first words of Ultralytics' own CLI (``yolo checks``, ``yolo settings``, ...)."""
-
-
 def check_command(word: str) -> None:
     """Raise ``UsageError`` for a first word that neither a tool nor Ultralytics' CLI knows (``ablat``, ``foo``),
     suggesting the closest tool or mode, instead of Ultralytics' ``SyntaxError`` traceback. Ultralytics' modes, tasks,
@@ -62,7 +58,9 @@ def check_command(word: str) -> None:
     """
     from ultralytics.cfg import DEFAULT_CFG_DICT, MODES, TASKS
 
-    special = {v for k in ULTRALYTICS_COMMANDS for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
+    from attn_yolo.ultralytics_api import special_commands
+
+    special = {v for k in special_commands() for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
     if "=" in word or word.startswith("-") or word in (*MODES, *TASKS, *special) or word in DEFAULT_CFG_DICT:
         return
     close = difflib.get_close_matches(word, [*TOOLS, *MODES], n=1, cutoff=0.6)
@@ -146,12 +144,11 @@ def passthrough(argv: list[str]) -> int:
     """
     from contextlib import ExitStack
 
-    import ultralytics.cfg
-
     from attn_yolo import sdpa as fused
     from attn_yolo.ablate.console import quiet_ray_tune
     from attn_yolo.checkpoint import weights_only
     from attn_yolo.health import default_on
+    from attn_yolo.ultralytics_api import run_cli
 
     argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust")
     argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True")
@@ -163,22 +160,17 @@ def passthrough(argv: list[str]) -> int:
     if not trust:
         check_checkpoints(argv)
     quiet_ray_tune()
-    saved = sys.argv, ultralytics.cfg.ARGV
-    sys.argv = ultralytics.cfg.ARGV = ["attn-yolo", *argv]  # Ultralytics parses the ARGV it bound at import
-    try:
-        with ExitStack() as stack:
-            if not trust:
-                stack.enter_context(weights_only())
-            if training and health is not False:
-                stack.enter_context(default_on())  # gates.csv, gates.png, a stop at NaN/inf in a block
-            if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
-                stack.callback(fused.set_default, fused.is_default())
-                stack.callback(fused.register_default_callbacks, False)
-                fused.set_default(True)
-                fused.register_default_callbacks(True)
-            ultralytics.cfg.entrypoint()
-    finally:
-        sys.argv, ultralytics.cfg.ARGV = saved
+    with ExitStack() as stack:
+        if not trust:
+            stack.enter_context(weights_only())
+        if training and health is not False:
+            stack.enter_context(default_on())  # gates.csv, gates.png, a stop at NaN/inf in a block
+        if sdpa:  # this process, and DDP workers through the trainer's callbacks (attn_yolo.sdpa)
+            stack.callback(fused.set_default, fused.is_default())
+            stack.callback(fused.register_default_callbacks, False)
+            fused.set_default(True)
+            fused.register_default_callbacks(True)
+        run_cli(argv)
     return 0
 
 

@@ -1,4 +1,9 @@
-"""How an attention row's YAML args are read: the conventions of public YAMLs, in one table, and the row resolver.
+"""How a YAML row's block gets its input width and args: its row marker resolves them by public YAMLs' conventions.
+
+The one path: ``attn_yolo.registry``'s wrapped ``parse_model`` puts a ``RowArgs`` marker in place of an attention
+row's args; the block passes it to ``attn_yolo.nn.common.resolve``, which calls ``RowArgs.resolve``: it takes the
+row's input width, index and scale from ``parse_model`` (``attn_yolo.ultralytics_api.parse_model_row``) and reads the
+args by the conventions below. Nothing is set at import.
 
 Public YAMLs that put attention into yolov8 / yolo11 write a block's args in several styles. Each row is read as its
 author meant, with one log line that names the row and says how it was read, or refused with the exact edit:
@@ -17,8 +22,8 @@ configuration of the block at this width, or read it as an implausible value (``
 above 32, beyond the SE paper's range, is taken for a channel count). If both readings are valid and plausible
 (e.g. ``SE, [32]`` on a 32-channel layer), the row is refused with the two edits, never guessed.
 
-``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; ``resolve_row`` (installed
-as ``attn_yolo.nn.common.RESOLVER``) reads it when the block is built inside ``parse_model``.
+``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; its ``resolve`` method
+(``resolve_row``) reads it when the block is built inside ``parse_model``.
 """
 
 from __future__ import annotations
@@ -31,8 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_yolo import build
-from attn_yolo.nn import common
+from attn_yolo import ultralytics_api as api
 from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
 
 KERNEL_ALONE = {"CBAM": "k"}
@@ -102,13 +106,17 @@ class RowArgs(_InferredC1):
     def __repr__(self) -> str:
         return self.shown
 
+    def resolve(self, name: str, values: tuple) -> tuple[int, str, tuple]:
+        """``(input width, context, hyperparameters)`` of the row being built (``resolve_row``)."""
+        return resolve_row(self, name, values)
+
 
 def _src(i: int, f: int) -> int:
     """Absolute index of the layer ``from`` field ``f`` of row ``i`` reads (-1: the input image, row 0 only)."""
     return f if f >= 0 or i == 0 else i + f
 
 
-def channel_counts(info: YamlInfo, row: build.Row) -> dict[int, list[str]]:
+def channel_counts(info: YamlInfo, row: api.Row) -> dict[int, list[str]]:
     """Channel counts of the layer an attention row reads: ``{width: [how, ...]}``.
 
     ``how`` is ``"before width scaling"`` (the YAML's own number) or ``"at scale s"`` (as built at that scale); the
@@ -116,12 +124,9 @@ def channel_counts(info: YamlInfo, row: build.Row) -> dict[int, list[str]]:
     width from ``args[0]`` (Conv, C2f, C3k2, SPPF, ... scaled as Ultralytics does), is a Concat (sum of its inputs),
     or keeps its input width (Upsample, attention blocks, ...); a row that is none of these contributes no count.
     """
-    from ultralytics.utils.ops import make_divisible
-
     w_now, mc_now = info.scales.get(row.scale, next(iter(info.scales.values())))
 
-    def scaled(c: int, w: float, mc: float) -> int:  # parse_model's width rule
-        return make_divisible(min(c, mc) * w, 8)
+    scaled = api.scaled_width  # parse_model's width rule
 
     def built(t: int) -> int:
         return info.channels if t < 0 else row.ch[t]
@@ -240,7 +245,7 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
 
 
 def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tuple]:
-    """``attn_yolo.nn.common.RESOLVER``: input width, context and hyperparameters of the row being built.
+    """``RowArgs.resolve``: input width, context and hyperparameters of the row being built.
 
     Reads the row's args with ``read_args`` and logs one line (Ultralytics' LOGGER) if it read them other than as
     the block's own hyperparameters under its own name. ``values`` are the block's hyperparameters at their defaults,
@@ -251,7 +256,7 @@ def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tu
     """
     from ultralytics.utils import LOGGER
 
-    row = build.yaml_row()
+    row = api.parse_model_row()
     if row is None:
         raise AttnBuildError(f"{name}: a YAML row marker outside Ultralytics' parse_model")
     c1, params = row.c1, yaml_params(marker.cls)
@@ -267,5 +272,3 @@ def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tu
         LOGGER.info(f"attn-yolo: {where}, {fmt(marker.args)} read as {name}({marker.shown}): {'; '.join(notes)}")
     return c1, where, tuple(shown[p] for p in params)
 
-
-common.RESOLVER = resolve_row

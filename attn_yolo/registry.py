@@ -1,9 +1,11 @@
 """Where a YAML module name is resolved: the attention registry and its registration with Ultralytics.
 
-``register()`` (run by ``import attn_yolo``) does four things, all reversible and idempotent:
+``register()`` (run by ``import attn_yolo``) does four things, each idempotent and each undone by ``unregister()``,
+all through ``attn_yolo.ultralytics_api`` (the one module that touches Ultralytics internals):
 
-1. puts every class of ``MODULES`` into the namespace of ``ultralytics.nn.tasks``, where ``parse_model`` looks YAML
-   names up (``globals()[name]``);
+1. puts every class of ``BLOCKS`` into the namespace of ``ultralytics.nn.tasks``, where ``parse_model`` looks YAML
+   names up (``globals()[name]``); an Ultralytics global of the same name is set aside (with a warning) and put back
+   by ``unregister()``;
 2. wraps ``ultralytics.nn.tasks.parse_model`` (and ``_initialize_yolo_model``, which indexes the rows first) so
    that (a) every row is checked first (``check_yaml_modules``): an unknown name raises ``UnknownModuleError``
    naming the row, the name and the closest layer or block (or that attn_yolo does not provide it), a malformed
@@ -14,6 +16,7 @@
    ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those checks come first there too
    (an attention row after Detect would otherwise end in Ultralytics' ``'None' task`` error);
 3. allow-lists the classes for weights-only loading (``ULTRALYTICS_SAFE_LOAD=1``, ``torch.serialization``);
+   ``unregister()`` removes those it added, keeping any added before or by others;
 4. adds a callback to Ultralytics' default callbacks. Multi-GPU training pickles the trainer's callbacks into the
    DDP worker state (``ultralytics.utils.dist.generate_ddp_file``); unpickling this function imports ``attn_yolo`` in
    each worker, so workers can build YAMLs naming the blocks even when the trainer holds a YAML path, not a model.
@@ -28,7 +31,7 @@ import re
 
 import torch
 
-from attn_yolo import build
+from attn_yolo import ultralytics_api as api
 from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
 from attn_yolo.nn import (
     CBAM,
@@ -143,9 +146,7 @@ class ModelYamlError(ValueError):
 
 def _tasks_names() -> dict:
     """Ultralytics' own names in ``ultralytics.nn.tasks`` (where ``parse_model`` looks YAML names up), without ours."""
-    from ultralytics.nn import tasks
-
-    return {k: v for k, v in vars(tasks).items() if not (k in BLOCKS and v is BLOCKS[k])}
+    return api.ultralytics_globals()
 
 
 def canonical(name) -> str | None:
@@ -314,7 +315,6 @@ def _wrap(parse_model):
                 row[2] = name
         return parse_model(d, ch, verbose)
 
-    attn_parse_model.__attn_yolo_original__ = parse_model
     return attn_parse_model
 
 
@@ -329,7 +329,6 @@ def _wrap_init(initialize):
         check_yaml_modules(cfg)
         return initialize(model, cfg, ch, nc, verbose)
 
-    attn_initialize.__attn_yolo_original__ = initialize
     return attn_initialize
 
 
@@ -344,7 +343,6 @@ def _wrap_guess(guess):
             check_yaml_modules(model)
         return guess(model)
 
-    attn_guess_model_task.__attn_yolo_original__ = guess
     return attn_guess_model_task
 
 
@@ -353,43 +351,43 @@ def ensure_registered(*_args) -> None:
     register()
 
 
+_ADDED_SAFE: list = []  # the SAFE_GLOBALS that register() added to torch's allow-list (not there before)
+
+
 def register() -> None:
-    """Make ``BLOCKS`` resolvable in Ultralytics YAMLs in this process; idempotent (``import attn_yolo`` runs it)."""
-    from ultralytics.nn import tasks
-    from ultralytics.utils.callbacks import base
+    """Make ``BLOCKS`` resolvable in Ultralytics YAMLs in this process; idempotent (``import attn_yolo`` runs it).
 
-    vars(tasks).update(BLOCKS)
-    if not hasattr(tasks.parse_model, "__attn_yolo_original__"):
-        build.PARSE_MODEL_CODE = tasks.parse_model.__code__
-        tasks.parse_model = _wrap(tasks.parse_model)
-    if not hasattr(tasks._initialize_yolo_model, "__attn_yolo_original__"):
-        tasks._initialize_yolo_model = _wrap_init(tasks._initialize_yolo_model)
-    from ultralytics.engine import model as engine_model
+    An Ultralytics global in ``ultralytics.nn.tasks`` with a block's name is set aside (logged) and put back by
+    ``unregister()``.
+    """
+    shadowed = api.install_globals(BLOCKS)
+    if shadowed:
+        from ultralytics.utils import LOGGER
 
-    if not hasattr(engine_model.guess_model_task, "__attn_yolo_original__"):
-        engine_model.guess_model_task = _wrap_guess(engine_model.guess_model_task)
-    torch.serialization.add_safe_globals(SAFE_GLOBALS)
-    hooks = base.default_callbacks["on_pretrain_routine_start"]
-    if ensure_registered not in hooks:
-        hooks.append(ensure_registered)
+        LOGGER.warning(f"attn-yolo: ultralytics.nn.tasks defines {', '.join(shadowed)}; YAML rows naming "
+                       f"{'it' if len(shadowed) == 1 else 'them'} build attn_yolo's block (attn_yolo.unregister() "
+                       "puts Ultralytics' back)")
+    api.wrap("parse_model", _wrap)
+    api.wrap("_initialize_yolo_model", _wrap_init)
+    api.wrap("guess_model_task", _wrap_guess)
+    prior = torch.serialization.get_safe_globals()
+    new = [g for g in SAFE_GLOBALS if g not in prior]
+    if new:
+        torch.serialization.add_safe_globals(new)
+        _ADDED_SAFE.extend(new)
+    api.add_default_callback("on_pretrain_routine_start", ensure_registered)
 
 
 def unregister() -> None:
-    """Undo ``register()`` (for tests): remove the names, restore Ultralytics' ``parse_model`` and callbacks."""
-    from ultralytics.nn import tasks
-    from ultralytics.utils.callbacks import base
-
-    for name, cls in BLOCKS.items():
-        if vars(tasks).get(name) is cls:
-            delattr(tasks, name)
-    tasks.parse_model = getattr(tasks.parse_model, "__attn_yolo_original__", tasks.parse_model)
-    tasks._initialize_yolo_model = getattr(
-        tasks._initialize_yolo_model, "__attn_yolo_original__", tasks._initialize_yolo_model
-    )
-    from ultralytics.engine import model as engine_model
-
-    engine_model.guess_model_task = getattr(engine_model.guess_model_task, "__attn_yolo_original__",
-                                            engine_model.guess_model_task)
-    hooks = base.default_callbacks["on_pretrain_routine_start"]
-    if ensure_registered in hooks:
-        hooks.remove(ensure_registered)
+    """Undo ``register()``: remove the names (putting back any Ultralytics global they shadowed), restore Ultralytics'
+    ``parse_model``, ``_initialize_yolo_model`` and ``guess_model_task``, remove the callback, and take the classes
+    ``register()`` added off torch's weights-only allow-list."""
+    api.remove_globals(BLOCKS)
+    for name in ("parse_model", "_initialize_yolo_model", "guess_model_task"):
+        api.unwrap(name)
+    api.remove_default_callback("on_pretrain_routine_start", ensure_registered)
+    if _ADDED_SAFE:
+        keep = [g for g in torch.serialization.get_safe_globals() if g not in _ADDED_SAFE]
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(keep)
+        _ADDED_SAFE.clear()

@@ -39,6 +39,8 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from attn_yolo import ultralytics_api as api
+
 __all__ = ["CPU_MIN_TOKENS", "attention_layers", "fuse_attention", "is_fused", "kernel_for",
            "is_default", "register_default_callbacks", "sdpa_callback", "set_default", "unfuse_attention"]
 
@@ -56,9 +58,7 @@ _TRAIN_EVENT = "on_pretrain_routine_end"  # after the trainer built its model, D
 
 
 def _classes() -> tuple[type, type]:
-    from ultralytics.nn.modules.block import AAttn, Attention
-
-    return Attention, AAttn
+    return api.attention_classes()
 
 
 # ---------------------------------------------------------------------------------------------------- fused forwards
@@ -145,8 +145,7 @@ def _install() -> None:
 
         forward.__doc__, forward.__wrapped__ = stock.__doc__, stock
         _STOCK[cls] = stock
-        cls.forward = forward
-        cls.__deepcopy__ = _deepcopy
+        api.patch_class(cls, forward=forward, __deepcopy__=_deepcopy)
 
 
 def _deepcopy(self, memo):
@@ -258,11 +257,8 @@ SDPA_EVENTS = ("on_pretrain_routine_start", "on_val_start", "on_predict_start", 
 def register_default_callbacks(enabled: bool = True) -> None:
     """Add (or remove) ``sdpa_callback`` in Ultralytics' default callbacks (``ultralytics.utils.callbacks.base``), so
     that every model created afterwards in this process carries it."""
-    from ultralytics.utils.callbacks import base
-
     for event in SDPA_EVENTS:
-        hooks = base.default_callbacks.setdefault(event, [])
-        if enabled and sdpa_callback not in hooks:
-            hooks.append(sdpa_callback)
-        elif not enabled and sdpa_callback in hooks:
-            hooks.remove(sdpa_callback)
+        if enabled:
+            api.add_default_callback(event, sdpa_callback)
+        else:
+            api.remove_default_callback(event, sdpa_callback)

@@ -408,17 +408,27 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_yolo"
 
 
+def _defaults() -> dict:
+    """The generator defaults, read when called (the module constants above)."""
+    return {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER}
+
+
+def default_root() -> Path:
+    """Folder of the default dataset, whether or not it has been generated yet: ``cache_dir() /
+    "synthetic-shapes-v<VERSION>-<key>"``, where ``key`` hashes this module's source and the defaults, so editing the
+    generator never reuses stale data (its name therefore identifies the data)."""
+    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(_defaults().items())).encode()).hexdigest()[:10]
+    return cache_dir() / f"{NAME}-v{VERSION}-{key}"
+
+
 def default_data_yaml() -> Path:
     """Path of the default dataset YAML, generating the data with the module defaults on first use.
 
     Idempotent and safe to call from several processes at once (see ``generate``). The data lives in
-    ``cache_dir() / "synthetic-shapes-v<VERSION>-<key>"``, outside the repository, where ``key`` hashes this
-    module's source and the defaults, so editing the generator never reuses stale data (about 15 MB on disk each; the
-    first call says where it wrote them; delete ``cache_dir()`` to clear them).
+    ``default_root()``, outside the repository (about 15 MB on disk; the first call says where it wrote them; delete
+    ``cache_dir()`` to clear them).
 
     Returns:
         Absolute path of the dataset's ``data.yaml``.
     """
-    params = {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER}
-    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(params.items())).encode()).hexdigest()[:10]
-    return generate(cache_dir() / f"{NAME}-v{VERSION}-{key}", **params)
+    return generate(default_root(), **_defaults())

@@ -60,8 +60,9 @@ def main() -> int:
     out = Path(args.out)
 
     import attn_yolo  # noqa: F401  registers the blocks
-    from attn_yolo.ablate.config import apply_overrides, load_config, validate
+    from attn_yolo.ablate.config import apply_overrides, load_config
     from attn_yolo.ablate.runner import run_ablation
+    from attn_yolo.ablate.validate import validate
 
     load = os.getloadavg()
     raw, base, name, source = load_config(None)  # the default `attn-yolo ablate` runs

@@ -110,7 +110,7 @@ def test_check_finite_loss():
 
 def test_ablation_plot_axes(tmp_path):
     """GFLOPs from 0 (0.258 vs 0.2581 is no visible gap), mAP50-95 within [0, 1] even when mean − std < 0."""
-    from attn_yolo.ablate.report import plot_ablation
+    from attn_yolo.ablate.plots import plot_ablation
     from attn_yolo.ablate.stats import PRIMARY
 
     def variant(gflops, m, sd):
@@ -175,16 +175,14 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
         "latency.repeats: 0",
         "variants[2].name: duplicate variant name 'cbam' (also variants[1])",
         "variants[3] (typo).module: unknown module 'CBMA' (did you mean CBAM?)",
-        "variants[4] (missing).model: does not build: FileNotFoundError",
+        "variants[4] (missing).model: does not load: FileNotFoundError",
         "variants[5] (both): give either `model`",
-        "variants[6] (mhsa7): does not build: InsertionError: the inserted model does not build",
         "variants[7] (extra).lr: unknown key",
         "variants[8] (cls).model: is a classify model; ablations train detect models",
-    ]
+    ]  # mhsa7 plans fine: that heads=7 does not fit its layer shows only when it is built, in the run
     for want in expect:
         assert any(p.startswith(want) for p in problems), f"{want!r} not in {problems}"
     assert len(problems) == len(expect), problems
-    assert "row 11 (scale n) MHSA: heads=7 is invalid" in problems[-3]  # built at the config's scale (n)
     assert not (tmp_path / "out").exists()  # nothing ran
 
     # through the CLI: exit code 2 and the list on stderr, before any training
@@ -192,9 +190,58 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
     assert cli_main(["ablate", str(tmp_path / "bad.yaml")]) == 2
 
 
+def test_validation_builds_no_model_and_writes_no_dataset(tmp_path, monkeypatch):
+    """validate is cheap and changes nothing: the default config (data: synthetic, a recipe start, a CBAM insert
+    spec) validates with every model build (``parse_model``) and the dataset generator made to fail, and no file
+    appears; nothing is sized yet. prepare (in the run) generates the data and builds each arm."""
+    import ultralytics.nn.tasks as tasks
+
+    from attn_yolo import synthetic
+
+    def boom(*args, **kwargs):
+        raise AssertionError("validate built a model or generated the dataset")
+
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    monkeypatch.setenv("ATTN_YOLO_DATA", str(cache))
+    monkeypatch.setattr(tasks, "parse_model", boom)
+    monkeypatch.setattr(synthetic, "generate", boom)
+    raw, base, name, source = ablate.load_config(None)
+    ab = ablate.validate(ablate.apply_overrides(raw, [f"out={out}"]), base, name, source)
+    assert list(tmp_path.iterdir()) == []  # no dataset, no out, nothing else
+    assert [v.name for v in ab.variants] == ["baseline", "cbam"] and not ab.prepared
+    assert [(v.params, v.gflops) for v in ab.variants] == [(None, None)] * 2
+    assert ab.data == str(synthetic.default_root().resolve() / "data.yaml") and ab.nc == len(synthetic.CLASS_NAMES)
+    with pytest.raises(AssertionError, match="validate built a model"):  # the oracle can fail: prepare builds
+        ablate.prepare(ab)
+
+
+def test_a_block_that_does_not_fit_fails_in_the_run_before_any_training(tmp_path, tiny_data, capsys):
+    """A hyperparameter that does not fit its layer (MHSA heads=7 at a 256-channel P5, scale n) passes validation and
+    is refused when the run builds the arms: before any run or start trains, nothing written into out, the key and
+    the inserted row named; on the command line exit 2."""
+    cfg = write_config(tmp_path, tiny_data)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["variants"].append({"name": "mhsa7", "base": "yolo11n.yaml", "module": "MHSA", "at": "sppf", "args": [7]})
+    ab = ablate.validate(raw, tmp_path, "t")
+    calls = []
+    with pytest.raises(ablate.ConfigError) as e:
+        ablate.run_ablation(ab, runner=counting(calls))
+    assert len(e.value.problems) == 1 and e.value.problems[0].startswith(
+        "variants[2] (mhsa7): does not build: InsertionError: the inserted model does not build: row 11 (scale n) "
+        "MHSA: heads=7 is invalid"), e.value.problems
+    assert "(row 11 is the MHSA inserted after base layer 10)" in e.value.problems[0]
+    assert calls == [] and not (tmp_path / "out").exists()
+    cfg.write_text(yaml.safe_dump(raw))
+    assert cli_main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "variants[2] (mhsa7): does not build" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsys):
     """`seeds: 3` is not three seeds; batch takes a positive int or Ultralytics' auto batch (-1, a float in (0, 1));
-    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to make."""
+    (fraction: Ultralytics' own check); latency repeats and warmup are bounded. All listed at once, with the edit to
+    make."""
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
     raw["variants"] = raw["variants"][:1]
     bad = {**raw, "seeds": 3, "train": {**raw["train"], "batch": 0},
@@ -230,13 +277,13 @@ def test_insert_specs_take_the_new_blocks(tmp_path, tiny_data):
         {"name": "ema", "base": "yolo11n.yaml", "module": "EMA", "at": "backbone", "args": [16]},
         {"name": "sa", "base": "yolo11n.yaml", "module": "ShuffleAttention", "at": "neck"},
     ]
-    ab = ablate.validate(raw, tmp_path, "t")
+    ab = ablate.prepare(ablate.validate(raw, tmp_path, "t"))
     base, ema, sa = ab.variants
     assert [r[2:] for r in ema.model_dict["backbone"] if r[2] == "EMA"] == [["EMA", [16]]] * 3
     assert ema.params > base.params and sa.params > base.params
     raw["variants"][2]["args"] = [5]
     with pytest.raises(ablate.ConfigError) as e:
-        ablate.validate(raw, tmp_path, "t")
+        ablate.prepare(ablate.validate(raw, tmp_path, "t"))
     assert "variants[2] (sa): does not build" in e.value.problems[0] and "groups=5 is invalid" in e.value.problems[0]
 
 
@@ -420,7 +467,8 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
 
     # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
     by = {(r["variant"], int(r["seed"])): r for r in rows}
-    for key, label, dec in (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2)):
+    metrics = (("map50_95", "mAP50-95", 4), ("ap_small", "AP small", 4), ("latency_ms", "latency (ms)", 2))
+    for key, label, dec in metrics:
         diffs = [float(by[("cbam", s)][key]) - float(by[("baseline", s)][key]) for s in (0, 1)]
         m, half = statistics.fmean(diffs), T975[1] * statistics.stdev(diffs) / math.sqrt(2)
         row = next(line for line in text.splitlines() if line.startswith(f"| cbam | {label} |"))
@@ -511,14 +559,32 @@ def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
     assert "- **cbam**: **n/a**: the baseline `baseline` learned nothing (all its metrics are 0); no comparison" in text
     assert "no detectable difference" not in text.split("## Intervals")[0]
 
-    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"))
-    assert ablate.run(cfg, runner=fake_runner) == 0
+    # out2: fake runs, cbam with the baseline's mAP50-95 per seed (Δ = 0, 0, 0: a zero-width interval at 0, worded as
+    # such); se shifted by Δ = 0.001, 0.003, 0.002 per seed. Its verdict from the interval, computed here by hand:
+    # mean 0.002, sample SD 0.001, SE 0.001 / √3, t(0.975, 2) = 4.3027: CI [-0.0005, +0.0045] holds 0 and lies within
+    # ±0.01 (the Δ the summary asks about), so "no difference beyond ±0.0045" (its larger bound, rounded up);
+    # p = 2 (1 − F2(t)) = 1 − t / √(2 + t²) at t = mean / SE
+    deltas = (0.001, 0.003, 0.002)
+
+    def shifted(spec, device):
+        row = fake_runner(spec, device)
+        return row | ({"map50_95": row["map50_95"] + deltas[spec.seed]} if spec.variant == "se" else {})
+
+    se_variant = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "backbone", "args": [16]}
+    variants = [*yaml.safe_load(cfg.read_text())["variants"], se_variant]
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"), variants=variants)
+    assert ablate.run(cfg, runner=shifted) == 0
     text = (tmp_path / "out2" / "summary.md").read_text()
-    d = ablate.paired_difference([0.0, 0.0, 0.0])  # fake runs: the same mAP50-95 for both variants per seed
-    assert ablate.verdict(d) == "no detectable difference"  # a zero-width interval at 0: worded as such
     assert "- **cbam**: **no difference beyond ±0.0000** (Δ +0.0000, seeds-only 95% CI [+0.0000, +0.0000]" in text
     why = next(line for line in text.splitlines() if line.startswith("- `cbam`: seeds-only t-interval only: "))
     assert "no per-image record in run folder(s) baseline-seed0" in why and " and 3 more (made before" in why
+    se, mean = 0.001 / math.sqrt(3), sum(deltas) / 3
+    lo, hi, t = mean - 4.302652729911275 * se, mean + 4.302652729911275 * se, mean / se
+    assert lo < 0 < hi <= 0.01 and math.ceil(hi * 1e4) == 45
+    p = 1 - t / math.sqrt(2 + t * t)
+    want = f"- **se**: **no difference beyond ±0.0045** (Δ {mean:+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}], "
+    assert want + f"p = {p:.3f}, n = 3 paired seeds" in text
+    assert want == "- **se**: **no difference beyond ±0.0045** (Δ +0.0020, seeds-only 95% CI [-0.0005, +0.0045], "
 
 
 def test_class_movers_are_the_five_largest_each_way():

@@ -27,11 +27,12 @@ def t_df2(p: float) -> float:
 
 
 def test_default_main_job_prints_at_most_40_lines_and_keeps_each_log(tmp_path, tiny_data):
-    """`attn-yolo ablate` (the embedded default config, on tiny data, 1 epoch): real Ultralytics training in a
-    subprocess; at most 40 lines reach the terminal (bar frames redraw within a line), every run folder has the full
-    Ultralytics output."""
+    """`attn-yolo ablate` (the embedded default config, on tiny data, 1 epoch, its shared start 1 epoch): real
+    Ultralytics training in a subprocess; at most 40 lines reach the terminal (bar frames redraw within a line), every
+    run folder has the full Ultralytics output."""
     out = tmp_path / "out"
     args = [sys.executable, "-m", "attn_yolo.cli", "ablate", f"data={tiny_data}", "epochs=1", "imgsz=64", "seeds=[0,1]",
+            "start={'epochs':1,'val':False}",  # the shared start: 1 epoch, not 5 (its one console line is the same)
             "latency={'repeats':2,'warmup':1}", f"out={out}", "device=cpu"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "YOLO_OFFLINE": "1", "MPLBACKEND": "Agg",
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
@@ -107,14 +108,15 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
     else:
         expected = f"no difference beyond ±{math.ceil(w * 1e4) / 1e4:.4f}"
     first = text.split("## Verdict")[1].split("## Setup")[0]
-    assert f"- **cbam**: **{expected}** (Δ {statistics.fmean(d):+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}]" in first
+    want = f"- **cbam**: **{expected}** (Δ {statistics.fmean(d):+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}]"
+    assert want in first
     assert text.index("## Verdict") < text.index("## Setup") < text.index("## Results")
     assert "no detectable difference**" not in text
 
 
 def test_ablation_plot_shows_both_error_bars(tmp_path):
     """Two variants of (almost) the same GFLOPs: their error bars are drawn side by side, not on top of each other."""
-    from attn_yolo.ablate.report import plot_ablation
+    from attn_yolo.ablate.plots import plot_ablation
 
     stats = {"variants": {"baseline": {"n": 3, "gflops": 0.258, "map50_95": (0.40, 0.03)},
                           "cbam": {"n": 3, "gflops": 0.2581, "map50_95": (0.38, 0.05)}}}  # fmt: skip
@@ -127,7 +129,7 @@ def test_ablation_plot_shows_both_error_bars(tmp_path):
 
 
 def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
-    from attn_yolo.ablate.report import plot_delta
+    from attn_yolo.ablate.plots import plot_delta
 
     c = {"hier": {"mean": 0.01, "lo": -0.02, "hi": 0.04}, "t": {"lo": -0.03, "hi": 0.05}, "image": (0.0, 0.02)}
     fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline")

@@ -59,19 +59,19 @@ def fake_runner(spec, device, kill_once: str | None = None):
 
 
 def test_ray_matches_local(tmp_path, tiny_data, capsys):
-    """2 variants x 2 seeds of real (tiny) training. Without ray_address (and no Ray session) the run starts a local
+    """2 variants x 1 seed of real (tiny) training. Without ray_address (and no Ray session) the run starts a local
     Ray instance and shuts it down. Ray writes the same run folders and results.csv rows as the local backend, with
     the same metrics and per-epoch losses (CPU training with a fixed seed is deterministic), from run folders copied
     back from the workers' temporary folders."""
     if ray.is_initialized():
         ray.shutdown()
-    cfg = write_config(tmp_path, tiny_data)
+    cfg = write_config(tmp_path, tiny_data, seeds=[0])  # one seed: the equality is per run, a second adds nothing
     assert ablate.run(cfg, [f"out={tmp_path / 'ray'}"]) == 0
     assert not ray.is_initialized()
     assert "backend ray (a local Ray instance), per run num_cpus=1, num_gpus=0" in capsys.readouterr().out
     assert ablate.run(cfg, [f"out={tmp_path / 'local'}", "backend=local", "device=cpu"]) == 0
     local, remote = read_csv(tmp_path / "local" / "results.csv"), read_csv(tmp_path / "ray" / "results.csv")
-    assert len(local) == len(remote) == 4
+    assert len(local) == len(remote) == 2
     for a, b in zip(local, remote):
         assert {k: a[k] for k in FIELDS_EQUAL} == {k: b[k] for k in FIELDS_EQUAL}
         assert a["status"] == "ok" and float(b["train_time_s"]) > 0 and float(b["latency_ms"]) > 0
@@ -102,7 +102,8 @@ def test_dead_ray_worker_gives_a_failed_record_redone_on_rerun(tmp_path, tiny_da
     assert "FAILED: Ray task failed" in capsys.readouterr().out
     assert ablate.run(cfg, runner=runner) == 0  # only the failed run is redone
     out = capsys.readouterr().out
-    assert "3/4 run(s) already finished" in out and set(re.findall(r"\d+ run\(s\) submitted to Ray", out)) == {"1 run(s) submitted to Ray"}  # the bar, redrawn
+    assert "3/4 run(s) already finished" in out
+    assert set(re.findall(r"\d+ run\(s\) submitted to Ray", out)) == {"1 run(s) submitted to Ray"}  # the bar, redrawn
     again = {(r["variant"], r["seed"]): r for r in read_csv(tmp_path / "out" / "results.csv")}
     assert again[("cbam", "0")]["status"] == "ok"
     assert {k: v for k, v in again.items() if k != ("cbam", "0")} == \

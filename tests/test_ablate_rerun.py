@@ -105,7 +105,8 @@ def test_redo_replaces_a_run_only_after_it_finished(tmp_path, tiny_data):
     assert after["cbam-seed0"] == before["cbam-seed0"] and after["cbam-seed1"] == before["cbam-seed1"]  # old kept
     for run in ("baseline-seed0", "baseline-seed1"):  # finished before the kill: replaced by their new records
         new = json.loads(after[run])
-        assert new["fingerprint"] != json.loads(before[run])["fingerprint"] and new["run_dir"] == str(out / "runs" / run)
+        assert new["fingerprint"] != json.loads(before[run])["fingerprint"]
+        assert new["run_dir"] == str(out / "runs" / run)
         assert (out / "runs" / run / "started").exists()
     assert ablate.run(cfg, [f"out={out}", "imgsz=96", "redo=True"], runner=fake) == 0  # the rest, then clean
     assert all(json.loads(r)["fingerprint"] != json.loads(before[k])["fingerprint"] for k, r in records(out).items())

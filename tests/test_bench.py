@@ -163,11 +163,12 @@ def test_parse_args_presets_and_errors():
 
 
 def test_export_cache_key_covers_block_sources(tmp_path, monkeypatch):
-    """The ONNX export cache key hashes build.py, registry.py and the files of attn_yolo/nn: editing a block
-    invalidates cached exports."""
+    """The ONNX export cache key hashes conventions.py, registry.py, the seam ultralytics_api/ and the files of
+    attn_yolo/nn: editing a block invalidates cached exports."""
     files = blocks.block_sources()
     assert all(f.is_file() for f in files)
-    assert {"build.py", "registry.py", "se.py", "cbam.py", "mhsa.py", "layer_scale.py"} <= {f.name for f in files}
+    assert {"conventions.py", "registry.py", "se.py", "cbam.py", "mhsa.py", "layer_scale.py"} <= {f.name for f in files}
+    assert blocks.PACKAGE / "ultralytics_api" / "__init__.py" in files
     key = blocks._cache_key("yolo11n-eca.yaml", 64)
     assert key == blocks._cache_key("yolo11n-eca.yaml", 64) != blocks._cache_key("yolo11n-eca.yaml", 96)
     assert key != blocks._cache_key("yolo11n-se.yaml", 64)

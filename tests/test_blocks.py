@@ -1,5 +1,7 @@
-"""The blocks against their papers: shapes, ECA's kernel formula, CBAM's two poolings, gradients, MHSA vs explicit softmax."""
+"""The blocks against their papers: shapes, ECA's kernel formula, CBAM's two poolings, gradients, MHSA vs explicit
+softmax, attention dropout, autocast against fp32."""
 
+import copy
 import math
 
 import pytest
@@ -34,6 +36,33 @@ def test_shape_preserved(name, c):
     m = attn_yolo.MODULES[name](c, **kw)
     x = torch.randn(2, c, 7, 11)
     assert m(x).shape == x.shape
+
+
+def test_every_block_is_exported():
+    """``from attn_yolo import <block>`` works for every block of MODULES (``__all__`` is not a stale subset)."""
+    assert set(attn_yolo.MODULES) <= set(attn_yolo.__all__)
+    assert all(getattr(attn_yolo, name) is cls for name, cls in attn_yolo.MODULES.items())
+    namespace = {}
+    exec("from attn_yolo import *", namespace)
+    assert all(namespace[name] is cls for name, cls in attn_yolo.MODULES.items())
+
+
+def test_block_lists_in_product_text_are_not_stale_subsets():
+    """The package description and the tool docstrings that speak of "the blocks" name all of MODULES or none."""
+    import re
+    from pathlib import Path
+
+    import attn_yolo.heatmap
+    import attn_yolo.insertion
+
+    root = Path(__file__).resolve().parents[1]
+    description = re.search(r'^description = "(.*)"$', (root / "pyproject.toml").read_text(), re.M).group(1)
+    texts = {"pyproject description": description,
+             "attn_yolo": attn_yolo.__doc__, "attn_yolo.insertion": attn_yolo.insertion.__doc__,
+             "attn_yolo.heatmap": attn_yolo.heatmap.__doc__}
+    for where, text in texts.items():
+        named = {n for n in attn_yolo.MODULES if re.search(rf"(?<![\w.]){n}(?!\w)", text)}
+        assert len(named) <= 1 or named == set(attn_yolo.MODULES), (where, sorted(named))
 
 
 def test_module_table():
@@ -118,8 +147,10 @@ def test_gradcheck_float64(make):
     assert torch.autograd.gradcheck(m, (x,), eps=1e-6, atol=1e-4)
 
 
-def mhsa_reference(m: MHSA, x: torch.Tensor) -> torch.Tensor:
-    """The MHSA block written out with an explicit softmax(QKᵀ/√d)V, independent of the module's own code paths."""
+def mhsa_reference(m: MHSA, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The MHSA block written out with an explicit softmax(QKᵀ/√d)V, independent of the module's own code paths.
+
+    ``mask`` (B, h, N, N): attention dropout's mask, 0 or 1 / (1 − p), multiplied into the softmax weights."""
     b, c, h, w = x.shape
     x = x + F.conv2d(x, m.pos.weight, m.pos.bias, padding=1, groups=c)
     t = x.flatten(2).transpose(1, 2)
@@ -128,6 +159,8 @@ def mhsa_reference(m: MHSA, x: torch.Tensor) -> torch.Tensor:
     heads = lambda z: z.reshape(b, h * w, m.heads, c // m.heads).transpose(1, 2)  # noqa: E731
     q, k, v = heads(q), heads(k), heads(v)
     a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(c // m.heads), -1)
+    if mask is not None:
+        a = a * mask
     o = (a @ v).transpose(1, 2).reshape(b, h * w, c)
     t = t + o @ m.proj.weight.T + m.proj.bias
     n2 = F.layer_norm(t, (c,), m.norm2.weight, m.norm2.bias, m.norm2.eps)
@@ -164,13 +197,69 @@ def test_mhsa_in_whole_model_equals_explicit(imgsz):
     torch.testing.assert_close(seen["y"], mhsa_reference(block, seen["x"]), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("p", [0.5])
+def test_mhsa_attention_dropout_against_float64_softmax_with_the_same_mask(p):
+    """Training with attn_drop = p: the fused block equals the explicit float64 block whose softmax weights are
+    multiplied by the dropout mask (drawn from the same generator state: 0 or 1 / (1 − p), a fraction p of zeros).
+    Another seed gives another output; eval mode is the block without dropout (attn_drop = 0, same weights)."""
+    torch.manual_seed(0)
+    m = MHSA(32, heads=2, attn_drop=p).train()
+    x = torch.randn(2, 32, 5, 6)
+    torch.manual_seed(1)
+    y = m(x)
+    torch.manual_seed(1)  # the block's one random draw: dropout of the (B, h, N, N) weights
+    mask = F.dropout(torch.ones(2, 2, 30, 30), p)
+    assert mask.unique().tolist() == pytest.approx([0.0, 1 / (1 - p)])
+    assert abs((mask == 0).double().mean().item() - p) < 0.03  # 3600 draws: SD of the fraction <= 0.009
+    m64 = copy.deepcopy(m).double()
+    torch.testing.assert_close(y.double(), mhsa_reference(m64, x.double(), mask.double()), atol=1e-5, rtol=1e-5)
+    assert (y - mhsa_reference(m64, x.double()).float()).abs().max() > 1e-2  # the mask changes the output
+    torch.manual_seed(2)
+    assert (m(x) - y).abs().max() > 1e-2  # a fresh mask per call
+    plain = MHSA(32, heads=2).eval()
+    plain.load_state_dict(m.state_dict())
+    m.eval()
+    torch.testing.assert_close(m(x), plain(x), atol=0, rtol=0)
+    torch.testing.assert_close(m(x), mhsa_reference(m, x), atol=1e-5, rtol=1e-5)
+
+
+def test_mhsa_attention_dropout_statistics_of_the_fused_kernel():
+    """Read the fused kernel's dropped weights directly: with V = I (head width d = N), SDPA returns the weights
+    themselves. Each is 0 or softmax(QKᵀ/√d) / (1 − p) (the explicit float64 softmax), zeros a fraction p; their
+    mean over draws tends to the softmax (dropout keeps the expectation); eval mode drops nothing."""
+    torch.manual_seed(0)
+    n, p = 16, 0.25
+    m = MHSA(n, heads=1, attn_drop=p).train()  # head width 16 = N: V can be the identity
+    q, k = torch.randn(2, 1, n, n), torch.randn(2, 1, n, n)
+    a = torch.softmax(q.double() @ k.double().transpose(-1, -2) / math.sqrt(n), -1)
+    rep = lambda t: t.repeat(400, 1, 1, 1).contiguous()  # noqa: E731  400 draws as one batch: one mask per copy
+    v = torch.eye(n).expand(2, 1, n, n)
+    draws = m.attend(rep(q), rep(k), rep(v))[0].double().view(400, 2, 1, n, n)
+    v = v.contiguous()
+    kept = draws != 0
+    torch.testing.assert_close(draws[kept], (a / (1 - p)).expand_as(draws)[kept], atol=1e-6, rtol=1e-5)
+    zeros = 1 - kept.double().mean().item()  # 204800 draws: SD of the fraction ~0.001
+    assert abs(zeros - p) < 0.005
+    se = a * math.sqrt(p / (1 - p)) / math.sqrt(400)  # SD of a·B / (1 − p), B ~ Bernoulli(1 − p), over 400 draws
+    assert ((draws.mean(0) - a).abs() <= 5 * se + 1e-9).all()
+    m.eval()
+    torch.testing.assert_close(m.attend(q, k, v)[0].double(), a, atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_mhsa_autocast_finite(dtype):
-    m = MHSA(64, heads=4)
+def test_mhsa_autocast_matches_fp32(dtype):
+    """Large activations (×50) under fp16/bf16 autocast: finite, and the fp32 output within the dtype's precision
+    (fp16: 10 mantissa bits, bf16: 7; errors relative to the output's largest value): zeros or a wrong result fail."""
+    torch.manual_seed(0)
+    m = MHSA(64, heads=4).eval()
     x = torch.randn(1, 64, 10, 10) * 50
-    with torch.autocast("cpu", dtype=dtype):
-        y = m(x)
+    with torch.no_grad():
+        ref = m(x)
+        with torch.autocast("cpu", dtype=dtype):
+            y = m(x)
     assert torch.isfinite(y).all()
+    tol = 2e-3 if dtype == torch.float16 else 1.6e-2
+    torch.testing.assert_close(y.float(), ref, atol=tol * ref.abs().max().item(), rtol=tol)
 
 
 def test_mhsa_head_dim_and_sdpa_inputs_contiguous():
@@ -265,8 +354,13 @@ def test_identity_at_init_and_gate_learns():
         (lambda: SE(0), r"^SE: input channels c1=0; expected a positive int"),
         (lambda: CoordAtt(64, r=0), r"CoordAtt: r=0 is invalid; allowed: an int >= 1 \(paper: 32\)"),
         (lambda: EMA(48, factor=5), r"EMA: factor=5 is invalid; allowed: \[1, 2, 3, 4, 6, 8, 12, 16, 24, 48\]"),
-        (lambda: SimAM(8, e_lambda=0), r"SimAM: e_lambda=0 is invalid; allowed: a number > 0"),
-        (lambda: GAM(64, rate=2.5), r"GAM: rate=2.5 is invalid; allowed: an int in 1..64 \(hidden width C // rate >= 1 at C=64; paper: 4\)"),
+        (lambda: SimAM(8, e_lambda=0), r"SimAM: e_lambda=0 is invalid; allowed: a finite number > 0"),
+        (lambda: SimAM(8, e_lambda=float("inf")), r"^SimAM: e_lambda=inf is invalid; allowed: a finite number > 0"),
+        (lambda: SimAM(8, e_lambda=float("nan")), r"^SimAM: e_lambda=nan is invalid"),
+        (lambda: SimAM(8, e_lambda=-1e-4), r"^SimAM: e_lambda=-0.0001 is invalid"),
+        (lambda: SimAM(8, e_lambda=True), r"^SimAM: e_lambda=True is invalid"),
+        (lambda: GAM(64, rate=2.5),
+         r"GAM: rate=2.5 is invalid; allowed: an int in 1..64 \(hidden width C // rate >= 1 at C=64; paper: 4\)"),
         (lambda: ShuffleAttention(64, groups=64), r"ShuffleAttention: groups=64 is invalid; allowed: \[1, 2, 4, 8, 16"),
         (lambda: TripletAttention(8, k=4), r"TripletAttention: k=4 is invalid; allowed: a positive odd int \(paper: 7"),
         (lambda: NAM(0), r"NAM: input channels c1=0; expected a positive int"),

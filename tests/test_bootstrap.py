@@ -190,31 +190,48 @@ def test_image_weights_are_seeded_resamples():
 
 
 def test_hierarchical_interval_against_hand_computation():
-    from scipy.stats import t
+    """The interval against a simulation with a known answer and against textbook formulas written out here:
 
-    point = np.array([0.01, 0.03, 0.02])  # sample variance 0.01²
+    - the validation set's common variance g: the bootstrap is built from a common part of SD 0.02 (g = 0.02²) and a
+      per-seed part of SD 0.004; the estimate recovers g within its sampling error;
+    - SE² = s²/S + g, and the Welch–Satterthwaite degrees of freedom ν = (Σ vᵢ)² / Σ (vᵢ² / νᵢ) with
+      (v₁, ν₁) = (s²/S, S − 1) and (v₂, ν₂) = (g, ∞) (the bootstrap part is known to any precision);
+    - scipy's Welch test (``ttest_ind(equal_var=False)``) on the seeds' Δ against a very large zero-mean sample whose
+      s²/n is g: the same statistic, ν (its second term → 0), interval and p.
+    """
+    from scipy import stats as sps
+
+    point = np.array([0.01, 0.03, 0.02])  # mean 0.02, sample variance s² = 0.01² (textbook: deviations ±0.01, 0)
     rng = np.random.default_rng(0)
-    common, own = rng.normal(0, 0.02, 500), rng.normal(0, 0.004, (3, 500))
+    common, own = rng.normal(0, 0.02, 20000), rng.normal(0, 0.004, (3, 20000))
     boot = point[:, None] + common + own  # a resample moves every seed's Δ alike (common) and each its own way
     h = stats.hierarchical_interval(point, boot)
-    s2 = 0.01**2
-    v_pooled = np.var(boot.mean(0), ddof=1)
-    v_seed = np.mean([np.var(b, ddof=1) for b in boot])
-    g = (3 * v_pooled - v_seed) / 2
-    assert h["seed_var"] == pytest.approx(s2) and h["test_var"] == pytest.approx(g)
-    assert g == pytest.approx(0.02**2, rel=0.2)  # the common part's variance
-    var = s2 / 3 + g
-    df = 2 * (var / (s2 / 3)) ** 2  # Welch-Satterthwaite: the seed part has 2 degrees of freedom
-    assert h["df"] == pytest.approx(df) and h["se"] == pytest.approx(math.sqrt(var))
-    assert h["hi"] - h["mean"] == pytest.approx(t.ppf(0.975, df) * math.sqrt(var))
-    assert h["p"] == pytest.approx(2 * t.sf(0.02 / math.sqrt(var), df))
-    d = stats.paired_difference(point.tolist())
-    assert h["lo"] < d["lo"] and h["hi"] > d["hi"]  # wider than seeds only: the test set is noisier here
+    s2, g = 0.01**2, h["test_var"]
+    assert h["seed_var"] == pytest.approx(s2) and h["mean"] == pytest.approx(0.02)
+    assert g == pytest.approx(0.02**2, rel=0.05)  # known: the common part's variance (the estimate's SE: ~1.5%)
+    v = [s2 / 3, g]  # the two variance components of the mean Δ, with 2 and infinitely many degrees of freedom
+    nu = sum(v) ** 2 / sum(vi**2 / dfi for vi, dfi in zip(v, (2, math.inf)))
+    assert h["se"] == pytest.approx(math.sqrt(sum(v))) and h["df"] == pytest.approx(nu)
+    assert 300 < nu < 400  # dominated by the well-estimated test-set part
+    assert h["hi"] - h["mean"] == pytest.approx(sps.t.ppf(0.975, nu) * math.sqrt(sum(v)))
 
+    n2 = 10**6  # the second sample: zero mean, s²/n = g exactly; its ν term g² / (n2 − 1) is negligible
+    z = rng.standard_normal(n2)
+    z = (z - z.mean()) / z.std(ddof=1) * math.sqrt(g * n2)
+    welch = sps.ttest_ind(point, z, equal_var=False)
+    assert welch.statistic == pytest.approx(0.02 / h["se"], rel=1e-9)
+    assert welch.df == pytest.approx(h["df"], rel=1e-3) and welch.pvalue == pytest.approx(h["p"], rel=1e-3)
+    ci = welch.confidence_interval(0.95)
+    assert (ci.low, ci.high) == pytest.approx((h["lo"], h["hi"]), rel=1e-4)
+
+    one_sample = sps.ttest_1samp(point, 0.0)  # the seeds-only t-interval, df 2
+    seeds_only = one_sample.confidence_interval(0.95)
+    assert h["lo"] < seeds_only.low and h["hi"] > seeds_only.high  # wider: the test set is noisier here
     # a common part too small to outweigh t with 2 degrees of freedom, or none: the seeds-only t-interval
-    for common in (0.004, 0.0):
-        h = stats.hierarchical_interval(point, point[:, None] + rng.normal(0, common, 500) + own)
-        assert (h["lo"], h["hi"], h["p"], h["df"]) == pytest.approx((d["lo"], d["hi"], d["p"], 2))
+    for sd in (0.004, 0.0):
+        h = stats.hierarchical_interval(point, point[:, None] + rng.normal(0, sd, 20000) + own)
+        want = (seeds_only.low, seeds_only.high, one_sample.pvalue, 2)
+        assert (h["lo"], h["hi"], h["p"], h["df"]) == pytest.approx(want)
     assert math.isnan(stats.hierarchical_interval(point[:1], boot[:1])["lo"])  # one seed: n/a
 
 
@@ -340,7 +357,8 @@ def test_recorded_validation_equals_ultralytics(tmp_path, data, oracle, request)
         lines = label.read_text().splitlines() if label.exists() else []
         areas += [float(bw) * float(bh) * w * h for _, _, _, bw, bh in (line.split()[:5] for line in lines)]
     np.testing.assert_allclose(np.sort(rec.gt_area), np.sort(areas), rtol=1e-3)
-    assert len(rec.images) == len(set(rec.images)) and np.isfinite([sizes[f"ap_{s}"][0] for s in perimage.SIZES]).sum() >= 2
+    assert len(rec.images) == len(set(rec.images))
+    assert np.isfinite([sizes[f"ap_{s}"][0] for s in perimage.SIZES]).sum() >= 2
 
 
 def test_bench_script_runs(monkeypatch, capsys):

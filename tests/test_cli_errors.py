@@ -102,5 +102,6 @@ def test_an_impossible_out_is_one_line(tool, out, files, tmp_path, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert UNWRITABLE[next(k for k in UNWRITABLE if k.format(file=files["file"]) == out)].format(file=files["file"]) in err
+    key = next(k for k in UNWRITABLE if k.format(file=files["file"]) == out)
+    assert UNWRITABLE[key].format(file=files["file"]) in err
     assert not Path(out).exists()

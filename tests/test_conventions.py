@@ -15,8 +15,10 @@ from attn_yolo.nn.eca import eca_kernel_size
 
 # The source layers the cases attend, and their width as the YAML itself writes it (before width scaling):
 # P3 / P5 backbone outputs, and the first head Concat (upsampled P5 + P4: the sum of its inputs' widths).
-SITES = {"yolov8": {"p3": 4, "p5": 9, "cat": 11}, "yolo11": {"p3": 4, "p5": 10, "cat": 12}}
-UNSCALED = {"yolov8": {"p3": 256, "p5": 1024, "cat": 1024 + 512}, "yolo11": {"p3": 512, "p5": 1024, "cat": 1024 + 512}}
+SITES = {"yolov8": {"p3": 4, "p5": 9, "cat": 11}, "yolo11": {"p3": 4, "p5": 10, "cat": 12},
+         "yolo26": {"p3": 4, "p5": 10, "cat": 12}}
+UNSCALED = {"yolov8": {"p3": 256, "p5": 1024, "cat": 1024 + 512}, "yolo11": {"p3": 512, "p5": 1024, "cat": 1024 + 512},
+            "yolo26": {"p3": 512, "p5": 1024, "cat": 1024 + 512}}  # read off each family's YAML
 
 # (written module, args, site, block, intended hyperparameters, read other than as written?)
 # "C": the source's width as written in the YAML; "Cn": the source's width as built at scale n.
@@ -84,9 +86,11 @@ def truncated(d: dict, rows: int) -> dict:
     return {**d, "backbone": all_rows[: min(rows, nb)], "head": all_rows[nb:rows]}
 
 
-def meta_forward(seq) -> torch.Tensor:
-    """Run a ``parse_model`` Sequential on a meta 64×64 image as BaseModel does; return the last output (shape only)."""
-    y, x = [], torch.zeros(1, 3, 64, 64, device="meta")
+def meta_forward(seq, y: list | None = None) -> torch.Tensor:
+    """Run a ``parse_model`` Sequential on a meta 64×64 image as BaseModel does; return the last output (shape only).
+
+    ``y``: a list that receives every layer's output."""
+    y, x = [] if y is None else y, torch.zeros(1, 3, 64, 64, device="meta")
     for m in seq:
         if m.f != -1:
             x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
@@ -120,12 +124,16 @@ def build_block(d: dict, i: int):
     return seq[i]
 
 
-@pytest.mark.parametrize("family", ["yolov8", "yolo11"])
+FAMILY_CASES = [(f, c) for f in ("yolov8", "yolo11") for c in CASES]
+FAMILY_CASES += [("yolo26", c) for c in CASES if "C" in c[1] or "Cn" in c[1]]  # yolo26: the channel-first rows
+
+
 @pytest.mark.parametrize("scale", ["n", "x"])
 @pytest.mark.parametrize(
-    "written, args, site, block, hparams, logged", CASES, ids=[f"{c[0]}{c[1]}@{c[2]}".replace(" ", "") for c in CASES]
+    "family, case", FAMILY_CASES, ids=[f"{f}-{c[0]}{c[1]}@{c[2]}".replace(" ", "") for f, c in FAMILY_CASES]
 )
-def test_public_conventions_read_as_meant(family, scale, written, args, site, block, hparams, logged, log):
+def test_public_conventions_read_as_meant(family, scale, case, log):
+    written, args, site, block, hparams, logged = case
     t = SITES[family][site]
     c1 = source_width(family, scale, t)
     values = {"C": UNSCALED[family][site], "Cn": source_width(family, "n", t)}
@@ -160,6 +168,31 @@ def test_public_style_yolov8_yaml_builds_trains_and_logs_each_row_once(log):
     loss = model(torch.rand(1, 3, 64, 64))
     sum(t.sum() for t in loss.values() if isinstance(t, torch.Tensor)).backward()
     assert all(p.grad is not None for p in model.model[10].parameters())
+
+
+@pytest.mark.parametrize("scale", ["n", "x"])
+def test_yolo26_yaml_with_channel_first_rows_reads_them_at_n_and_x(scale, log):
+    """A yolo26 YAML whose attention rows give the channel count first, as public yolo26 YAMLs write them (CBAM,
+    [1024] after the P5 C2PSA; SE, [512, 16] after the head's P4 C3k2): read as CBAM(r=16, k=7) and SE(r=16) on the
+    width Ultralytics alone builds there, at n (256 / 128 channels) and x (768 / 768), one log line per row."""
+    d = insert_dict("yolo26n.yaml", "SE", at=[10, 13], check=False)  # blocks at rows 11 and 15 (base 13 -> 14)
+    rows = d["backbone"] + d["head"]
+    assert [r[2] for r in rows[10:16]] == ["C2PSA", "SE", "nn.Upsample", "Concat", "C3k2", "SE"]
+    rows[11][2:], rows[15][2:] = ["CBAM", [1024]], ["SE", [512, 16]]
+    c_p5, c_p4 = source_width("yolo26", scale, 10), source_width("yolo26", scale, 13)
+    assert (c_p5, c_p4) == {"n": (256, 128), "x": (768, 768)}[scale]
+    with torch.device("meta"):
+        seq, _ = tasks.parse_model({**d, "scale": scale}, 3, verbose=False)
+    cbam, se = seq[11], seq[15]
+    assert type(cbam) is CBAM and (cbam.c1, cbam.r, cbam.k, cbam.channel.hidden) == (c_p5, 16, 7, c_p5 // 16)
+    assert type(se) is SE and (se.c1, se.r, se.hidden) == (c_p4, 16, c_p4 // 16)
+    assert seq[-1].f == [18, 21, 24] and type(seq[-1]).__name__ == "Detect"  # the end-to-end head reads the same maps
+    mine = [line.split(" (scale")[0] for line in log if line.startswith("attn-yolo: ")]
+    assert sorted(mine) == ["attn-yolo: row 11", "attn-yolo: row 15"]
+    outs = []  # every layer but Detect on a meta image (nothing computed): the shapes agree, then Detect's input widths
+    meta_forward(torch.nn.Sequential(*seq[:-1]), outs)
+    head = seq[-1]
+    assert [outs[j].shape[1] for j in head.f] == [head.cv2[i][0].conv.in_channels for i in range(3)]
 
 
 def test_alias_builds_the_canonical_class_and_yaml_keeps_the_written_name():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -334,7 +335,7 @@ def test_other_sizes_and_letterbox():
     assert x.shape == (2, 3, 96, 160) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
 
 
-def test_onnx_info_and_latency(tiny):
+def test_onnx_info_and_latency(tiny, monkeypatch):
     torch.set_num_threads(2)
     try:
         f = E.export_onnx(tiny("ECA"), imgsz=(96, 128), simplify=False, overwrite=True)
@@ -343,10 +344,47 @@ def test_onnx_info_and_latency(tiny):
         torch.set_num_threads(1)
     info = E.onnx_info(f)
     assert info == {"opset": E.default_opset(), "dynamic": False, "precision": "fp32", "imgsz": [96, 128], "stride": 32}
-    ms = E.onnx_latency_ms(f, (96, 128), repeats=3, warmup=1)
-    assert 0 < ms < 5000
+    from attn_yolo.export import runtime
+
+    seen = {}
+
+    def timed(rt, x, repeats, warmup):  # what onnx_latency_ms times: this file in onnxruntime, on a (1, 3, h, w) input
+        seen.update(x=x, repeats=repeats, warmup=warmup, out=rt.run(x))
+        return 12.5
+
+    monkeypatch.setattr(runtime, "latency_ms", timed)
+    assert E.onnx_latency_ms(f, (96, 128), repeats=3, warmup=1) == 12.5
+    x = seen["x"]
+    assert x.shape == (1, 3, 96, 128) and x.dtype == np.float32 and 0 <= x.min() and x.max() < 1
+    assert (seen["repeats"], seen["warmup"]) == (3, 1)
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(f), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"images": x})[0]  # "images": the input name Ultralytics' exporter gives
+    np.testing.assert_allclose(seen["out"], want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="static input shape"):
         E.onnx_latency_ms(f, 128, repeats=1)
+
+
+def test_latency_is_the_median_of_the_timed_runs_after_warmup():
+    """latency_ms on a runtime with known run times (sleeps): the median of the timed runs, in ms; warm-up runs (slow
+    here) are run and not timed."""
+    from attn_yolo.export.runtime import latency_ms
+
+    class Sleeper:
+        calls = 0
+
+        def run(self, x):
+            seconds = [0.3, 0.3, 0.01, 1.0, 0.03, 0.15, 0.05][self.calls]  # 2 warm-up runs, then 5 timed
+            self.calls += 1
+            time.sleep(seconds)
+
+    rt = Sleeper()
+    ms = latency_ms(rt, np.zeros(1), repeats=5, warmup=2)
+    assert rt.calls == 7
+    assert 50 <= ms < 140  # the median, 50 ms (sleep overshoots under load); mean 248, with warm-ups timed 150
+    with pytest.raises(ValueError, match="repeats=0"):
+        latency_ms(rt, np.zeros(1), repeats=0)
 
 
 def test_toposort_onnx_unit(tmp_path):

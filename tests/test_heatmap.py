@@ -8,6 +8,7 @@ statistics, features shrink layer by layer and every gate sits at sigmoid(≈0) 
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import importlib.util
@@ -321,7 +322,7 @@ def test_blocks_inside_repeats_are_found(tmp_path):
 def test_chunked_attention_maps_equal_unchunked():
     """Weights computed a few queries at a time give the same output, received map and query rows as the whole N×N
     matrix of MHSA.explicit_attention."""
-    from attn_yolo.heatmap.capture import attention_rows, explicit_attention_maps
+    from attn_yolo.heatmap.maps import attention_rows, explicit_attention_maps
 
     torch.manual_seed(0)
     blk = MHSA(32, heads=4, init_values=0.5).eval()
@@ -354,7 +355,7 @@ def test_chunked_attention_peak_memory_is_bounded():
     """Peak memory of the maps grows as N·chunk: 2304 tokens with 4 heads make an 81 MiB weight matrix, the chunked
     maps stay within the docstring's bound (two (B, h, chunk, N) float blocks plus the block's activations)."""
     from attn_yolo.bench.common import MIB, PeakMemory
-    from attn_yolo.heatmap.capture import explicit_attention_maps
+    from attn_yolo.heatmap.maps import explicit_attention_maps
 
     torch.manual_seed(0)
     blk = MHSA(32, heads=4).eval()
@@ -428,7 +429,7 @@ def test_hooks_removed_after_exception_mid_capture(monkeypatch):
     def boom(q, k):
         raise RuntimeError("explicit attention failed")
 
-    monkeypatch.setattr("attn_yolo.heatmap.capture.attention_rows", boom)  # a failure inside our own hook
+    monkeypatch.setattr("attn_yolo.heatmap.maps.attention_rows", boom)  # a failure inside our own hook
     with pytest.raises(RuntimeError, match="explicit attention failed"), AttentionCapture(net), torch.no_grad():
         net(torch.randn(1, 3, 8, 8))
     assert no_hooks(net) and "attend" not in vars(net.model[5])  # the block's own attend is back
@@ -471,9 +472,9 @@ def test_map_resized_onto_image_crops_letterbox_padding(items):
     # query points go the other way (image → input pixels): Ultralytics' scale_boxes brings them back
     from ultralytics.utils.ops import scale_boxes
 
-    from attn_yolo.heatmap.capture import _letterbox_gain_pad
+    from attn_yolo.heatmap.letterbox import letterbox_gain_pad
 
-    gx, gy, px, py = _letterbox_gain_pad((h0, w0), (hi, wi))
+    gx, gy, px, py = letterbox_gain_pad((h0, w0), (hi, wi))
     pts = torch.tensor([[100.0, 50.0, 1000.0, 700.0]])
     fwd = pts * torch.tensor([gx, gy, gx, gy]) + torch.tensor([px, py, px, py])
     torch.testing.assert_close(scale_boxes((hi, wi), fwd, (h0, w0)), pts)
@@ -496,9 +497,24 @@ def test_png_npy_and_stats_written(items, tmp_path):
     assert {"min", "max", "mean", "entropy_nats", "entropy_norm", "flag"} <= set(rows_[0])
 
 
+def test_outputs_are_written_atomically(items, tmp_path):
+    """A write that fails half-way (here: the last stats row) leaves the previous file as it was and no temporary
+    file; a completed save leaves only its PNG and .npy files."""
+    path = write_stats(items, tmp_path / "stats.csv")
+    before = path.read_bytes()
+    m = copy.copy(items[0].maps[0])
+    m.stats = {**m.stats, "x": 1.0}  # a field the CSV does not have
+    broken = dataclasses.replace(items[0], maps=[*items[0].maps, m])
+    with pytest.raises(ValueError, match="fields not in fieldnames"):
+        write_stats([broken], path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
+    paths = save(dataclasses.replace(items[0], maps=items[0].maps[:1]), tmp_path / "maps")
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == sorted(p.name for p in paths.values())
+
+
 def test_same_file_name_in_two_folders(checkpoint, tmp_path):
     """a/img.jpg and b/img.jpg write separate outputs, named by their folders, and separate stats rows."""
-    from attn_yolo.heatmap.capture import image_names
+    from attn_yolo.heatmap.predict import image_names
 
     for folder, src in (("a", default_sources()[0]), ("b", default_sources()[1])):
         (tmp_path / "in" / folder).mkdir(parents=True)
@@ -580,7 +596,7 @@ def test_detection_labels_fit_a_small_image():
 def test_gate_table_names_real_gates():
     """Every ``GATE_MAPS`` entry names submodules the block has and a ``GATE_MAP_FNS`` function; every gated block of
     the registry has an entry."""
-    from attn_yolo.heatmap.capture import GATE_MAP_FNS, GATE_MAPS, block_gates
+    from attn_yolo.heatmap.maps import GATE_MAP_FNS, GATE_MAPS, block_gates
     from attn_yolo.registry import MODULES
 
     for cls, kinds in GATE_MAPS.items():
@@ -708,7 +724,7 @@ def test_unreadable_and_missing_images(checkpoint, tmp_path):
 def test_query_points_outside_the_image_are_refused_before_any_work(checkpoint, monkeypatch):
     """bus.jpg is 1080×810 (H×W): a point at y = -3 or x = 810 is refused, naming the point and the size; nothing
     is predicted first."""
-    import attn_yolo.heatmap.capture as C
+    import attn_yolo.heatmap.predict as C
 
     monkeypatch.setattr(C, "predict_with_maps", lambda *a, **k: pytest.fail("predicted before checking query"))
     bus = default_sources()[0]
@@ -735,7 +751,8 @@ def test_model_without_attention_blocks(tmp_path):
     src = default_sources()[0]
     with pytest.raises(
         NoAttentionError,
-        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM\).*cam=eigencam",
+        match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, "
+        r"TripletAttention, NAM\).*cam=eigencam",
     ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))

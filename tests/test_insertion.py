@@ -27,13 +27,14 @@ from attn_yolo.insertion import InsertionError, insert, insert_dict, layer_map, 
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(ultralytics.__file__).parent / "assets"
-BASES = ["yolov8n.yaml", "yolo11n.yaml", "yolo26n.yaml"]
+BASES = ["yolov8n.yaml", "yolo11n.yaml", "yolo26n.yaml", "yolov10n.yaml"]  # Detect, Detect end2end, v10Detect
 # Sites read off Ultralytics' YAMLs: backbone = backbone layers a head row reads; sppf = last backbone layer;
 # neck = Detect's inputs.
 SITES = {
     "yolov8n.yaml": {"backbone": [4, 6, 9], "sppf": [9], "neck": [15, 18, 21]},
     "yolo11n.yaml": {"backbone": [4, 6, 10], "sppf": [10], "neck": [16, 19, 22]},
     "yolo26n.yaml": {"backbone": [4, 6, 10], "sppf": [10], "neck": [16, 19, 22]},
+    "yolov10n.yaml": {"backbone": [4, 6, 10], "sppf": [10], "neck": [16, 19, 22]},  # 10: PSA after SPPF
 }
 CASES = {  # site -> (module, at, args); "2,8" = explicit indices, two blocks chained after each ([[2, 8]]: one site
     "backbone": ("CBAM", "backbone", [16, 7]),  # spec for both modules; at="2,8" would put ECA at 2 and SAM at 8)
@@ -101,7 +102,8 @@ def head_inputs(model, x) -> list[tuple]:
     def hook(m, a):
         seen.append((type(m).__name__, [tuple(t.shape) for t in a[0]]))
 
-    hooks = [m.register_forward_pre_hook(hook) for m in model.model if type(m).__name__ in ("Concat", "Detect")]
+    heads = ("Concat", "Detect", "v10Detect")
+    hooks = [m.register_forward_pre_hook(hook) for m in model.model if type(m).__name__ in heads]
     with torch.no_grad():
         model(x)
     for h in hooks:
@@ -179,17 +181,54 @@ def test_relative_indices_are_rewritten():
 NEW = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
 
 
-def test_shipped_model_yamls_are_reproduced():
-    old = [("SE", "backbone", []), ("ECA", "backbone", []), ("SAM", "backbone", [7]), ("CBAM", "backbone", [16, 7]),
-           ("MHSA", "sppf", [4])]
-    for module, site, args in old + [(m, "backbone", []) for m in NEW]:
-        name = module.lower()
-        shipped = yaml.safe_load((ROOT / "models" / f"yolo11-{name}.yaml").read_text())
-        d = insert_dict("yolo11.yaml", module, site, args, check=False)
-        assert d["backbone"] == shipped["backbone"] and d["head"] == shipped["head"], name
-        assert {k: d[k] for k in shipped if k not in ("backbone", "head")} == {
-            k: v for k, v in shipped.items() if k not in ("backbone", "head")
-        }
+GOLDEN = Path(__file__).parent / "golden"  # model YAMLs worked out by hand (tests/golden/README.md)
+
+
+def golden(name: str, module: str | None = None, args: list | None = None) -> dict:
+    """A hand-written golden YAML's rows; ``ATTN`` / ``ARGS`` replaced by ``module`` / ``args``."""
+    d = yaml.safe_load((GOLDEN / name).read_text())
+    for row in d["backbone"] + d["head"]:
+        if row[2] == "ATTN":
+            row[2:] = [module, args]
+    return {"backbone": d["backbone"], "head": d["head"]}
+
+
+def others(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in ("backbone", "head", "yaml_file", "scale")}
+
+
+@pytest.mark.parametrize(
+    "base, module, at, args, name",
+    [
+        ("yolo11.yaml", "CBAM", "backbone", [16, 7], "yolo11-backbone.yaml"),
+        ("yolo11.yaml", "NAM", "backbone", [], "yolo11-backbone.yaml"),
+        ("yolo11.yaml", "MHSA", "sppf", [4], "yolo11-sppf-mhsa.yaml"),
+        ("yolov8.yaml", "SE", "neck", [], "yolov8-neck-se.yaml"),
+        ("yolo11.yaml", ["ECA", "SAM"], [[2, 8]], None, "yolo11-chain-2-8.yaml"),
+    ],
+)
+def test_insert_writes_the_hand_written_golden_yamls(base, module, at, args, name, tmp_path):
+    """The model dict and the YAML file ``insert`` writes: rows and ``from`` indices as worked out by hand; the other
+    keys (nc, scales, ...) as the base's."""
+    want = golden(name, module, args)
+    d = insert_dict(base, module, at, args, check=False, out=tmp_path / "out.yaml")
+    assert {"backbone": d["backbone"], "head": d["head"]} == want
+    written = yaml.safe_load((tmp_path / "out.yaml").read_text())
+    assert {"backbone": written["backbone"], "head": written["head"]} == want
+    assert others(written) == others(yaml_model_load(base))
+
+
+def test_shipped_model_yamls_equal_the_golden_ones():
+    """models/yolo11-<block>.yaml: the hand-written golden rows with the block's args (MHSA at the SPPF site)."""
+    shipped = {p.stem.removeprefix("yolo11-"): p for p in (ROOT / "models").glob("yolo11-*.yaml")}
+    assert set(shipped) == {m.lower() for m in MODULES}
+    args = {"SAM": [7], "CBAM": [16, 7], "MHSA": [4]}
+    for module in MODULES:
+        d = yaml.safe_load(shipped[module.lower()].read_text())
+        want = golden("yolo11-sppf-mhsa.yaml") if module == "MHSA" else golden("yolo11-backbone.yaml", module,
+                                                                                  args.get(module, []))
+        assert {"backbone": d["backbone"], "head": d["head"]} == want, module
+        assert others(d) == others(yaml_model_load("yolo11.yaml")), module
 
 
 # ------------------------------------------------------------------------------------------------- built models
@@ -397,7 +436,9 @@ def ckdir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("ckpt"))
 
 
-@pytest.mark.parametrize("base, total", [("yolo11n.yaml", 499), ("yolov8n.yaml", 355), ("yolo26n.yaml", 708)])
+@pytest.mark.parametrize(
+    "base, total", [("yolo11n.yaml", 499), ("yolov8n.yaml", 355), ("yolo26n.yaml", 708), ("yolov10n.yaml", 595)]
+)
 def test_transfer_loads_every_base_tensor(ckdir, base, total):
     src = load_checkpoint(base_ckpt(base, ckdir))[0]
     d = insert_dict(base, "CBAM", "backbone", [16, 7], identity=True, check=False)
@@ -457,7 +498,7 @@ def letterboxed(name: str, size: int = 320) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(img[..., ::-1].transpose(2, 0, 1))).float()[None] / 255
 
 
-@pytest.mark.parametrize("base", ["yolo11n.yaml", "yolo26n.yaml"])
+@pytest.mark.parametrize("base", ["yolo11n.yaml", "yolo26n.yaml", "yolov10n.yaml"])
 def test_identity_at_init_reproduces_base_predictions(ckdir, base):
     path = base_ckpt(base, ckdir)
     src = load_checkpoint(path)[0].eval()
@@ -478,7 +519,8 @@ def test_new_blocks_identity_at_init_reproduce_base_predictions(ckdir):
     """The seven blocks chained at P3/P4/P5 with init_values=0.0 (what pretrained= inserts) predict as the base."""
     path = base_ckpt("yolo11n.yaml", ckdir)
     src = load_checkpoint(path)[0].eval()
-    model = transfer(path, insert_dict("yolo11n.yaml", NEW, "backbone", identity=True, check=False), verbose=False).model
+    d = insert_dict("yolo11n.yaml", NEW, "backbone", identity=True, check=False)
+    model = transfer(path, d, verbose=False).model
     assert sum(type(m).__name__ in NEW for m in model.model) == 21
     x = letterboxed("bus.jpg", 256)
     with torch.no_grad():

@@ -17,6 +17,8 @@ from attn_yolo.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
+IMGSZ_100 = "imgsz=[100] must be multiple of max stride 32, updating to [128]"  # Ultralytics' warning
+
 
 def one_line(err: str) -> str:
     err = err.strip()
@@ -106,13 +108,13 @@ def test_imgsz_follows_ultralytics_rounding_with_one_warning(tmp_path, tiny_data
     raw, base, name, source = ablate.load_config(cfg)
     ab = ablate.validate(ablate.apply_overrides(raw, ["imgsz=100"]), base, name, source)
     assert ab.imgsz == 128 and ab.train["imgsz"] == 128 and len(ab.variants) == 2
-    assert [w for w in warnings_ if "imgsz" in w] == ["imgsz=[100] must be multiple of max stride 32, updating to [128]"]
+    assert [w for w in warnings_ if "imgsz" in w] == [IMGSZ_100]
 
 
 def test_heatmap_rounds_imgsz_with_one_warning(tmp_path, warnings_):
     assert cli_main(["heatmap", f"model={REPO / 'models' / 'yolo11n-se.yaml'}", "imgsz=100",
                      f"out={tmp_path / 'maps'}"]) == 0  # bus.jpg and zidane.jpg: one warning, not one per image
-    assert [w for w in warnings_ if "imgsz" in w] == ["imgsz=[100] must be multiple of max stride 32, updating to [128]"]
+    assert [w for w in warnings_ if "imgsz" in w] == [IMGSZ_100]
 
 
 def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_path, capsys):

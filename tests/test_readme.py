@@ -150,7 +150,9 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
     if "help" in argv:
         return []
     if tool in ("ablate", "scripts/ablate.py"):
-        return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}"]
+        default = not any(a.endswith((".yaml", ".yml")) for a in argv[1:])  # the embedded config: a warm start
+        start = ["start={'epochs':1,'val':False}"] if default else []  # its shared start: 1 epoch, not 5
+        return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}", *start]
     if tool in ("bench", "scripts/bench.py"):
         return BENCH
     if tool in ("export", "heatmap"):

@@ -133,16 +133,42 @@ def test_every_stock_yaml_builds_identically_with_and_without_plugin():
     assert counts["yolov8.yaml"][0] == 3_157_200  # yolov8n, as Ultralytics reports it
 
 
+def tasks_module_names() -> set[str]:
+    """Names Ultralytics itself binds at module level in ``ultralytics/nn/tasks.py`` (where ``parse_model`` looks a
+    YAML name up), read from its source: imports, classes, functions, assignments. Independent of registration."""
+    import ast
+
+    def top(nodes):  # module-level statements, also inside module-level if / try blocks
+        for n in nodes:
+            yield n
+            if isinstance(n, (ast.If, ast.Try)):
+                handlers = [x for h in getattr(n, "handlers", []) for x in h.body]
+                yield from top(n.body + n.orelse + getattr(n, "finalbody", []) + handlers)
+
+    names = set()
+    for node in top(ast.parse(Path(tasks.__file__).read_text()).body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 def test_plugin_names_never_shadow_ultralytics():
-    """No stock YAML names a plugin block or alias, and no alias hides an Ultralytics module of the same name."""
-    from attn_yolo.registry import ALIASES, _tasks_names
+    """No stock YAML names a plugin block or alias, and no block name or alias is a name Ultralytics' tasks module
+    binds itself (read from its source, so registration cannot hide a clash)."""
+    from attn_yolo.registry import ALIASES
 
     ours = set(attn_yolo.MODULES) | set(ALIASES)
     for p in stock_yamls():
         d = yaml_model_load(p)
         assert not ours & {row[2] for row in d["backbone"] + d["head"]}, p.name
-    assert not set(ALIASES) & set(_tasks_names())
-    assert not set(attn_yolo.MODULES) & set(_tasks_names())
+    theirs = tasks_module_names()
+    assert {"Detect", "C2PSA", "Conv", "parse_model", "DetectionModel", "torch", "A2C2f"} <= theirs  # the scan reads
+    assert not set(ALIASES) & theirs
+    assert not set(attn_yolo.MODULES) & theirs
     from ultralytics.nn.modules import CBAM as UltralyticsCBAM
 
     assert UltralyticsCBAM is not attn_yolo.CBAM and UltralyticsCBAM.__module__.startswith("ultralytics.")

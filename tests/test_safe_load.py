@@ -156,7 +156,8 @@ def test_pass_through_commands_refuse_the_crafted_checkpoint(mode, ckpts, tiny_d
     key = "pretrained" if mode == "train" else "model"
     argv = {"val": ["val", f"model={crafted}", f"data={tiny_data}", "imgsz=64"],
             "predict": ["predict", f"model={crafted}", f"source={assets / 'bus.jpg'}", "imgsz=64"],
-            "train": ["train", f"model={ckpts['yaml']}", f"pretrained={crafted}", f"data={tiny_data}", "epochs=1"]}[mode]
+            "train": ["train", f"model={ckpts['yaml']}", f"pretrained={crafted}", f"data={tiny_data}",
+                      "epochs=1"]}[mode]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {key}='{crafted}': refused to load: the checkpoint references {OPEN}, outside")
@@ -168,7 +169,12 @@ def test_pass_through_commands_refuse_the_crafted_checkpoint(mode, ckpts, tiny_d
 def test_pass_through_loads_a_plain_checkpoint_weights_only_and_trust_opts_out(ckpts, assets, tmp_path, monkeypatch):
     calls = []
     loader = tasks.torch_safe_load
-    monkeypatch.setattr(tasks, "torch_safe_load", lambda w, safe_only=None: calls.append(safe_only) or loader(w, safe_only))
+
+    def counted(w, safe_only=None):
+        calls.append(safe_only)
+        return loader(w, safe_only)
+
+    monkeypatch.setattr(tasks, "torch_safe_load", counted)
     src, out = f"source={assets / 'bus.jpg'}", f"project={tmp_path}"
     assert cli.main(["predict", f"model={ckpts['legit']}", src, "imgsz=64", out, "save=False"]) == 0
     assert calls and all(calls)  # every load weights-only

@@ -301,7 +301,8 @@ BYTES_CHECK = textwrap.dedent("""
     with torch.no_grad():
         model(x)
     assert all(S.is_fused(m) for _, m in S.attention_layers(model))
-    changed = [k for k, v in model.state_dict().items() if v.numpy().tobytes() != torch.load(io.BytesIO(sd))[k].numpy().tobytes()]
+    before = torch.load(io.BytesIO(sd))
+    changed = [k for k, v in model.state_dict().items() if v.numpy().tobytes() != before[k].numpy().tobytes()]
     assert not changed, changed
     assert save(model.state_dict()) == sd  # byte-identical
     copied = copy.deepcopy(model).half()  # what Ultralytics' save_model pickles (the EMA, deep-copied)
@@ -456,9 +457,10 @@ def test_callbacks_reach_ddp_workers(tmp_path, how):
 def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
     from conftest import write_config
 
-    from attn_yolo.ablate.config import ConfigError, load_config, validate
+    from attn_yolo.ablate.config import ConfigError, load_config
     from attn_yolo.ablate.runner import plan
     from attn_yolo.ablate.train import execute_run
+    from attn_yolo.ablate.validate import validate
 
     train = {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"}
     with pytest.raises(ConfigError, match=r"train.sdpa: 1; expected true or false"):

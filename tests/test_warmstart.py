@@ -169,7 +169,8 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
     ab = ablate.validate(raw, base, name, source)
     EFFECT["yolo11s"] = EFFECT["reference"]
     try:
-        assert [v.name for v in ab.variants] == ["baseline", "cbam", "cbam-placebo", "yolo11s"]
+        assert [v.name for v in ab.variants] == ["baseline", "cbam", "yolo11s"]  # placebos are sized by prepare
+        assert [v.name for v in ablate.prepare(ab).variants] == ["baseline", "cbam", "cbam-placebo", "yolo11s"]
         assert ab.reference == "yolo11s" and ab.placebos == {"cbam-placebo": "cbam"}
         assert set(ab.arm_starts) == {"yolo11s"}  # another scale: its own start, by the same recipe
         calls = []

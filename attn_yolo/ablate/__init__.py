@@ -55,8 +55,12 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 
 # The package, bottom layer first (a module imports only modules listed above it):
 #   sequential   seeds chosen by the data: the anytime-valid confidence sequence and the stopping rule
+#   config       the embedded default, the keys, Ablation and Variant, loading, overrides
+#   checks       one check per config key (value resolved, problems named by key)
+#   variants     the variants checked, their model dicts composed (insert specs planned, not built)
 #   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
-#   config       the embedded default, loading, overrides, validation → Ablation
+#   validate     the whole config checked at once: cheap, nothing built, generated or written → Ablation
+#   prepare      in the run, before any training: the dataset generated, every arm built and sized, placebos
 #   outdir       the lock on out; marker files: only folders the runner made are replaced
 #   records      one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
 #   perimage     the per-image record of a run's final validation (capture, perimage.npz, recomputed mAP)
@@ -67,7 +71,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   console      the terminal: one line per run, the progress bar; each run's output into its train.log
 #   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
 #   readings     what the design reads off the runs: the stopping decision, the yardstick, the placebo verdicts
-#   report       summary.md, ablation.png, curves.png, delta.png
+#   plots        ablation.png, curves.png, delta.png
+#   report       summary.md (and the plots beside it)
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
@@ -76,26 +81,20 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 
 from __future__ import annotations
 
-from attn_yolo.ablate.config import (
-    DEFAULT_CONFIG_YAML,
-    Ablation,
-    ConfigError,
-    Variant,
-    apply_overrides,
-    load_config,
-    validate,
-)
+from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML, Ablation, ConfigError, Variant, apply_overrides, load_config
+from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec
 from attn_yolo.ablate.report import write_report
 from attn_yolo.ablate.results import read_results, write_results
 from attn_yolo.ablate.runner import run, run_ablation
 from attn_yolo.ablate.stats import paired_difference, summarize, verdict
 from attn_yolo.ablate.train import NonFiniteLossError, execute_run
+from attn_yolo.ablate.validate import validate
 
 __all__ = [
     "DEFAULT_CONFIG_YAML", "Ablation", "ConfigError", "NonFiniteLossError", "RunSpec", "Variant", "apply_overrides",
-    "execute_run", "load_config", "main", "paired_difference", "read_results", "run", "run_ablation", "summarize",
-    "validate", "verdict", "write_report", "write_results",
+    "execute_run", "load_config", "main", "paired_difference", "prepare", "read_results", "run", "run_ablation",
+    "summarize", "validate", "verdict", "write_report", "write_results",
 ]  # fmt: skip
 
 

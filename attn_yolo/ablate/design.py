@@ -25,8 +25,12 @@ import dataclasses
 import hashlib
 import json
 import re
-import typing
 from pathlib import Path
+
+from attn_yolo.ablate.checks import check_train, resolve_input
+from attn_yolo.ablate.config import first_line
+from attn_yolo.ablate.variants import check_same_scale, check_variants, definition
+from attn_yolo.checkpoint import load_model
 
 SEED_RULE_KEYS = ("min", "max", "precision", "confidence")
 START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
@@ -74,17 +78,6 @@ def file_fingerprint(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
-
-
-class Checks(typing.NamedTuple):
-    """The config's own checks, handed in by ``attn_yolo.ablate.config.validate`` (this module sits below it)."""
-
-    check_train: typing.Callable  # (raw train args, base, has_devices) -> (train args, problems)
-    check_variants: typing.Callable  # (raw variants, base, nc, imgsz, start dict) -> (variants, baseline, problems)
-    resolve_input: typing.Callable  # (path as written, base) -> path
-    definition: typing.Callable  # model dict -> canonical JSON
-    first_line: typing.Callable  # exception -> one line
-    load_model: typing.Callable  # attn_yolo.checkpoint.load_model
 
 
 # ---------------------------------------------------------------------------------------------------------- seeds
@@ -175,16 +168,6 @@ def split_recipe(raw: dict, raw_variants) -> tuple[str | None, int, dict, list[s
     return model, seed, train, problems
 
 
-def check_same_scale(start: dict, d: dict) -> None:
-    """Raise ``InsertionError`` when model dict ``d`` is built at another scale than ``start`` (the same rows, other
-    widths: no weight would fit)."""
-    from attn_yolo.insertion import InsertionError
-
-    a, b = start.get("scale"), d.get("scale")
-    if a and b and a != b:
-        raise InsertionError(f"it is built at scale {b!r}, the start at scale {a!r}")
-
-
 def checkpoint_problems(path: str, key: str, nc: int | None, model_dict: dict) -> list[str]:
     """A start checkpoint must be trained for the data's classes (its head is carried as is)."""
     got = model_dict.get("nc")
@@ -229,9 +212,33 @@ def placebo_targets(raw, variant_names: list[str], baseline: str) -> tuple[list[
     return list(dict.fromkeys(raw)), []
 
 
+def arm_dict(v) -> dict:
+    """The model dict of a checked variant (``attn_yolo.ablate.config.Variant``): its insert spec's, or its YAML's."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    return v.model_dict or yaml_model_load(v.model)
+
+
+def inserted_rows(name: str, baseline_dict: dict, variant_dict: dict) -> tuple[dict[int, int], list[int]]:
+    """``(layer_map, rows of the variant that are blocks inserted into the baseline)``.
+
+    Raises:
+        ValueError: the variant inserts no block into the baseline (``InsertionError``: it is not the baseline with
+            blocks inserted).
+    """
+    from attn_yolo.insertion import layer_map
+
+    m = layer_map(baseline_dict, variant_dict)
+    inserted = sorted(set(range(len(variant_dict["backbone"]) + len(variant_dict["head"]))) - set(m.values()))
+    if not inserted:
+        raise ValueError(f"variant {name!r} inserts no block into the baseline: nothing for a placebo to match")
+    return m, inserted
+
+
 def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_model, nc: int) -> dict:
     """The insert spec of ``name``'s placebo arm: a ``Placebo`` wherever the variant has a block inserted into the
-    baseline, each sized to that block's parameter count (its LayerScale γ aside: the placebo has one too).
+    baseline, each sized to that block's parameter count (its LayerScale γ aside: the placebo has one too). Builds
+    the variant (``attn_yolo.ablate.prepare`` calls it, in the run).
 
     Raises:
         ValueError: the variant is not the baseline with blocks inserted, or one of its blocks has no parameters
@@ -240,13 +247,9 @@ def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_mo
     import torch
     from ultralytics.nn.tasks import DetectionModel
 
-    from attn_yolo.insertion import layer_map
     from attn_yolo.nn.placebo import placebo_hidden
 
-    m = layer_map(baseline_dict, variant_dict)
-    inserted = sorted(set(range(len(variant_dict["backbone"]) + len(variant_dict["head"]))) - set(m.values()))
-    if not inserted:
-        raise ValueError(f"variant {name!r} inserts no block into the baseline: nothing for a placebo to match")
+    m, inserted = inserted_rows(name, baseline_dict, variant_dict)
     model = DetectionModel(copy.deepcopy(variant_dict), nc=nc, verbose=False)
     sites, args = [], []
     for j in inserted:
@@ -270,7 +273,7 @@ def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_mo
 
 
 def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, trust: bool, raw_variants,
-                data_id: str, checks: Checks) -> tuple[Start | None, list[str]]:
+                data_id: str) -> tuple[Start | None, list[str]]:
     """``start`` (or ``reference.start``) → a ``Start``: a checkpoint (loaded weights-only unless ``trust``,
     for the data's classes) or a recipe (its train arguments checked as ``train``'s); with problems."""
     from ultralytics.nn.tasks import yaml_model_load
@@ -278,9 +281,9 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
     if raw is None:
         return None, []
     if isinstance(raw, str):
-        path = checks.resolve_input(raw, base)
+        path = resolve_input(raw, base)
         try:
-            model = checks.load_model(path, key, suffixes=(".pt",), trust=trust)
+            model = load_model(path, key, suffixes=(".pt",), trust=trust)
         except ValueError as e:
             return None, [" ".join(str(e).split()).replace(f"{key}=", f"{key}: ", 1)]
         d = copy.deepcopy(model.yaml)
@@ -289,27 +292,27 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
     if not isinstance(raw, dict):
         return None, [f"{key}: {raw!r}; expected a checkpoint (.pt) or a recipe mapping, e.g. {{epochs: 6}}"]
     model, seed, own, problems = split_recipe(raw, raw_variants)
-    extra, p = checks.check_train(own, base, has_devices)
+    extra, p = check_train(own, base, has_devices)
     problems += [f"{key}.{q.removeprefix('train.')}" for q in p]
     if model is None or problems:
         return None, problems
-    model = checks.resolve_input(model, base)
+    model = resolve_input(model, base)
     try:
         d = yaml_model_load(model)
     except Exception as e:  # noqa: BLE001  any failure to read the YAML is a config problem
-        return None, [f"{key}.model: does not load: {checks.first_line(e)}"]
+        return None, [f"{key}.model: does not load: {first_line(e)}"]
     tr = {**train, **extra}
     tr.pop("pretrained", None)
-    fp = fingerprint(checks.definition(d), data_id, {k: v for k, v in sorted(tr.items()) if k not in
+    fp = fingerprint(definition(d), data_id, {k: v for k, v in sorted(tr.items()) if k not in
                                                       UNFINGERPRINTED_TRAIN_KEYS}, seed)
     return Start("recipe", model, d, fp, tr, seed), []
 
 
-def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: str, start: Start | None, trust: bool,
-               checks: Checks) -> tuple[dict, list[str]]:
+def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: Start | None,
+               trust: bool) -> tuple[dict, list[str]]:
     """The arms the design adds: the reference (with its own start where it is not the start model with blocks
-    inserted) and the placebos; returns ({"variants", "reference", "placebos", "starts"}, problems)."""
-    from ultralytics.nn.tasks import yaml_model_load
+    inserted) and the names of the placebo arms (``prepare`` sizes and adds them: that needs the variants built);
+    returns ({"variants", "reference", "placebos", "starts"}, problems)."""
 
     from attn_yolo.insertion import InsertionError, layer_map
 
@@ -319,33 +322,25 @@ def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: 
     raw_by_name = {v.get("name"): v for v in raw.get("variants") or [] if isinstance(v, dict)}
     targets, p = placebo_targets(raw.get("placebo"), [v.name for v in variants], baseline)
     problems += p
-    base_raw = raw_by_name.get(baseline, {})
-    if targets and "model" not in base_raw:
+    if targets and "model" not in raw_by_name.get(baseline, {}):
         problems.append("placebo: needs a baseline given as `model` (a model YAML), not an insert spec")
         targets = []
     if start is not None and (b := by_name.get(baseline)) is not None:
-        bd = b.model_dict or yaml_model_load(b.model)
+        bd = arm_dict(b)
         if len(bd["backbone"]) + len(bd["head"]) != len(start.model_dict["backbone"]) + len(start.model_dict["head"]):
             problems.append(f"variants ({baseline}): with `start`, the baseline is the start model itself (fine-tuned "
                             "like every arm); insert blocks in the other variants")
-    specs = []
     for t in targets:
-        vv = by_name[t]
+        if f"{t}{PLACEBO_SUFFIX}" in names:
+            problems.append(f"placebo: the arm name {t + PLACEBO_SUFFIX!r} is taken by a variant; rename that variant")
+            continue
         try:
-            bd = yaml_model_load(checks.resolve_input(base_raw["model"], base))
-            vd = vv.model_dict or yaml_model_load(vv.model)
-            specs.append(placebo_spec(t, vd, bd, checks.resolve_input(base_raw["model"], base), nc))
-        except (ValueError, InsertionError) as e:
-            problems.append(f"placebo: {checks.first_line(e)}")
-    for s in specs:
-        if s["name"] in names:
-            problems.append(f"placebo: the arm name {s['name']!r} is taken by a variant; rename that variant")
-    if specs and not problems:
-        built, _, p = checks.check_variants(specs, base, nc, imgsz, start.model_dict if start else None, "start")
-        problems += [f"placebo: {q}" for q in p]
-        out["variants"] += built
-        out["placebos"] = {s["name"]: t for s, t in zip(specs, targets)}
-        names |= {s["name"] for s in specs}
+            inserted_rows(t, arm_dict(by_name[baseline]), arm_dict(by_name[t]))
+        except ValueError as e:  # InsertionError too: not the baseline with blocks inserted
+            problems.append(f"placebo: {first_line(e)}")
+    if not problems:
+        out["placebos"] = {f"{t}{PLACEBO_SUFFIX}": t for t in targets}
+        names |= set(out["placebos"])
     ref, own_start, p = reference_raw(raw.get("reference"))
     problems += p
     if ref is None:
@@ -353,11 +348,11 @@ def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: 
     if ref.get("name") in names:
         problems.append(f"reference.name: {ref['name']!r} is taken by a variant; name the reference arm otherwise")
         return out, problems
-    built, _, p = checks.check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base, nc, imgsz)
+    built, _, p = check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base)
     problems += [f"reference{q.removeprefix('variants[0] (' + str(ref['name']) + ')')}" for q in p]
     if p:
         return out, problems
-    r = built[0]
+    r = dataclasses.replace(built[0], key="reference")
     if r.definition == by_name[baseline].definition:
         problems.append(f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
                         "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)")
@@ -365,7 +360,7 @@ def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: 
     warm = False
     if start is not None:
         try:
-            rd = r.model_dict or yaml_model_load(r.model)
+            rd = arm_dict(r)
             check_same_scale(start.model_dict, rd)
             layer_map(start.model_dict, rd)
             warm = True
@@ -380,20 +375,20 @@ def check_arms(raw: dict, base: Path, nc, imgsz: int, variants: list, baseline: 
                 problems.append("reference.start: missing; the reference is not the start model with blocks inserted, "
                                 "so it needs a checkpoint of its own, trained like the start")
             else:
-                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "", checks)
+                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "")
                 problems += p
                 if s is not None:
                     try:
-                        rd = r.model_dict or yaml_model_load(r.model)
+                        rd = arm_dict(r)
                         check_same_scale(s.model_dict, rd)
                         layer_map(s.model_dict, rd)
                         out["starts"][r.name] = dataclasses.replace(s, arm=r.name)
                     except InsertionError as e:
-                        problems.append(f"reference.start: is not the reference model: {checks.first_line(e)}")
+                        problems.append(f"reference.start: is not the reference model: {first_line(e)}")
         else:  # the same recipe, on the reference's model
             fp = fingerprint(start.fingerprint, r.definition)
             out["starts"][r.name] = dataclasses.replace(
-                start, model=r.model, model_dict=r.model_dict or yaml_model_load(r.model), fingerprint=fp, arm=r.name,
+                start, model=r.model, model_dict=arm_dict(r), fingerprint=fp, arm=r.name,
                 folder="", write_model=r.model_dict is not None)
     out["variants"].append(r)
     out["reference"] = r.name

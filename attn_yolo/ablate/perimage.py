@@ -25,9 +25,10 @@ from copy import copy
 from pathlib import Path
 
 import numpy as np
-from ultralytics.models.yolo.detect import DetectionTrainer, DetectionValidator
+from ultralytics.models.yolo.detect import DetectionTrainer
 
 from attn_yolo.checkpoint import atomic_write
+from attn_yolo.ultralytics_api import MatchingValidator
 
 PERIMAGE_NAME = "perimage.npz"  # in the run folder
 RECORD_VERSION = 1
@@ -147,20 +148,19 @@ def load_record(path: str | Path) -> Record:
 # ----------------------------------------------------------------------------------------------------- capture
 
 
-class RecordingValidator(DetectionValidator):
+class RecordingValidator(MatchingValidator):
     """Ultralytics' ``DetectionValidator`` that also keeps its per-image matching results in ``self.per_image``.
 
     Only a final or standalone validation (not the per-epoch ones during training) is kept. Each entry holds the
-    image file, and as numpy arrays: ``tp`` (N, 10) from Ultralytics' ``_process_batch``, ``conf``, ``cls``, the
-    predicted boxes and the ground-truth classes and boxes, scaled to the original image (xyxy px).
+    image file, and as numpy arrays: ``tp`` (N, 10) from Ultralytics' per-image matching (``on_matched``), ``conf``,
+    ``cls``, the predicted boxes and the ground-truth classes and boxes, scaled to the original image (xyxy px).
     """
 
     def init_metrics(self, model) -> None:
         super().init_metrics(model)
         self.per_image = None if self.training else []
 
-    def _process_batch(self, preds: dict, batch: dict) -> dict:
-        out = super()._process_batch(preds, batch)
+    def on_matched(self, preds: dict, batch: dict, out: dict) -> None:
         if getattr(self, "per_image", None) is not None:
             from ultralytics.utils import ops
 
@@ -176,7 +176,6 @@ class RecordingValidator(DetectionValidator):
                 "gt_cls": batch["cls"].cpu().numpy().reshape(-1),
                 "gt_box": gt.float().cpu().numpy().reshape(-1, 4),
             })  # fmt: skip
-        return out
 
 
 class RecordingTrainer(DetectionTrainer):

@@ -16,14 +16,16 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
-from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config, validate
+from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_replaceable, claim
+from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, complete, write_record
 from attn_yolo.ablate.report import duration, write_report
 from attn_yolo.ablate.results import check_index, collect_records, write_results
 from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
 from attn_yolo.ablate.start import arm_start, pending, start_spec
 from attn_yolo.ablate.train import execute_run, first_run_estimate
+from attn_yolo.ablate.validate import validate
 from attn_yolo.checkpoint import atomic_write
 
 UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a run's result
@@ -89,7 +91,8 @@ def prepare_data(ab: Ablation) -> str:
 def plan(ab: Ablation, data: str) -> list[RunSpec]:
     """Every (variant, seed) run of the ablation, variant-major in config order (with a seed rule: every seed it may
     run, 0 .. max − 1; the rounds pick from them). A warm-started run starts from its start's weights, and its
-    fingerprint covers the start's."""
+    fingerprint covers the start's. ``ab`` is prepared first where it is not yet (``prepare``: dataset, builds)."""
+    prepare(ab)
     train_id = {k: v for k, v in sorted(ab.train.items()) if k not in UNFINGERPRINTED_TRAIN_KEYS}
     specs = []
     for v in ab.variants:
@@ -134,8 +137,9 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False) -> int:
-    """Run every unfinished run of ``ab``, recording each in its run folder and in results.csv as it ends, then write
-    the report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
+    """Prepare ``ab`` (``prepare``: the dataset generated, every arm built; its problems raised before any training),
+    then run every unfinished run, recording each in its run folder and in results.csv as it ends, then write the
+    report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
 
     Args:
         ab: validated ablation (``validate``).
@@ -149,10 +153,13 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
 
     Raises:
+        ConfigError: an arm does not build (``prepare``).
         UsageError: another ablation holds ``out``, a file or folder the runner did not create is where it writes,
             or finished runs used other settings and not ``redo``.
     """
     t_start = time.perf_counter() if started is None else started
+    with console.quiet_ultralytics(bool(ab.train.get("verbose"))):
+        prepare(ab)
     fired = []  # signals received
     try:
         with stop_on_signals(fired), OutLock(ab.out):
@@ -352,7 +359,8 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
 
 
 def run(config: str | Path | None = None, overrides: list[str] = (), runner=execute_run) -> int:
-    """Load, override, validate (every problem at once, before any training) and run an ablation config."""
+    """Load, override, validate (every problem at once, cheap) and run an ablation config (``run_ablation``: the
+    builds, then the runs)."""
     started = time.perf_counter()
     overrides, redo = rerun.split_redo(list(overrides))
     raw, base, name, source = load_config(config)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.design import Start
+from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, read_record
 
 START_LATENCY = {"repeats": 1, "warmup": 0}  # a start's latency is not compared; one forward keeps the record whole
@@ -30,7 +31,8 @@ def arm_start(ab: Ablation, arm: str) -> Start | None:
 
 
 def start_spec(ab: Ablation, start: Start, data: str) -> RunSpec:
-    """The run that trains a recipe start into its folder."""
+    """The run that trains a recipe start into its folder (``ab`` is prepared first where it is not yet)."""
+    prepare(ab)
     base = next(v for v in ab.variants if v.name == (start.arm or ab.baseline))
     model = Path(start.model).name if start.write_model else start.model
     return RunSpec(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.ablate.config import first_line
 from attn_yolo.ablate.perimage import (
     PERIMAGE_NAME,
@@ -38,11 +39,9 @@ def check_finite_loss(trainer) -> None:
     Ultralytics continues after a NaN loss in the first epoch and retries later ones from last.pt; an ablation
     records such a run as failed instead.
     """
-    tloss = getattr(trainer, "tloss", None)
-    if tloss is None:
+    values = api.epoch_losses(trainer)
+    if values is None:
         return
-    items = tloss.items() if isinstance(tloss, dict) else enumerate(tloss.reshape(-1).tolist())
-    values = {str(k): float(v) for k, v in items}
     if not all(math.isfinite(v) for v in values.values()):
         shown = ", ".join(f"{k}={v:.4g}" for k, v in values.items())
         raise NonFiniteLossError(f"non-finite training loss in epoch {trainer.epoch + 1}: {shown}")

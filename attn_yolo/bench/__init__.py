@@ -35,7 +35,8 @@ shared timing and memory
 tools in ``common``, the report in ``report``; the variants of sections 2 and 4 are the table ``blocks.VARIANTS``.
 
 Every ratio is computed from timings taken in the same run. ``BENCHMARKS.md`` records machine, versions, thread count,
-date and the targets of the benchmark issue with their status.
+date and each section's targets (its ``Section.targets`` rows: a threshold such as "SE overhead on yolo11n at 640
+<= 3%", the figure measured, the status) in one table.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from attn_yolo.bench.report import report
 from attn_yolo.bench.timm_compare import timm_section
 from attn_yolo.bench.train import train_section
 from attn_yolo.bench.ultralytics_attn import ultralytics_section
+from attn_yolo.checkpoint import atomic_write
 
 RUNNERS = {  # section name (``sections=``) → its runner: cfg → Section, one module each
     "attention": attention_section,
@@ -204,7 +206,7 @@ def run(cfg: dict, argv: list[str] | None = None) -> tuple[list[Section], str]:
         sections.append(s)
     text = report(sections, cfg, argv or [], time.perf_counter() - t0)
     if cfg["out"]:
-        Path(cfg["out"]).write_text(text + "\n")
+        atomic_write(cfg["out"], lambda p: Path(p).write_text(text + "\n"))
         print(f"attn-yolo bench: wrote {cfg['out']} ({(time.perf_counter() - t0) / 60:.1f} min)")
     return sections, text
 

@@ -250,7 +250,7 @@ def attention_section(cfg: dict) -> Section:
 
 
 def attention_targets(s: Section, results: dict, tokens) -> None:
-    """Add the issue's attention targets (N = 6400 forward, N = 25600 outcome, kernel visibility) to ``s``."""
+    """Add the attention section's targets (N = 6400 forward, N = 25600 outcome, kernel visibility) to ``s``."""
     get = lambda k, n, p="fwd": results.get((k, n), {}).get(p) or {}  # noqa: E731
     n0 = 6400
     if n0 in tokens:

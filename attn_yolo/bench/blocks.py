@@ -103,8 +103,10 @@ def build_detector(yaml: str):
 
 
 def block_sources() -> list[Path]:
-    """The attn_yolo sources that shape an export: ``build.py``, ``registry.py`` and every file of ``nn/``."""
-    return [PACKAGE / "build.py", PACKAGE / "registry.py", *sorted((PACKAGE / "nn").glob("*.py"))]
+    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, the seam
+    ``ultralytics_api/`` and every file of ``nn/``."""
+    own = [PACKAGE / "conventions.py", PACKAGE / "registry.py", *sorted((PACKAGE / "ultralytics_api").glob("*.py"))]
+    return [*own, *sorted((PACKAGE / "nn").glob("*.py"))]
 
 
 def _cache_key(yaml: str, imgsz: int) -> str:

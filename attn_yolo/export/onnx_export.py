@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
 from attn_yolo.nn.biformer import BiLevelRoutingAttention
@@ -127,8 +128,7 @@ def check_opset(model: torch.nn.Module, opset: int | None) -> int:
 def default_onnx_path(yolo) -> Path:
     """Where Ultralytics' exporter writes the ``.onnx`` of ``yolo``: next to its ``.pt``; for a model built from a
     YAML, ``<yaml name>.onnx`` in the working directory."""
-    m = yolo.model
-    file = Path(getattr(m, "pt_path", None) or getattr(m, "yaml_file", None) or m.yaml.get("yaml_file", ""))
+    file = api.model_file(yolo)
     return (Path(file.name) if file.suffix in (".yaml", ".yml") else file).with_suffix(".onnx")
 
 
@@ -174,16 +174,12 @@ def export_onnx(
     out.parent.mkdir(parents=True, exist_ok=True)
     kw = {"quantize": 16} if half else {}
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
-    saved = yolo.model.__dict__.get("pt_path")
-    yolo.model.pt_path = str(out.with_suffix(".pt"))  # the exporter names its file after pt_path: <out>.onnx
     try:
-        f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu", **kw)
+        with api.export_named(yolo, out.with_suffix(".pt")):  # the exporter then writes <out>.onnx
+            f = yolo.export(format="onnx", imgsz=imgsz, dynamic=dynamic, opset=opset, simplify=simplify, device="cpu",
+                            **kw)
     finally:
         torch.set_num_threads(threads)
-        if saved is None:
-            del yolo.model.pt_path
-        else:
-            yolo.model.pt_path = saved
     if half:
         toposort_onnx(f)
     return Path(f).resolve()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
 
 SUFFIX = "_openvino_model"
@@ -22,8 +23,7 @@ SUFFIX = "_openvino_model"
 def default_openvino_path(yolo) -> Path:
     """Where Ultralytics writes the OpenVINO folder of ``yolo``: ``best_openvino_model/`` next to ``best.pt``; for a
     model built from a YAML, ``<yaml name>_openvino_model/`` in the working directory."""
-    m = yolo.model
-    file = Path(getattr(m, "pt_path", None) or getattr(m, "yaml_file", None) or m.yaml.get("yaml_file", ""))
+    file = api.model_file(yolo)
     file = Path(file.name) if file.suffix in (".yaml", ".yml") else file
     return file.with_name(file.stem + SUFFIX)
 
@@ -114,14 +114,9 @@ def export_openvino(
     stem = out.name[: -len(SUFFIX)]
     kw = {"quantize": 16} if half else {}
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it to its own NUM_THREADS
-    saved = yolo.model.__dict__.get("pt_path")
-    yolo.model.pt_path = str(out.parent / f"{stem}.pt")  # the exporter names its folder after pt_path
     try:
-        f = yolo.export(format="openvino", imgsz=imgsz, dynamic=dynamic, device="cpu", **kw)
+        with api.export_named(yolo, out.parent / f"{stem}.pt"):  # the exporter then writes <stem>_openvino_model/
+            f = yolo.export(format="openvino", imgsz=imgsz, dynamic=dynamic, device="cpu", **kw)
     finally:
         torch.set_num_threads(threads)
-        if saved is None:
-            del yolo.model.pt_path
-        else:
-            yolo.model.pt_path = saved
     return openvino_xml(Path(f)).resolve()

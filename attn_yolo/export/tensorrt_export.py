@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
 
 
@@ -32,8 +33,7 @@ def require_cuda() -> None:
 
 def default_engine_path(yolo) -> Path:
     """Where Ultralytics writes the ``.engine`` of ``yolo``: next to its ``.pt`` (a YAML model: working directory)."""
-    m = yolo.model
-    file = Path(getattr(m, "pt_path", None) or getattr(m, "yaml_file", None) or m.yaml.get("yaml_file", ""))
+    file = api.model_file(yolo)
     return (Path(file.name) if file.suffix in (".yaml", ".yml") else file).with_suffix(".engine")
 
 
@@ -85,13 +85,6 @@ def export_engine(model, imgsz: int | tuple[int, int] = 640, half: bool = True, 
     check_out(out, overwrite)
     check_out(out.with_suffix(".onnx"), overwrite, key="the intermediate ONNX file Ultralytics writes beside out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    saved = yolo.model.__dict__.get("pt_path")
-    yolo.model.pt_path = str(out.with_suffix(".pt"))  # the exporter names its files after pt_path
-    try:
+    with api.export_named(yolo, out.with_suffix(".pt")):  # the exporter then writes <out>.engine (and .onnx)
         f = yolo.export(format="engine", imgsz=imgsz, device=device, **({"quantize": 16} if half else {}))
-    finally:
-        if saved is None:
-            del yolo.model.pt_path
-        else:
-            yolo.model.pt_path = saved
     return Path(f).resolve()

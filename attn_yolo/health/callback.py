@@ -28,11 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.health.flags import flags
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv, write_csv
 from attn_yolo.health.measure import block_name, measure
 from attn_yolo.health.report import console_table, plot_gates
-from attn_yolo.heatmap.capture import ATTENTION_WEIGHTS, attention_blocks, block_gates
+from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, block_gates
+from attn_yolo.heatmap.model import attention_blocks
 
 PNG_NAME = "gates.png"
 LOGGED = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout")
@@ -153,16 +155,16 @@ class HealthMonitor:
             return
         self._pending = False
         rows = self._record(trainer, trainer.epoch + 1)
-        if isinstance(trainer.metrics, dict):
+        if (metrics := api.epoch_metrics(trainer)) is not None:
             for r in rows:
                 for k in LOGGED:
                     if isinstance(r[k], float) and math.isfinite(r[k]):
-                        trainer.metrics[f"{PREFIX}{r['name']}/{k}"] = r[k]
+                        metrics[f"{PREFIX}{r['name']}/{k}"] = r[k]
 
     def after_loggers(self, trainer) -> None:
-        if isinstance(trainer.metrics, dict):
-            for k in [k for k in trainer.metrics if str(k).startswith(PREFIX)]:
-                trainer.metrics.pop(k)
+        if (metrics := api.epoch_metrics(trainer)) is not None:
+            for k in [k for k in metrics if str(k).startswith(PREFIX)]:
+                metrics.pop(k)
 
     def on_train_end(self, trainer) -> None:
         from ultralytics.utils import LOGGER
@@ -260,11 +262,8 @@ def default_on():
     Adds ``attach`` to Ultralytics' default ``on_pretrain_routine_start`` callbacks
     (``ultralytics.utils.callbacks.base.default_callbacks``, which every ``YOLO`` copies when created); removed on
     exit."""
-    from ultralytics.utils.callbacks import base
-
-    base.default_callbacks["on_pretrain_routine_start"].append(attach)
+    api.add_default_callback("on_pretrain_routine_start", attach)
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError):
-            base.default_callbacks["on_pretrain_routine_start"].remove(attach)
+        api.remove_default_callback("on_pretrain_routine_start", attach)

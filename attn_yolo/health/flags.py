@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from attn_yolo.heatmap.capture import ONE_HOT_SHARE
+from attn_yolo.heatmap.maps import ONE_HOT_SHARE
 
 UNIFORM_ENTROPY = 0.99
 SATURATED_SHARE = 0.9

@@ -1,6 +1,6 @@
 """Measure: the health of every attention block of a detector on one fixed batch of images.
 
-For each block (``attn_yolo.heatmap.capture.attention_blocks``), one forward pass under ``AttentionCapture`` records
+For each block (``attn_yolo.heatmap.model.attention_blocks``), one forward pass under ``AttentionCapture`` records
 the gates the block applied and turns them into the same maps the heatmap tool draws (``GATE_MAPS``, one definition of
 a block's maps for both tools). From them, over the batch:
 
@@ -31,7 +31,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_yolo.heatmap.capture import ATTENTION_WEIGHTS, AttentionCapture, attention_blocks, attention_rows, block_gates
+from attn_yolo.heatmap.capture import AttentionCapture
+from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, attention_rows, block_gates
+from attn_yolo.heatmap.model import attention_blocks
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
 COLUMNS = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout", "nonfinite")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from attn_yolo.checkpoint import atomic_write
 from attn_yolo.health.flags import FLAGS
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv
 
@@ -62,7 +63,7 @@ def plot_gates(rows: list[dict], path: str | Path) -> Path:
         ax.grid(alpha=0.3)
     axes.ravel()[0].legend(fontsize=7)
     fig.suptitle("attention health per block (fixed validation images)")
-    fig.savefig(path, dpi=110)
+    atomic_write(path, lambda p: fig.savefig(p, dpi=110, format=Path(path).suffix[1:] or "png"))
     plt.close(fig)
     return Path(path)
 

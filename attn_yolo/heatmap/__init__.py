@@ -2,14 +2,16 @@
 
     attn-yolo heatmap model=runs/detect/train/weights/best.pt source=images/ layers=all imgsz=640 out=runs/heatmap/exp
 
-For every attention block of a model (``SE``, ``ECA``, ``SAM``, ``CBAM``, ``MHSA``; or only the ``layers=`` chosen)
+For every attention block of a model (any of ``attn_yolo.MODULES``; or only the ``layers=`` chosen)
 forward hooks record what the block applied while the model predicts on each image. Per image one PNG is written: the
 image with its detections, then one panel per map (layer index, block, stride, the map resized onto the image with a
 colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
 so a collapsed block (a uniform or one-hot map) shows in numbers as well as in pictures.
 
-``capture`` records the maps and defines them (``spatial``, ``channel``, ``received``, ``query<k>``, ``cam``) and their
-statistics; ``figure`` draws and writes them; this module is the ``attn-yolo heatmap`` command.
+``maps`` defines the maps (``spatial``, ``channel``, ``received``, ``query<k>``, ...) and their statistics; ``model``
+loads the model and finds its attention blocks; ``capture`` records the maps with forward hooks; ``letterbox`` makes
+the model input as Ultralytics' predictor does; ``predict`` predicts each image with its maps; ``cam`` adds
+class-activation maps (``cam``); ``figure`` draws and writes them; this module is the ``attn-yolo heatmap`` command.
 
 Python:
     >>> from attn_yolo.heatmap import heatmaps, save
@@ -24,18 +26,12 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import check_writable
-from attn_yolo.heatmap.capture import (
-    AttentionCapture,
-    AttentionMap,
-    HeatmapError,
-    ImageHeatmaps,
-    NoAttentionError,
-    class_activation_map,
-    heatmaps,
-    map_stats,
-    predict_with_maps,
-)
+from attn_yolo.heatmap.cam import class_activation_map
+from attn_yolo.heatmap.capture import AttentionCapture
 from attn_yolo.heatmap.figure import SCALES, figure_size, plot, save, stats_rows, write_stats
+from attn_yolo.heatmap.maps import AttentionMap, map_stats
+from attn_yolo.heatmap.model import HeatmapError, NoAttentionError
+from attn_yolo.heatmap.predict import ImageHeatmaps, heatmaps, predict_with_maps
 
 __all__ = [
     "AttentionCapture",

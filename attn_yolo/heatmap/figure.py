@@ -10,7 +10,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from attn_yolo.heatmap.capture import ImageHeatmaps
+from attn_yolo.checkpoint import atomic_write
+from attn_yolo.heatmap.predict import ImageHeatmaps
 
 PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
 CBAR_PX = 72  # colour bar and its tick labels, pixels
@@ -138,7 +139,8 @@ def detections_image(item: ImageHeatmaps, size: tuple[int, int]) -> np.ndarray:
 
 def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed") -> dict[str, Path]:
     """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out`` (``item.stem``: unique
-    among the images of one ``heatmaps`` call, also for equal file names in different folders).
+    among the images of one ``heatmaps`` call, also for equal file names in different folders), each atomically
+    (``checkpoint.atomic_write``: an interrupted run leaves no half-written file).
 
     Returns:
         dict: ``"png"`` → the PNG, and map name → its ``.npy``.
@@ -146,10 +148,11 @@ def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed") -> dict[str
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"png": out / f"{item.stem}_heatmaps.png"}
-    plot(item, scale=scale).savefig(paths["png"])
+    fig = plot(item, scale=scale)
+    atomic_write(paths["png"], lambda p: fig.savefig(p, format="png"))
     for m in item.maps:
         paths[m.name] = out / f"{item.stem}_{m.name}.npy"
-        np.save(paths[m.name], m.map)
+        atomic_write(paths[m.name], lambda p, a=m.map: _save_npy(p, a))
     return paths
 
 
@@ -167,12 +170,22 @@ def stats_rows(items: list[ImageHeatmaps]) -> list[dict]:
     ]
 
 
+def _save_npy(path: str, a: np.ndarray) -> None:
+    with open(path, "wb") as f:  # a file object: np.save would append ".npy" to the temporary file's name
+        np.save(f, a)
+
+
 def write_stats(items: list[ImageHeatmaps], path: str | Path) -> Path:
-    """Write ``stats_rows`` as CSV (floats to 6 significant digits; ``check``/``gamma`` empty when not applicable)."""
+    """Write ``stats_rows`` as CSV, atomically (floats to 6 significant digits; ``check``/``gamma`` empty when not
+    applicable)."""
     path = Path(path)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, STATS_FIELDS)
-        w.writeheader()
-        for r in stats_rows(items):
-            w.writerow({k: f"{v:.6g}" if isinstance(v, float) else "" if v is None else v for k, v in r.items()})
+
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, STATS_FIELDS)
+            w.writeheader()
+            for r in stats_rows(items):
+                w.writerow({k: f"{v:.6g}" if isinstance(v, float) else "" if v is None else v for k, v in r.items()})
+
+    atomic_write(path, write)
     return path

@@ -1,4 +1,9 @@
-"""The ``attn-yolo insert`` command: attention into a detect YAML (``rewire``), with weights carried (``weights``)."""
+"""The ``attn-yolo insert`` command: attention into a detect YAML, with weights carried (``weights``).
+
+``base`` loads the base model, ``sites`` resolves ``at=``, ``blocks`` writes each block's YAML args, ``plan`` places the
+blocks and remaps every ``from`` index, ``yaml_text`` writes the YAML, ``insert`` is the Python API (``insert``,
+``insert_dict``), ``layer_map`` matches base layers to new ones and ``weights`` carries the weights by layer.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +12,13 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import check_out, check_writable, load_model, save_checkpoint
-from attn_yolo.insertion.rewire import (
-    InsertionError,
-    _check_build,
-    _describe_args,
-    _plan,
-    _rows,
-    default_out,
-    insert,
-    insert_dict,
-    layer_map,
-    load_base,
-    module_class,
-    write_yaml,
-)
+from attn_yolo.insertion.base import InsertionError, load_base, model_rows
+from attn_yolo.insertion.blocks import describe_args, module_class
+from attn_yolo.insertion.insert import insert, insert_dict
+from attn_yolo.insertion.layer_map import layer_map
+from attn_yolo.insertion.plan import check_build, default_out, make_plan
 from attn_yolo.insertion.weights import TransferReport, transfer
+from attn_yolo.insertion.yaml_text import write_yaml
 from attn_yolo.nn.common import AttnBuildError
 
 __all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_map", "load_base", "main",
@@ -65,7 +62,7 @@ def stacked(d: dict, plan) -> list[str]:
     there, or the same module was inserted twice at one site."""
     from attn_yolo.registry import canonical
 
-    rows = _rows(d)
+    rows = model_rows(d)
     return [f"row {b.index}: {b.name} right after {b.name} (row {b.index - 1}): the block is stacked on itself; "
             f"if the base already has {b.name} there, this inserts a second one"
             for b in plan.blocks if b.index > 0 and canonical(rows[b.index - 1][2]) == b.name]
@@ -86,7 +83,7 @@ def main(argv: list[str]) -> int:
     if a["out_weights"] and not pretrained:
         raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
     try:
-        d, plan = _plan(str(a["base"]), a["module"], a["at"], a["args"], identity)
+        d, plan = make_plan(str(a["base"]), a["module"], a["at"], a["args"], identity)
         out = Path(a["out"] or default_out(plan.base, plan.blocks))
         weights = Path(a["out_weights"] or out.with_suffix(".pt")) if pretrained else None
         for p, key in ((out, "out"), (weights, "out_weights")):
@@ -94,7 +91,7 @@ def main(argv: list[str]) -> int:
                 check_out(p, a["overwrite"], key, InsertionError)
                 check_writable(p, key, InsertionError)
         src = load_model(pretrained, "pretrained", InsertionError, (".pt",), trust=a["trust"]) if pretrained else None
-        _check_build(d, plan)
+        check_build(d, plan)
         d["yaml_file"] = str(out)
         try:
             report = transfer(src, d, identity=identity, verbose=False) if pretrained else None
@@ -117,9 +114,9 @@ def main(argv: list[str]) -> int:
         print(f"attn-yolo insert: warning: {row}", file=sys.stderr)
     for b in plan.blocks:
         lvl = plan.level(b.after)
-        print(f"{b.name} [{_describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
+        print(f"{b.name} [{describe_args(b.name, b.args)}] after base layer {b.after}{f' ({lvl})' if lvl else ''}"
               f" -> layer {b.index}")
-    det = _rows(d)[-1]
+    det = model_rows(d)[-1]
     print(f"{det[2]} reads layers {det[0]} (base {plan.base_detect})")
     print(f"wrote {out}")
     if report is not None:

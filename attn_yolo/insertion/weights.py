@@ -39,8 +39,11 @@ from pathlib import Path
 
 import torch
 
+from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import load_model
-from attn_yolo.insertion.rewire import InsertionError, _param_index, _rows, block_args, layer_map
+from attn_yolo.insertion.base import InsertionError, model_rows
+from attn_yolo.insertion.blocks import block_args, param_index
+from attn_yolo.insertion.layer_map import layer_map
 
 
 @dataclass
@@ -104,7 +107,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         raise InsertionError("base: the model is fused for inference (no BatchNorm tensors); use its checkpoint file")
     yolo = model if isinstance(model, Model) else None
     fresh = (yolo is not None and isinstance(getattr(yolo.model, "yaml", None), dict)
-             and (not yolo.ckpt or yolo.overrides.get("pretrained") is False))  # random weights: YAML or insert()
+             and api.holds_random_weights(yolo))  # random weights: from a YAML or insert()
     if isinstance(model, (str, Path, dict)) or fresh:  # built here, from its YAML, with the base's nc
         d = copy.deepcopy(yolo.model.yaml if fresh else model if isinstance(model, dict) else yaml_model_load(model))
         m = layer_map(src.yaml, d)
@@ -112,9 +115,9 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         if not d.get("scale") and src.yaml.get("scale"):
             d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
         if identity:
-            for j in sorted(set(range(len(_rows(d)))) - set(m.values())):
-                row = _rows(d)[j]
-                row[3] = block_args(row[2], row[3][: _param_index(row[2])], True)
+            for j in sorted(set(range(len(model_rows(d)))) - set(m.values())):
+                row = model_rows(d)[j]
+                row[3] = block_args(row[2], row[3][: param_index(row[2])], True)
         dst = DetectionModel(d, verbose=False)
         if fresh:  # a YOLO with random weights (from a YAML or insert()): rebuilt, then it holds the transferred ones
             yolo.model = dst
@@ -160,9 +163,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
         skipped=skipped,
     )
     if yolo is not None:  # train() then starts from these weights
-        yolo.overrides.pop("pretrained", None)  # as Model.load does (insert() sets pretrained=False: fresh weights)
-        if fresh or not yolo.ckpt:
-            yolo.ckpt = {"model": dst, "attn_yolo_transfer": str(report)}
+        api.start_from(yolo, dst, str(report), replace=fresh)  # as Model.load does
     if verbose:
         LOGGER.info(f"attn-yolo: {report}")
         if identity and not report.identity:

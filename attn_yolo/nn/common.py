@@ -1,9 +1,9 @@
 """What every block shares: the inferred-width marker ``C1``, input-width resolution and hyperparameter checks.
 
 A block built from a YAML row gets a marker instead of its input width (``C1``, or the row marker that
-``attn_yolo.registry`` makes, which carries the row's args as written). ``resolve`` hands such a marker to
-``RESOLVER``, installed by ``attn_yolo.conventions`` (a layer above), which returns the row's input width, the context
-for error messages (row, scale, module as written) and the hyperparameters as the row's author meant them. The blocks
+``attn_yolo.registry`` makes, ``attn_yolo.conventions.RowArgs``, which carries the row's args as written). ``resolve``
+asks such a marker, by its ``resolve(name, values)`` method, for the row's input width, the context for error
+messages (row, scale, module as written) and the hyperparameters as the row's author meant them. The blocks
 therefore depend on nothing above this package; built directly (``SE(256)``), a block takes its width as the first
 argument like any PyTorch layer.
 """
@@ -11,7 +11,6 @@ argument like any PyTorch layer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 
 class _InferredC1:
@@ -28,24 +27,20 @@ class AttnBuildError(ValueError):
     """A block got a hyperparameter outside its allowed range; the message names the row, module, value and range."""
 
 
-RESOLVER: Callable[[_InferredC1, str, tuple], tuple[int, str, tuple]] | None = None
-"""``(row marker, block name, hyperparameters) -> (input width, context, hyperparameters)``; set by
-``attn_yolo.conventions`` on import."""
-
-
 def resolve(c1, name: str, *values) -> tuple[int, str, tuple]:
     """Return ``(input width, context, hyperparameters)`` for a block being built.
 
     ``c1`` is the width as given, or a row marker: then the width, the context (``"row 5 (scale n) SE"``) and the
-    hyperparameters come from the YAML row (``RESOLVER``), and ``values`` (the block's hyperparameters in signature
-    order, at their defaults) are replaced. Otherwise the context is ``name`` and ``values`` are returned unchanged.
+    hyperparameters come from the YAML row (the marker's ``resolve(name, values)``), and ``values`` (the block's
+    hyperparameters in signature order, at their defaults) are replaced. Otherwise the context is ``name`` and
+    ``values`` are returned unchanged.
 
     Raises:
         AttnBuildError: ``c1`` is ``C1`` outside a YAML build, or not a positive int.
     """
     where = name
-    if isinstance(c1, _InferredC1) and c1 is not C1 and RESOLVER is not None:
-        c1, where, values = RESOLVER(c1, name, values)
+    if isinstance(c1, _InferredC1) and callable(getattr(c1, "resolve", None)):
+        c1, where, values = c1.resolve(name, values)
     if not is_int(c1) or c1 < 1:
         raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int (or build from a YAML row)")
     return c1, where, values

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, is_number, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -35,22 +35,21 @@ class SimAM(nn.Module):
 
     Args:
         c1 (int): input channels ``C`` (only used by the residual gate and for checking).
-        e_lambda (float): ``λ > 0``. Default 1e-4 (paper).
+        e_lambda (float): ``λ > 0``, finite. Default 1e-4 (paper).
         init_values (float | None): residual gate init, as in ``SE`` (0.0: identity at init; None: the paper's block).
 
     Shapes:
         ``(B, C, H, W) -> (B, C, H, W)``; ``self.gate`` outputs ``σ(1 / E)`` of shape ``(B, C, H, W)``.
 
     Raises:
-        AttnBuildError: ``e_lambda`` not a number > 0, or ``c1`` invalid.
+        AttnBuildError: ``e_lambda`` not a finite number > 0 (inf, nan, 0, negative, bool), or ``c1`` invalid.
     """
 
     def __init__(self, c1: int = C1, e_lambda: float = 1e-4, init_values: float | None = None):
         super().__init__()
         c1, where, (e_lambda, init_values) = resolve(c1, "SimAM", e_lambda, init_values)
         check_init_values(init_values, where)
-        ok = isinstance(e_lambda, (int, float)) and not isinstance(e_lambda, bool) and e_lambda > 0
-        check(ok, where, "e_lambda", e_lambda, "a number > 0 (paper: 1e-4)")
+        check(is_number(e_lambda) and e_lambda > 0, where, "e_lambda", e_lambda, "a finite number > 0 (paper: 1e-4)")
         self.c1, self.e_lambda = c1, float(e_lambda)
         self.gate = nn.Sigmoid()
         self.scale = None if init_values is None else LayerScale(c1, init_values)

@@ -1,0 +1,149 @@
+"""``validate``: a whole config checked at once before any work; cheap, nothing built, generated or written."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from attn_yolo.ablate import design
+from attn_yolo.ablate.checks import (
+    BOOTSTRAP_RULES,
+    LATENCY_RULES,
+    check_backend,
+    check_data,
+    check_devices,
+    check_int_list,
+    check_numbers,
+    check_train,
+    unknown_keys,
+)
+from attn_yolo.ablate.config import (
+    BOOTSTRAP_DEFAULTS,
+    CONFIG_KEYS,
+    LATENCY_DEFAULTS,
+    Ablation,
+    ConfigError,
+)
+from attn_yolo.ablate.variants import check_variants
+from attn_yolo.args import UsageError
+from attn_yolo.checkpoint import check_writable, load_model
+
+
+def validate(raw: dict, base: Path, name: str = "ablation", source: str = "config") -> Ablation:
+    """Check a whole config before any training, every problem at once; cheap and free of side effects.
+
+    Nothing is built, generated or written: model YAMLs and checkpoints are read, insert specs planned
+    (``attn_yolo.ablate.variants``), a dataset YAML read by Ultralytics' ``check_det_dataset`` (``data: synthetic``
+    is not generated). ``attn_yolo.ablate.prepare`` then, in the run, generates the dataset and builds every arm
+    (a block hyperparameter that does not fit its layer is reported there, still before any training).
+
+    Args:
+        raw: config as loaded (``load_config``) and overridden (``apply_overrides``).
+        base: folder that relative input paths resolve against (the config file's folder).
+        name: config name (default output folder ``runs/ablate/<name>``).
+        source: where the config came from, for the error message.
+
+    Returns:
+        The validated ``Ablation``.
+
+    Raises:
+        ConfigError: listing every problem found, each prefixed by the config key it came from.
+    """
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    problems = unknown_keys(raw, CONFIG_KEYS, "")
+    devices, p = check_devices(raw.get("devices"))
+    problems += p
+    train, p = check_train(raw.get("train"), base, bool(devices))
+    problems += p
+    backend, ray_address, resources, p = check_backend(raw, devices, train)
+    problems += p
+    imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
+    imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
+    if "imgsz" in train:  # Ultralytics' rule (check_imgsz, one warning): a multiple of the max stride, 32
+        from ultralytics.utils.checks import check_imgsz
+
+        imgsz = train["imgsz"] = check_imgsz(imgsz, stride=32)
+    seed_rule = None
+    if isinstance(raw.get("seeds"), dict):
+        seeds, seed_rule, p = design.check_seed_rule(raw["seeds"])
+    else:
+        seeds, p = check_int_list(raw.get("seeds"), "seeds", [0])
+    problems += p
+    if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
+        problems.append(f"seeds: {why}")
+    latency, p = check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
+    problems += p
+    bootstrap, p = check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
+    problems += p
+    out = raw.get("out", f"runs/ablate/{name}")
+    if not isinstance(out, str) or not out:
+        problems.append(f"out: expected a folder path, got {out!r}")
+        out = f"runs/ablate/{name}"
+    elif Path(out).exists() and not Path(out).is_dir():
+        problems.append(f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)")
+    else:
+        try:
+            check_writable(out, "out", UsageError)
+        except UsageError as e:
+            problems.append(str(e).replace("out=", "out: ", 1))
+    trust = raw.get("trust", False)
+    if not isinstance(trust, bool):
+        problems.append(f"trust: {trust!r}; expected true or false (true: load train.pretrained by a full unpickle)")
+    health = raw.get("health", True)
+    if not isinstance(health, bool):
+        problems.append(f"health: {health!r}; expected true or false (false: no attention health per run)")
+    copy_data = raw.get("copy_data", "auto")
+    if copy_data not in (True, False, "auto"):
+        problems.append(f"copy_data: {copy_data!r}; expected auto, true or false")
+    data, data_id, nc, p = check_data(raw.get("data"), base)
+    problems += p
+    pretrained = None
+    if isinstance(train.get("pretrained"), str):
+        try:
+            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",), trust=trust is True)
+            pretrained = pretrained.yaml
+        except ValueError as e:  # load_model's messages start with "train.pretrained="
+            problems.append(" ".join(str(e).split()))
+    start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(devices), trust is True,
+                                  raw.get("variants"), data_id)
+    problems += p
+    if start is not None and pretrained is not None:
+        problems.append("train.pretrained: not with `start` (every arm carries the start's weights); remove one")
+    variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
+                                           "start" if start else "train.pretrained")
+    problems += p
+    arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
+        else ({}, [])
+    problems += p
+    if problems:
+        raise ConfigError(source, problems)
+    config = {
+        "data": data,
+        "variants": raw["variants"],
+        "seeds": seeds,
+        "train": train,
+        "out": str(Path(out).resolve()),
+        "latency": latency,
+        "devices": devices,
+        "copy_data": copy_data,
+        "trust": trust is True,
+        "backend": backend,
+        "ray_address": ray_address,
+        "resources": resources,
+        "bootstrap": bootstrap,
+        "health": health is not False,
+        "source": source,
+    }
+    config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
+    if seed_rule is not None:
+        config["seeds"] = dataclasses.asdict(seed_rule)
+    if start is not None and start.kind == "recipe":
+        start.folder = str(Path(out).resolve() / "start")
+    for arm, s in arms.get("starts", {}).items():
+        s.folder = s.folder or str(Path(out).resolve() / f"start-{arm}")
+    return Ablation(source, name, data, data_id, nc, variants + arms.get("variants", []), baseline, seeds, train,
+                    imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
+                    ray_address, resources, bootstrap, health=health is not False, start=start, seed_rule=seed_rule,
+                    reference=arms.get("reference"), placebos=arms.get("placebos", {}),
+                    arm_starts=arms.get("starts", {}))

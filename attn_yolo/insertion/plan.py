@@ -1,0 +1,194 @@
+"""The insertion plan: blocks placed after their base layers, every ``from`` index remapped, checked by a build.
+
+A block ``[-1, 1, NAME, args]`` goes right after each chosen layer ``t`` of the base (several blocks after one layer
+are chained in the order given). Every ``from`` reference (int, list, negative relative index) is rewritten:
+references to ``t`` now read the last block after ``t``, so the next layer, a Concat or Detect sees the attended map;
+every other reference reaches the same layer as before. Relative references stay relative, absolute ones absolute.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from attn_yolo import ultralytics_api as api
+from attn_yolo.insertion.base import InsertionError, load_base, model_rows
+from attn_yolo.insertion.blocks import block_args, module_class
+from attn_yolo.insertion.sites import resolve_sites
+from attn_yolo.nn.common import AttnBuildError
+from attn_yolo.registry import MODULES
+
+
+@dataclass
+class Block:
+    """One inserted row: module ``name`` with YAML ``args`` after base layer ``after``, at new index ``index``."""
+
+    name: str
+    args: list
+    after: int
+    index: int = -1
+
+
+@dataclass
+class Plan:
+    """What ``insert`` did: the blocks, the base → new index map, sites and per-layer strides (new indices)."""
+
+    base: str
+    source: str
+    blocks: list[Block]
+    new_index: list[int]
+    sites: list[str]
+    command: str
+    strides: dict[int, int] = field(default_factory=dict)
+    base_detect: list[int] = field(default_factory=list)
+    base_model: dict = field(default_factory=dict)
+
+    def level(self, base_layer: int) -> str:
+        s = self.strides.get(self.new_index[base_layer])
+        return f"P{round(math.log2(s))}/{s}" if s else ""
+
+
+def as_list(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [s.strip() for s in x.split(",") if s.strip()]
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _pairs(module, at, args) -> list[tuple[str, object, object]]:
+    """(module, site spec, args) per requested block; see ``insert`` for the pairing rules."""
+    mods = as_list(module)
+    if not mods:
+        raise InsertionError(f"module={module!r}: name at least one block: {', '.join(MODULES)}")
+    if len(mods) == 1:
+        return [(mods[0], at, args)]
+    sites = as_list(at)
+    if len(sites) == 1:
+        sites = sites * len(mods)
+    if len(sites) != len(mods):
+        raise InsertionError(
+            f"module={module!r} names {len(mods)} blocks but at={at!r} gives {len(sites)} sites; give one site for "
+            f"all or one per block (e.g. at=backbone,sppf)"
+        )
+    if args is None:
+        args = [None] * len(mods)
+    if not (isinstance(args, (list, tuple)) and len(args) == len(mods) and all(
+            a is None or isinstance(a, (list, tuple)) for a in args)):
+        raise InsertionError(
+            f"args={args!r}: with {len(mods)} blocks give one args list per block, e.g. [[16, 7], [4]]"
+        )
+    return list(zip(mods, sites, args))
+
+
+def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
+    """Compose the inserted model dict (not yet built) and its plan."""
+    d = load_base(base)
+    base_name = str(base) if not isinstance(base, dict) else str(d.get("yaml_file", "model.yaml"))
+    rows, nb = model_rows(d), len(d["backbone"])
+    chains: dict[int, list[Block]] = {}
+    sites = []
+    for mod, site, a in _pairs(module, at, args):
+        name, _ = module_class(mod)
+        a = block_args(name, a, identity)
+        idx, used = resolve_sites(d, site)
+        if not idx:
+            raise InsertionError(f"at={site!r} selects no layer of base={base_name!r}")
+        sites += used
+        for t in idx:
+            chains.setdefault(t, []).append(Block(name, copy.deepcopy(a), t))
+
+    new_index, out, k = [], [], 0
+    for i in range(len(rows)):
+        new_index.append(i + k)
+        k += len(chains.get(i, []))
+        out.append(new_index[i] + len(chains.get(i, [])))
+
+    def remap(f, i):
+        def one(x):
+            if i == 0 and x < 0:
+                return x  # the input image
+            t = x if x >= 0 else i + x
+            if not 0 <= t < i:
+                raise InsertionError(f"base={base_name!r}: row {i} reads layer {t}, which does not precede it")
+            return out[t] if x >= 0 else out[t] - new_index[i]
+
+        return [one(x) for x in f] if isinstance(f, list) else one(f)
+
+    new = {"backbone": [], "head": []}
+    blocks = []
+    for i, (f, n, m, a) in enumerate(rows):
+        section = new["backbone" if i < nb else "head"]
+        section.append([remap(f, i), n, m, copy.deepcopy(a)])
+        for j, b in enumerate(chains.get(i, [])):
+            b.index = new_index[i] + j + 1
+            section.append([-1, 1, b.name, b.args])
+            blocks.append(b)
+    d = {**{k: v for k, v in d.items() if k not in ("backbone", "head")}, **new}
+    cmd_args = [f"base={base_name}", f"module={','.join(dict.fromkeys(b.name for b in blocks))}", f"at={at_text(at)}"]
+    if args is not None:
+        cmd_args.append(f"args={json.dumps(args).replace(' ', '')}")
+    if identity:
+        cmd_args.append("identity=True")
+    source = base_name if isinstance(base, dict) or Path(base).is_file() else f"Ultralytics' {base_name}"
+    command = "attn-yolo insert " + " ".join(cmd_args)
+    plan = Plan(base_name, source, blocks, new_index, list(dict.fromkeys(sites)), command)
+    plan.base_detect = copy.deepcopy(rows[-1][0])
+    plan.base_model = {k: v for k, v in d.items() if k not in ("backbone", "head")} | {
+        "backbone": copy.deepcopy(rows[:nb]), "head": copy.deepcopy(rows[nb:])}
+    return d, plan
+
+
+def at_text(at) -> str:
+    return ",".join(str(x) for x in at) if isinstance(at, (list, tuple)) else str(at)
+
+
+def parse_rows(d: dict):
+    """``parse_model`` on a copy of ``d`` at its scale (or the first one)."""
+    dd = copy.deepcopy(d)
+    scales = dd.get("scales") or {}
+    if scales and dd.get("scale") not in scales:
+        dd["scale"] = next(iter(scales))
+    return api.parse_model(dd, ch=dd.get("channels", 3), verbose=False)[0]
+
+
+def check_build(d: dict, plan: Plan) -> None:
+    """Build the base, then ``d``, at the base's scale (or the first one) and run a 64×64 input through ``d``: fills
+    ``plan.strides``. The base is built first, so an error in one of its rows names the row as the base numbers it.
+
+    Raises:
+        InsertionError: the base or the inserted model does not build (e.g. a block hyperparameter invalid for the
+            layer's width; for an inserted block the message says after which base layer it sits).
+    """
+    errors = (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError)
+    try:
+        parse_rows(plan.base_model)
+    except errors as e:
+        raise InsertionError(f"base={plan.base!r} does not build: {e}") from None
+    try:
+        seq = parse_rows(d)
+    except errors as e:
+        i = api.failed_row(e.__traceback__)
+        block = next((b for b in plan.blocks if b.index == i), None)
+        where = f" (row {i} is the {block.name} inserted after base layer {block.after})" if block else ""
+        raise InsertionError(f"the inserted model does not build: {e}{where}") from None
+    seq.eval()
+    side, y, x = 64, [], torch.zeros(1, d.get("channels", 3), 64, 64)
+    with torch.no_grad():
+        for m in list(seq)[:-1]:  # up to Detect
+            if m.f != -1:
+                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+            x = m(x)
+            y.append(x)
+            if isinstance(x, torch.Tensor) and x.dim() == 4:
+                plan.strides[m.i] = side // x.shape[-1]
+
+
+def default_out(base: str, blocks: list[Block]) -> str:
+    """Default output name: the base's stem (scale letter kept) plus the block names: ``yolo11n-cbam.yaml``."""
+    return f"{Path(base).stem}-{'-'.join(dict.fromkeys(b.name.lower() for b in blocks))}.yaml"

@@ -1,0 +1,240 @@
+"""The seam's contract: each assumption about the installed Ultralytics as a named check; check_contract() runs all.
+
+``CONTRACT`` maps a one-line statement of each assumption ``attn_yolo.ultralytics_api`` makes to a check against the
+installed Ultralytics that raises ``AssertionError`` saying what differs; ``check_contract`` raises one
+``ContractError`` naming every assumption that no longer holds. ``tests/test_ultralytics_contract.py`` runs each and
+patches each away. Cheap (about 0.3 s; two ``parse_model`` builds on the meta device)::
+
+    python -c "from attn_yolo.ultralytics_api.contract import check_contract; check_contract()"
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+
+import torch
+from ultralytics.nn import tasks
+
+import attn_yolo.ultralytics_api as api
+from attn_yolo.ultralytics_api import ContractError
+
+__all__ = ["CONTRACT", "ContractError", "check_contract"]
+
+
+def _code_names(fn) -> set[str]:
+    """Globals and attributes a function's code names (``co_names``), its nested code objects included."""
+    out, stack = set(), [fn.__code__]
+    while stack:
+        c = stack.pop()
+        out |= set(c.co_names)
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return out
+
+
+def _need(ok: bool, detail: str) -> None:
+    if not ok:
+        raise AssertionError(detail)
+
+
+def _params(fn) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+def _check_lookup() -> None:
+    pm = api.original(tasks, "parse_model")
+    _need(pm.__globals__ is vars(tasks) and "globals" in _code_names(pm),
+          "parse_model no longer looks YAML module names up in ultralytics.nn.tasks' globals()")
+
+
+class _Probe(torch.nn.Module):
+    """A module ``parse_model`` does not know: records the args it got and the row context it sees."""
+
+    seen: list = []
+
+    def __init__(self, *args):
+        super().__init__()
+        _Probe.seen.append((args, api.parse_model_row()))
+
+
+def _probe_build(d: dict, ch: int = 3):
+    """Build ``d`` with Ultralytics' own ``parse_model``, ``_Probe`` resolvable by name; the probes' records."""
+    ns, had = vars(tasks), "_AttnYoloProbe" in vars(tasks)
+    ns["_AttnYoloProbe"], _Probe.seen = _Probe, []
+    try:
+        with torch.device("meta"):
+            seq, _ = api.original(tasks, "parse_model")(d, ch=ch, verbose=False)
+        return seq, list(_Probe.seen)
+    finally:
+        if not had:
+            del ns["_AttnYoloProbe"]
+
+
+def _check_row_context() -> None:
+    pm = api.original(tasks, "parse_model")
+    _need(_params(pm)[:2] == ["d", "ch"], f"parse_model(d, ch, ...) signature changed: {_params(pm)}")
+    names = set(pm.__code__.co_varnames) | set(pm.__code__.co_cellvars)
+    _need(set(api.ROW_LOCALS) <= names, f"parse_model no longer binds the locals {sorted(set(api.ROW_LOCALS) - names)}")
+    d = {"nc": 1, "scales": {"n": [0.5, 0.25, 1024], "s": [0.5, 0.5, 1024]}, "scale": "s",
+         "backbone": [[-1, 1, "Conv", [64, 3, 2]], [-1, 1, "Conv", [128, 3, 2]], [-2, 1, "_AttnYoloProbe", [7, "nc"]]],
+         "head": []}  # fmt: skip
+    _, seen = _probe_build(d)
+    _need(len(seen) == 1, f"parse_model built the probe row {len(seen)} times")
+    args, row = seen[0]
+    _need(args == (7, 1), f"parse_model no longer passes an unknown module's args verbatim (string args evaluated): "
+                          f"got {args}, expected (7, 1)")
+    _need(row is not None and (row.i, row.f, row.ch, row.scale) == (2, -2, [32, 64], "s"),
+          f"api.parse_model_row() read {row and (row.i, row.f, row.ch, row.scale)}, expected (2, -2, [32, 64], 's')")
+
+
+def _check_width_rule() -> None:
+    scales = tasks.yaml_model_load("yolo11n.yaml")["scales"]
+    table = [16, 64, 100, 256, 512, 768, 1024, 1280]
+    for s, (_, w, mc) in scales.items():
+        d = {"nc": 1, "scales": scales, "scale": s, "head": [],
+             "backbone": [[-1, 1, "Conv", [c, 1, 1]] for c in table]}  # fmt: skip
+        seq, _ = _probe_build(d)
+        got = [m.conv.out_channels for m in seq]
+        ours = [api.scaled_width(c, w, mc) for c in table]
+        _need(got == ours, f"scale {s}: parse_model built widths {got}, api.scaled_width gives {ours}")
+
+
+def _check_unscaled_name() -> None:
+    _need(api.UNSCALED_RE in inspect.getsource(tasks.yaml_model_load),
+          "yaml_model_load no longer finds yolo11n-x.yaml as yolo11-x.yaml by re.sub(UNSCALED_RE, ...)")
+
+
+def _check_initialize() -> None:
+    init = api.original(tasks, "_initialize_yolo_model")
+    _need(_params(init) == ["model", "cfg", "ch", "nc", "verbose"],
+          f"_initialize_yolo_model(model, cfg, ch, nc, verbose) signature changed: {_params(init)}")
+    _need("_initialize_yolo_model" in _code_names(tasks.DetectionModel.__init__),
+          "DetectionModel.__init__ no longer calls _initialize_yolo_model")
+    _need("parse_model" in _code_names(init), "_initialize_yolo_model no longer calls parse_model by its global name")
+
+
+def _check_guess_task() -> None:
+    from ultralytics.engine.model import Model
+
+    em = api.engine_model_module()
+    _need(api.original(em, "guess_model_task") is tasks.guess_model_task,
+          "ultralytics.engine.model no longer binds tasks.guess_model_task")
+    _need("guess_model_task" in _code_names(Model._new), "Model._new (YOLO(yaml)) no longer calls guess_model_task")
+
+
+def _check_safe_load() -> None:
+    tsl = api.original(tasks, "torch_safe_load")
+    _need("safe_only" in _params(tsl), f"torch_safe_load has no safe_only parameter: {_params(tsl)}")
+    _need("torch_safe_load" in _code_names(tasks.load_checkpoint),
+          "load_checkpoint no longer calls torch_safe_load by its global name")
+
+
+def _check_cli() -> None:
+    from ultralytics import cfg
+
+    _need("ARGV" in _code_names(cfg.entrypoint), "ultralytics.cfg.entrypoint no longer parses the module global ARGV")
+    api.special_commands.cache_clear()
+    got = api.special_commands()
+    _need(got is not api.SPECIAL_COMMANDS and {"checks", "settings", "help"} <= set(got),
+          "the special commands are no longer readable from the `special = {...}` dict of entrypoint's source")
+
+
+def _check_callbacks() -> None:
+    from ultralytics.utils.callbacks import base
+
+    d = base.default_callbacks
+    _need(isinstance(d, dict) and all(isinstance(v, list) for v in d.values()) and "on_pretrain_routine_start" in d,
+          "base.default_callbacks is no longer a dict of event -> list of callbacks")
+    _need("default_callbacks" in _code_names(base.get_default_callbacks),
+          "get_default_callbacks (what every YOLO copies) no longer reads base.default_callbacks")
+
+
+def _check_trainer() -> None:
+    from ultralytics.engine.trainer import BaseTrainer
+
+    names = _code_names(BaseTrainer._do_train)
+    _need({"tloss", "metrics"} <= names, f"BaseTrainer._do_train no longer sets {sorted({'tloss', 'metrics'} - names)}")
+
+
+def _check_model_train() -> None:
+    from ultralytics.engine.model import Model
+
+    src = inspect.getsource(Model.train)
+    _need("self.ckpt" in src and "pretrained is False" in src and "overrides" in _code_names(Model.train),
+          "Model.train no longer starts from self.model while self.ckpt is set, nor reads pretrained=False")
+
+
+def _check_exporter() -> None:
+    from ultralytics.engine.exporter import Exporter
+
+    _need('"pt_path"' in inspect.getsource(Exporter.__call__), "Exporter no longer names its file from model.pt_path")
+
+
+def _check_detect_shape() -> None:
+    from ultralytics.nn.modules import Detect
+
+    src = inspect.getsource(Detect)
+    _need("shape" in vars(Detect) and Detect.shape is None and "self.shape != shape" in src,
+          "Detect no longer rebuilds its anchors when self.shape differs from the input's")
+
+
+def _check_process_batch() -> None:
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    pb = getattr(DetectionValidator, "_process_batch", None)
+    _need(pb is not None and _params(pb) == ["self", "preds", "batch"],
+          f"DetectionValidator._process_batch(self, preds, batch) is gone or changed: {pb and _params(pb)}")
+    _need("_process_batch" in _code_names(DetectionValidator.update_metrics),
+          "DetectionValidator.update_metrics no longer calls _process_batch per image")
+
+
+def _check_attention() -> None:
+    attention, aattn = api.attention_classes()
+    with torch.device("meta"):
+        a, b = attention(64, num_heads=2), aattn(64, num_heads=2, area=4)
+    for m, keys in ((a, ("num_heads", "key_dim", "head_dim", "scale", "qkv", "pe", "proj")),
+                    (b, ("area", "num_heads", "head_dim", "all_head_dim", "qkv", "pe", "proj"))):
+        fwd = api.original(type(m), "forward")
+        missing = [k for k in keys if not hasattr(m, k)]
+        _need(not missing and _params(fwd) == ["self", "x"],
+              f"{type(m).__name__}: forward{_params(fwd)} or attributes {missing} differ from what attn_yolo.sdpa uses")
+
+
+CONTRACT: dict[str, Callable[[], None]] = {
+    "parse_model looks names up in tasks' globals": _check_lookup,
+    "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _check_row_context,
+    "the width rule matches parse_model": _check_width_rule,
+    "yaml_model_load drops the scale letter by UNSCALED_RE": _check_unscaled_name,
+    "_initialize_yolo_model(model, cfg, ch, nc, verbose) calls parse_model": _check_initialize,
+    "YOLO(yaml) calls engine.model.guess_model_task": _check_guess_task,
+    "load_checkpoint calls torch_safe_load(safe_only=)": _check_safe_load,
+    "the CLI parses cfg.ARGV and its special commands are derivable": _check_cli,
+    "Ultralytics' default callbacks are a dict of lists": _check_callbacks,
+    "the trainer sets tloss and metrics": _check_trainer,
+    "Model.train starts from ckpt and reads pretrained=False": _check_model_train,
+    "the exporter names its file from model.pt_path": _check_exporter,
+    "Detect rebuilds its anchors when shape differs": _check_detect_shape,
+    "DetectionValidator._process_batch(preds, batch) runs per image": _check_process_batch,
+    "Attention and AAttn have the forward and attributes sdpa uses": _check_attention,
+}
+"""Each assumption attn_yolo makes about the installed Ultralytics → a check that raises AssertionError if not."""
+
+
+def check_contract(*names: str) -> None:
+    """Run the ``CONTRACT`` checks ``names`` (all if none).
+
+    Raises:
+        api.ContractError: one line per assumption that no longer holds, each naming it and saying what differs.
+    """
+    from ultralytics import __version__
+
+    failed = []
+    for name in names or CONTRACT:
+        try:
+            CONTRACT[name]()
+        except Exception as e:  # a check that cannot even run has broken its assumption too
+            failed.append(f"- {name}: {type(e).__name__ + ': ' if not isinstance(e, AssertionError) else ''}{e}")
+    if failed:
+        head = f"Ultralytics {__version__} no longer matches what attn_yolo assumes:"
+        raise ContractError("\n".join([head, *failed]))
