@@ -15,9 +15,11 @@ from attn_yolo.nn import (
     SAM,
     SE,
     AttnBuildError,
+    BiLevelRoutingAttention,
     CoordAtt,
     ShuffleAttention,
     SimAM,
+    SKAttention,
     TripletAttention,
 )
 from attn_yolo.registry import ALIASES, MODULES, ModelYamlError, UnknownModuleError, register, unregister
@@ -28,6 +30,6 @@ __all__ = ["ALIASES", "MODULES", "AttnBuildError", "ModelYamlError", "UnknownMod
 __all__ += ["register", "transfer", "unfuse_attention", "unregister"]
 # every block class of MODULES, by its YAML name (tests/test_blocks.py checks that none is missing)
 __all__ += ["CBAM", "ECA", "EMA", "GAM", "MHSA", "NAM", "SAM", "SE", "CoordAtt", "ShuffleAttention", "SimAM"]
-__all__ += ["TripletAttention"]
+__all__ += ["TripletAttention", "SKAttention", "BiLevelRoutingAttention"]
 
 register()
