@@ -1,7 +1,7 @@
 """Where a YAML module name is resolved: the attention registry and its registration with Ultralytics.
 
 ``register()`` (run by ``import attn_yolo``) does four things, each idempotent and each undone by ``unregister()``,
-all through ``attn_yolo.ultralytics_api`` (the one module that touches Ultralytics internals):
+all through ``attn_yolo.ultralytics_api`` (the one place that touches Ultralytics internals):
 
 1. puts every class of ``BLOCKS`` into the namespace of ``ultralytics.nn.tasks``, where ``parse_model`` looks YAML
    names up (``globals()[name]``); an Ultralytics global of the same name is set aside (with a warning) and put back

@@ -24,7 +24,7 @@ def state() -> dict:
         "init": vars(tasks)["_initialize_yolo_model"],
         "guess": engine_model.guess_model_task,
         "callbacks": {k: list(v) for k, v in base.default_callbacks.items()},
-        "safe": list(torch.serialization.get_safe_globals()),
+        "safe": set(torch.serialization.get_safe_globals()),  # an allow-list: order is no part of it
     }
 
 

@@ -262,7 +262,7 @@ def default_on():
     Adds ``attach`` to Ultralytics' default ``on_pretrain_routine_start`` callbacks
     (``ultralytics.utils.callbacks.base.default_callbacks``, which every ``YOLO`` copies when created); removed on
     exit."""
-    api.add_default_callback("on_pretrain_routine_start", attach)
+    api.add_default_callback("on_pretrain_routine_start", attach, unique=False)  # nested blocks: one each
     try:
         yield
     finally:

@@ -305,22 +305,22 @@ def weights_only() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------------- callbacks
-def add_default_callback(event: str, fn: Callable) -> None:
+def add_default_callback(event: str, fn: Callable, unique: bool = True) -> None:
     """Add ``fn`` to Ultralytics' default callbacks for ``event`` (``ultralytics.utils.callbacks.base``), which every
-    ``YOLO`` created afterwards copies; idempotent."""
+    ``YOLO`` created afterwards copies; with ``unique``, not if it is there already (idempotent)."""
     from ultralytics.utils.callbacks import base
 
     hooks = base.default_callbacks.setdefault(event, [])
-    if fn not in hooks:
+    if not (unique and fn in hooks):
         hooks.append(fn)
 
 
 def remove_default_callback(event: str, fn: Callable) -> None:
-    """Undo ``add_default_callback``."""
+    """Undo one ``add_default_callback`` (a no-op if ``fn`` is not there)."""
     from ultralytics.utils.callbacks import base
 
     hooks = base.default_callbacks.get(event, [])
-    while fn in hooks:
+    if fn in hooks:
         hooks.remove(fn)
 
 
