@@ -19,9 +19,11 @@ from attn_yolo.nn import (
     SAM,
     SE,
     AttnBuildError,
+    BiLevelRoutingAttention,
     CoordAtt,
     ShuffleAttention,
     SimAM,
+    SKAttention,
     TripletAttention,
 )
 from attn_yolo.registry import ALIASES, MODULES, ModelYamlError, UnknownModuleError, register, unregister
@@ -34,5 +36,6 @@ __all__ += ["register", "transfer", "unfuse_attention", "unregister"]
 __all__ += ["CBAM", "ECA", "EMA", "GAM", "MHSA", "NAM", "SAM", "SE", "CoordAtt", "ShuffleAttention", "SimAM"]
 __all__ += ["TripletAttention"]
 __all__ += ["CAA", "ELA", "LSKA", "MLCA"]  # issue 23
+__all__ += ["BiLevelRoutingAttention", "SKAttention"]  # issue 23
 
 register()

@@ -45,7 +45,8 @@ KERNEL_ALONE = {"CBAM": "k"}
 """Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
 
 UNSCALED = "before width scaling"
-NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive"}
+NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive",
+              ("SKAttention", "groups"): "adaptive", ("BiLevelRoutingAttention", "heads"): "C/32"}
 """What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
 
 

@@ -55,9 +55,11 @@ from attn_yolo.nn import (
     SimAM,
     TripletAttention,
 )
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
 from attn_yolo.nn.cbam import ChannelGate, SpatialGate
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.placebo import Placebo
+from attn_yolo.nn.sk import SKAttention, SKBranches
 from attn_yolo.nn.triplet import ZPoolGate
 from attn_yolo.signatures import max_args
 
@@ -65,6 +67,7 @@ MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "
 MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
 MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
 MODULES |= {"LSKA": LSKA, "MLCA": MLCA, "ELA": ELA, "CAA": CAA}
+MODULES |= {"SKAttention": SKAttention, "BiLevelRoutingAttention": BiLevelRoutingAttention}
 """YAML name → attention block class."""
 
 CONTROLS: dict[str, type[torch.nn.Module]] = {"Placebo": Placebo}
@@ -108,6 +111,12 @@ ALIASES: dict[str, str] = {
     "EfficientLocalizationAttention": "ELA",
     "EfficientLocalAttention": "ELA",
     "ContextAnchorAttention": "CAA",
+    "SK": "SKAttention",
+    "SKNet": "SKAttention",
+    "SKConv": "SKAttention",
+    "BiFormer": "BiLevelRoutingAttention",
+    "BRA": "BiLevelRoutingAttention",
+    "BiLevelRoutingAttention_nchw": "BiLevelRoutingAttention",  # the BiFormer authors' NCHW class name
 }
 """Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
 heatmaps, export and insert see one block); a row naming it logs one line saying so."""
@@ -116,13 +125,15 @@ ALIAS_NOTES: dict[str, str] = {
     "SA": "in YOLO YAMLs SA (with a group count) is Shuffle Attention (SA-Net, Zhang & Yang 2021), not spatial "
     "attention; for CBAM's spatial attention write SAM",
     "CA": "CA is Coordinate Attention (Hou et al. 2021), not channel attention; for a channel gate write SE or ECA",
+    "SKConv": "args are SKAttention's [kernels, r, groups, L, dilated], not SKConv's [M, G, r, stride, L]: two "
+    "branches are kernels=[3, 5]",
 }
 """For a short alias that names two blocks in the literature: what the log line says about the meaning chosen
 (e.g. ``"SA": "in YOLO YAMLs SA with a group count is Shuffle Attention, not spatial attention (SAM)"``)."""
 
 NOT_PROVIDED = (
-    "BAM", "BAMBlock", "SK", "SKNet", "SKAttention", "SKConv", "GC", "GCNet", "GCBlock", "GlobalContext",
-    "ContextBlock", "CrissCrossAttention", "CCNet", "BiFormer", "BiLevelRoutingAttention", "BRA", "DANet", "DAModule",
+    "BAM", "BAMBlock", "GC", "GCNet", "GCBlock", "GlobalContext",
+    "ContextBlock", "CrissCrossAttention", "CCNet", "DANet", "DAModule",
     "PolarizedSelfAttention", "ParNetAttention", "S2Attention", "LSKBlock", "ACmix", "CoTAttention", "SGE",
     "SpatialGroupEnhance", "DoubleAttention", "A2Attention", "ExternalAttention", "OutlookAttention",
     "ResidualAttention", "EffectiveSE", "ESE", "SCSA", "CPCA", "DAT", "DeformableAttention", "AFF",
@@ -136,7 +147,7 @@ a different block by a "did you mean" hint."""
 CSP_BLOCKS: dict[str, type[torch.nn.Module]] = csp.derive(MODULES)
 """``C2f_<X>``, ``C3k2_<X>``, ``SPPF_<X>`` for every block X of ``MODULES`` (``attn_yolo.csp``): YAML name → class."""
 
-SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate, *CSP_BLOCKS.values(),
+SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate, SKBranches, *CSP_BLOCKS.values(),
                 csp.AttnBottleneck]
 
 

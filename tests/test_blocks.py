@@ -10,7 +10,21 @@ import torch.nn.functional as F
 
 import attn_yolo
 from attn_yolo import CBAM, ECA, MHSA, SAM, SE, AttnBuildError
-from attn_yolo.nn import CAA, ELA, EMA, GAM, LSKA, MLCA, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn import (
+    CAA,
+    ELA,
+    EMA,
+    GAM,
+    LSKA,
+    MLCA,
+    NAM,
+    BiLevelRoutingAttention,
+    CoordAtt,
+    ShuffleAttention,
+    SimAM,
+    SKAttention,
+    TripletAttention,
+)
 from attn_yolo.nn.eca import eca_kernel_size
 
 
@@ -59,7 +73,8 @@ def test_module_table():
     assert attn_yolo.MODULES == {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA, "CoordAtt": CoordAtt,
                                  "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention,
                                  "TripletAttention": TripletAttention, "NAM": NAM, "LSKA": LSKA, "MLCA": MLCA,
-                                 "ELA": ELA, "CAA": CAA}
+                                 "ELA": ELA, "CAA": CAA, "SKAttention": SKAttention,
+                                 "BiLevelRoutingAttention": BiLevelRoutingAttention}
     assert all(cls.__module__ == f"attn_yolo.nn.{cls.__module__.split('.')[-1]}" for cls in attn_yolo.MODULES.values())
 
 

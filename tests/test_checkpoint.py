@@ -106,13 +106,14 @@ print('loaded', sum(type(m).__name__ == 'CBAM' for m in model.model.modules()))
 
 
 def test_new_blocks_reload_with_safe_load(tmp_path, assets):
-    """A checkpoint holding CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention and NAM (and every class
-    they pickle) loads under weights-only unpickling in a fresh process."""
+    """A checkpoint holding CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM, SKAttention and
+    BiLevelRoutingAttention (and every class they pickle) loads under weights-only unpickling in a fresh process."""
     from ultralytics import YOLO
 
     import attn_yolo
 
-    new = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM"]
+    new = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention", "NAM", "SKAttention",
+           "BiLevelRoutingAttention"]
     attn_yolo.insert("yolo11n.yaml", new, "backbone", out=tmp_path / "yolo11n-seven.yaml")
     YOLO(str(tmp_path / "yolo11n-seven.yaml")).save(tmp_path / "seven.pt")
     code = f"""

@@ -33,12 +33,14 @@ pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
-              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": []}  # EMA, SA: 4 channels a group
+              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": [], "SKAttention": [],
+              "BiLevelRoutingAttention": [2]}  # EMA, SA: 4 channels a group
 BLOCK_ARGS |= {"LSKA": [11], "MLCA": [], "ELA": ["T"], "CAA": []}  # issue 23's families
 MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
 REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
               "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set(),
-              "LSKA": set(), "MLCA": {"MatMul", "ReduceMean"}, "ELA": MEAN, "CAA": set()}
+              "LSKA": set(), "MLCA": {"MatMul", "ReduceMean"}, "ELA": MEAN, "CAA": set(),
+              "SKAttention": MEAN, "BiLevelRoutingAttention": {"TopK", "Gather"}}
 """The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
 LOCAL_POOLS = {"CAA": {"AveragePool"}}
 """Fixed-window local pools a block has by design (CAA's 7×7 mean, stride 1): size-independent, so allowed."""

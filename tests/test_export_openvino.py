@@ -1,7 +1,7 @@
 """OpenVINO export verified on OpenVINO's CPU plugin, a broken IR caught, TensorRT refused without CUDA, and the export
 matrix (a few cells here; all of them under ``slow``, checked against BENCHMARKS.md).
 
-The model holds all 12 blocks in a row at P3 of a tiny detector (imgsz 64-96), calibrated so its scores spread over
+The model holds every block in a row at P3 of a tiny detector (imgsz 64-96), calibrated so its scores spread over
 (0, 1) and the NMS check compares real detections (``attn_yolo.export.matrix.calibrate``).
 """
 
@@ -71,7 +71,7 @@ def matched(rep: dict) -> int:
 
 # ------------------------------------------------------------------------------------------------------ verification
 def test_every_block_static_and_dynamic_fp32_pass(every_block, capsys):
-    """All 12 blocks: static at 96x160 and dynamic at 96 (batch 3, 128x128, 64x128) verify on OpenVINO in f32."""
+    """Every block: static at 96x160 and dynamic at 96 (batch 3, 128x128, 64x128) verify on OpenVINO in f32."""
     d = Path(every_block).parent
     assert cli.main(["export", f"model={every_block}", "format=openvino", "imgsz=96,160"]) == 0
     out = capsys.readouterr().out

@@ -38,6 +38,8 @@ from attn_yolo.heatmap import (
 )
 from attn_yolo.images import default_sources, read_image
 from attn_yolo.nn import CAA, ELA, EMA, GAM, LSKA, MLCA, NAM, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
+from attn_yolo.nn.sk import SKAttention
 
 IMGSZ = 192
 
@@ -601,10 +603,11 @@ def test_gate_table_names_real_gates():
         found = block_gates(cls(64))
         assert list(found) == list(dict.fromkeys(p for _, *paths in kinds.values() for p in paths))
         marked = {LSKA, MLCA}  # an nn.Identity marks the gate as applied: LSKA's unsquashed A, MLCA's un-pooled mix
-        assert all(isinstance(m, nn.Identity if cls in marked else nn.Sigmoid) for m in found.values()), cls
+        assert all(isinstance(m, nn.Identity if cls in marked else (nn.Sigmoid, nn.Softmax))
+                   for m in found.values()), cls  # Softmax: SK's selection
         assert {fn for fn, *_ in kinds.values()} <= set(GATE_MAP_FNS)
     assert block_gates(MHSA(64)) == {}
-    assert set(MODULES.values()) - set(GATE_MAPS) == {MHSA}
+    assert set(MODULES.values()) - set(GATE_MAPS) == {MHSA, BiLevelRoutingAttention}  # attention, no gates
 
 
 class TinyNew(nn.Module):
@@ -684,6 +687,34 @@ def test_lska_mlca_ela_caa_maps_match_block_outputs():
             np.testing.assert_allclose(m.map, (y.abs().sum(0) / x.abs().sum(0)).numpy(), rtol=1e-5)
             assert m.map.min() >= 0 and m.map.std() > 1e-4 and m.map.shape == (12, 10)
             assert m.block == "LSKA" or m.map.max() <= 1  # gates in [0, 1]; LSKA's |A| is unbounded
+
+
+def test_sk_map_is_the_large_kernel_share():
+    """SKAttention's ``large`` map against its selection recomputed from the paper (Eqs. 3-5, softmax over the two
+    branches): ``G = Σ_c a_5×5,c |x_c| / Σ_c |x_c|``; within ``[min a, max a]`` and not flat on random weights."""
+    torch.manual_seed(0)
+    block = SKAttention(16, groups=4, L=8)
+    for p in block.parameters():
+        nn.init.normal_(p, 0, 0.5)
+    net = TinyNew.__new__(TinyNew)  # TinyNew's forward over ``self.model``, here a conv and the SK block
+    nn.Module.__init__(net)
+    net.model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), block)
+    net.eval()
+    x = torch.randn(2, 3, 12, 10)
+    ins, _, cap = capture_with_io(net, x)
+    maps = cap.maps(1)
+    assert [(m.layer, m.block, m.kind) for m in maps] == [(1, "SKAttention", "large")]
+    xi = ins[1][1].double()
+    with torch.no_grad():
+        u = [br(ins[1][1:2])[0].double() for br in block.branches.convs]
+        s = (u[0] + u[1]).mean((1, 2))
+        z = block.fuse(s.float().view(1, 16, 1, 1)).double().view(-1)
+        logits = (block.fc.weight[:, :, 0, 0].double() @ z).view(2, 16)
+    a = torch.softmax(logits, 0)[1]  # the 5×5 (3×3 dilated 2) branch
+    ref = (a[:, None, None] * xi.abs()).sum(0) / xi.abs().sum(0)
+    np.testing.assert_allclose(maps[0].map, ref.numpy(), rtol=1e-5)
+    assert a.min() - 1e-6 <= maps[0].map.min() and maps[0].map.max() <= a.max() + 1e-6
+    assert maps[0].map.std() > 1e-3
 
 
 def test_map_stats_expose_collapsed_maps():

@@ -46,10 +46,12 @@ PINNED_CLASSES = {
     "MLCA": "attn_yolo.nn.mlca.MLCA",
     "ELA": "attn_yolo.nn.ela.ELA",
     "CAA": "attn_yolo.nn.caa.CAA",
+    "SKAttention": "attn_yolo.nn.sk.SKAttention",
+    "BiLevelRoutingAttention": "attn_yolo.nn.biformer.BiLevelRoutingAttention",
 }
 PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate",
                   "attn_yolo.nn.layer_scale.LayerScale",
-                  "attn_yolo.nn.triplet.ZPoolGate"}
+                  "attn_yolo.nn.triplet.ZPoolGate", "attn_yolo.nn.sk.SKBranches"}
 
 
 def modules() -> dict[str, Path]:

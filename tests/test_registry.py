@@ -397,7 +397,7 @@ def test_unknown_module_hints():
         f"model YAML row 11 (backbone): 'BAM' is not an attn_yolo block (provided: {', '.join(attn_yolo.MODULES)}) "
         f"nor a module Ultralytics' YAML parser knows; aliases: {', '.join(ALIASES)}"
     )
-    assert "'SKAttention' is not an attn_yolo block" in message("SKAttention")
+    assert "'GCNet' is not an attn_yolo block" in message("GCNet")
     assert "Did you mean 'SEAttention'?" in message("SEAttenion")  # an alias is suggested as written
     assert "Did you mean 'nn.Upsample'?" in message("Upsample")
     assert "Did you mean 'ECA'?" in message("eca")

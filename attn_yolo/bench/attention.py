@@ -26,7 +26,7 @@ from attn_yolo.bench.common import (
     short_error,
     timed,
 )
-from attn_yolo.nn import MHSA
+from attn_yolo.nn import MHSA, BiLevelRoutingAttention
 
 C, HEADS = 128, 4  # attention benchmark: 4 heads × head width 32
 ULTRA_ATTN_RATIO = 1.0  # Ultralytics Attention(128, 4, attn_ratio=1.0): key_dim = head_dim = 32 for q, k and v
@@ -36,6 +36,7 @@ ATTN_KINDS = {  # case name → (level, label)
     "mhsa": ("block", "MHSA(128, heads=4), fused"),
     "mhsa_explicit": ("block", "MHSA(128, heads=4), fused=False"),
     "ultra": ("block", "Ultralytics Attention(128, 4, attn_ratio=1.0)"),
+    "bra": ("block", "BiLevelRoutingAttention(128, heads=4), 7×7 regions, top-4"),
 }
 PASSES = ("fwd", "fwdbwd")
 MIN_REPEATS = 3  # a case whose single run exceeds case_budget_s / repeats runs this many times at least
@@ -52,6 +53,8 @@ def attention_inputs(kind: str, n: int, seed: int = 0):
         from ultralytics.nn.modules.block import Attention
 
         m = Attention(C, num_heads=HEADS, attn_ratio=ULTRA_ATTN_RATIO)
+    elif kind == "bra":
+        m = BiLevelRoutingAttention(C, heads=HEADS)
     else:
         m = MHSA(C, heads=HEADS)
         m.fused = kind in ("sdpa", "mhsa")
@@ -283,6 +286,10 @@ def attention_targets(s: Section, results: dict, tokens) -> None:
                 parts.append(f"{k} {p}: {what}")
         s.targets.append(("N=25600 explicit paths (score matrix 2.5 GiB/head): report outcome", "; ".join(parts),
                           "reported", ""))
+        parts = [f"{p}: " + (get("bra", n1, p).get("error") or f"{fmt(get('bra', n1, p).get('ms'))} ms, "
+                             f"{fmt(get('bra', n1, p).get('peak_mib'))} MiB") for p in PASSES]
+        s.targets.append(("BiLevelRoutingAttention at P3 of a 1280 input (160×160 tokens, C=128 as yolo11n's P3): "
+                          "memory", "; ".join(parts), "reported", ""))
     kernels = {(k, n, p): get(k, n, p).get("kernel") for k in ("sdpa", "mhsa") for n in tokens for p in PASSES}
     bad = sorted({f"{k} N={n} {p}: {v}" for (k, n, p), v in kernels.items() if v and "flash" not in v})
     seen = sorted({v for v in kernels.values() if v})

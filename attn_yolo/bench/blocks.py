@@ -67,6 +67,16 @@ VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; addi
         "a 7×7 average pool (as 1×7 + 7×1) and two dense 1×1 convs C→C with BN+SiLU over every map: about 0.3 "
         "GMACs on yolo11n at 640, ~10 % of its compute, by design; drop it from P3 or use it inside C3k2",
     ),
+    "skattention": Variant(
+        0.08,
+        "two grouped 3×3 convs (one dilated) + BN + ReLU per stage, the branch stack and the weighted sum over the "
+        "full map; drop it from P3 or use fewer groups' worth of channels",
+    ),
+    "bilevelroutingattention": Variant(
+        0.15,
+        "at P5 (400 tokens) the cost is the qkv/out 1×1 convs, the region gather and SDPA per region; the same "
+        "block at P3 attends 6400 tokens (12× the gathered keys)",
+    ),
     "gam": Variant(
         0.15,
         "dense 7×7 convs C→C/r→C without pooling: 2·49·C²/r MACs per pixel, about 5 GFLOPs at P3 (80×80, C=128) "

@@ -16,10 +16,12 @@ import torch
 from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
 from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
 from attn_yolo.nn.caa import CAA
 from attn_yolo.nn.ela import ELA
 from attn_yolo.nn.lska import LSKA
 from attn_yolo.nn.mlca import MLCA
+from attn_yolo.nn.sk import SKAttention
 from attn_yolo.sdpa import is_fused
 
 ULTRALYTICS_MIN_OPSET = 9
@@ -46,6 +48,12 @@ MIN_OPSET: dict[type, tuple[int, str]] = {
     MLCA: (11, "Range (adaptive pool windows from the input's H, W), Div, Less/GreaterOrEqual, MatMul, 1-D Conv"),
     ELA: (ULTRALYTICS_MIN_OPSET, "ReduceMean, grouped 1-D Conv, InstanceNormalization (GroupNorm), Sigmoid, Mul"),
     CAA: (ULTRALYTICS_MIN_OPSET, "AveragePool (1×7, 7×1, fixed windows), Conv, Sigmoid, Mul"),
+    SKAttention: (ULTRALYTICS_MIN_OPSET, "grouped and dilated Conv, ReduceMean, Softmax over branches, ReduceSum"),
+    BiLevelRoutingAttention: (
+        14,
+        "scaled_dot_product_attention with a mask (from 14, as MHSA); TopK with k as an input (10), Pad with the "
+        "padding computed from H, W (11), Gather of the routed regions",
+    ),
 }
 """Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
 SDPA_MIN_OPSET = (14, "Ultralytics' Attention/AAttn fused (sdpa=True): scaled_dot_product_attention, as MHSA")

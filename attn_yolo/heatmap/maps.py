@@ -52,6 +52,7 @@ from attn_yolo.nn.caa import CAA
 from attn_yolo.nn.ela import ELA
 from attn_yolo.nn.lska import LSKA
 from attn_yolo.nn.mlca import MLCA
+from attn_yolo.nn.sk import SKAttention
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
@@ -196,6 +197,7 @@ GATE_MAPS: dict[type, dict[str, tuple[str, ...]]] = {
     MLCA: {"gain": ("gain", "gate")},
     ELA: {"coord": ("gain", "gate_h", "gate_w")},
     CAA: {"gain": ("gain", "gate")},
+    SKAttention: {"large": ("large", "select")},
 }
 """Block class → ``{map kind: (GATE_MAP_FNS key, path of each gate submodule it reads)}``, in display order. A hook
 records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map. Adding a gated block is one
@@ -217,6 +219,10 @@ entry here. What each block's maps are (all computed from the gates the block ap
   ``‖x ⊙ A‖₁ / ‖x‖₁`` per location, ``>= 0`` and possibly above 1.
 - ``MLCA`` ``gain``: the un-pooled mixed gate ``(B, C, H, W)`` as applied; ``ELA`` ``coord``: ``y^h ⊙ y^w`` as
   ``CoordAtt``; ``CAA`` ``gain``: its element-wise gate ``A``.
+- ``SKAttention`` ``large``: its kernel selection ``a`` ``(B, M, C, 1, 1)`` (softmax over the ``M`` branches) for
+  the largest kernel, as the gain over ``x``: the magnitude-weighted share of the channels at each location that the
+  block takes from its largest kernel (1: all from it; ``1 / M``: no preference). The selection is per channel, so
+  the map shows where the channels that prefer the large receptive field are active.
 """
 
 GATE_MAP_FNS = {
@@ -228,6 +234,7 @@ GATE_MAP_FNS = {
     "half1": lambda x, g: gain_map(shuffle_half(x, g, 1), g),  # ShuffleAttention: spatial-gate half
     "cw": lambda x, g: gain_map(x, g.transpose(1, 2)),  # Triplet (B, 1, C, W) → (B, C, 1, W)
     "hc": lambda x, g: gain_map(x, g.permute(0, 3, 2, 1)),  # Triplet (B, 1, H, C) → (B, C, H, 1)
+    "large": lambda x, a: gain_map(x, a[:, -1]),  # SKAttention: selection (B, M, C, 1, 1) of the largest kernel
 }
 """``GATE_MAPS`` key → ``fn(x, *gates)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the
 recorded gate outputs."""
