@@ -32,10 +32,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
-BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
-              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": [], "SKAttention": [],
-              "BiLevelRoutingAttention": [2]}  # EMA, SA: 4 channels a group
-BLOCK_ARGS |= {"LSKA": [11], "MLCA": [], "ELA": ["T"], "CAA": []}  # issue 23's families
+from attn_yolo.export.matrix import BLOCK_ARGS  # noqa: E402  (each block's args on a 32-channel P3)
+
 MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
 REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
               "SimAM": MEAN, "GAM": set(), "ShuffleAttention": MEAN, "TripletAttention": MEAN_MAX, "NAM": set(),

@@ -28,7 +28,7 @@ import torch
 
 BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
               "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": [], "SKAttention": [],
-              "BiLevelRoutingAttention": [2]}
+              "BiLevelRoutingAttention": [2], "LSKA": [11], "MLCA": [], "ELA": ["T"], "CAA": []}
 """YAML args of each block on the tiny model's 32-channel P3 (EMA, ShuffleAttention: 4 channels a group;
 BiLevelRoutingAttention: 2 heads of 16)."""
 
