@@ -109,3 +109,42 @@ def write_config(folder: Path, data: Path, **over) -> Path:
     path = folder / "ablation.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
+
+
+# ------------------------------------------------------------------------------- float64 references of the blocks
+def randomized(m, seed: int = 0, std: float = 0.7):
+    """``m`` in float64 with every parameter ~ N(0, std²) and BatchNorm statistics random, so no term can hide at
+    its init value (the blocks' float64 reference tests)."""
+    import torch
+
+    torch.manual_seed(seed)
+    m = m.double()
+    for p in m.parameters():
+        p.data = torch.randn_like(p) * std
+    for b in m.modules():
+        if isinstance(b, torch.nn.BatchNorm2d):
+            b.running_mean.normal_(0, 0.5)
+            b.running_var.uniform_(0.5, 2.0)
+    return m
+
+
+def bn(t, mod, train: bool):
+    """BatchNorm over axis 1 of ``t`` written out: batch statistics (biased variance) in training, running ones in
+    eval."""
+    import torch
+
+    dims = [d for d in range(t.dim()) if d != 1]
+    shape = [1, -1] + [1] * (t.dim() - 2)
+    if train:
+        mean, var = t.mean(dims, keepdim=True), t.var(dims, unbiased=False, keepdim=True)
+    else:
+        mean, var = mod.running_mean.view(shape), mod.running_var.view(shape)
+    return (t - mean) / torch.sqrt(var + mod.eps) * mod.weight.view(shape) + mod.bias.view(shape)
+
+
+def x64(*shape, seed: int = 1):
+    """A float64 input ~ N(0, 2²) of ``shape``, seeded."""
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.randn(*shape, dtype=torch.float64) * 2

@@ -4,6 +4,7 @@ papers' equations (not from the blocks' code), plus group-count rules, gradcheck
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import bn, randomized, x64
 
 import attn_yolo
 from attn_yolo import AttnBuildError
@@ -16,41 +17,12 @@ NEW = ["CoordAtt", "EMA", "SimAM", "GAM", "ShuffleAttention", "TripletAttention"
 TOL = {"atol": 1e-6, "rtol": 0}  # float64 references: equal to 1e-6
 
 
-def randomized(m: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """``m`` in float64 with every parameter and BatchNorm statistic random, so no term can hide at its init value."""
-    torch.manual_seed(seed)
-    m = m.double()
-    for p in m.parameters():
-        p.data = torch.randn_like(p) * 0.7
-    for b in m.modules():
-        if isinstance(b, torch.nn.BatchNorm2d):
-            b.running_mean.normal_(0, 0.5)
-            b.running_var.uniform_(0.5, 2.0)
-    return m
-
-
-def bn(t: torch.Tensor, mod: torch.nn.BatchNorm2d, train: bool) -> torch.Tensor:
-    """BatchNorm over axis 1 of ``t``: batch statistics (biased variance) in training, running ones in eval."""
-    dims = [d for d in range(t.dim()) if d != 1]
-    shape = [1, -1] + [1] * (t.dim() - 2)
-    if train:
-        mean, var = t.mean(dims, keepdim=True), t.var(dims, unbiased=False, keepdim=True)
-    else:
-        mean, var = mod.running_mean.view(shape), mod.running_var.view(shape)
-    return (t - mean) / torch.sqrt(var + mod.eps) * mod.weight.view(shape) + mod.bias.view(shape)
-
-
 def capture(m: torch.nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
     """Outputs of the named submodules of ``m`` in its next forward pass."""
     seen = {}
     for n in names:
         m.get_submodule(n).register_forward_hook(lambda mod, i, o, n=n: seen.__setitem__(n, o))
     return seen
-
-
-def x64(*shape, seed=1) -> torch.Tensor:
-    torch.manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.float64) * 2
 
 
 # ------------------------------------------------------------------------------------------------------- CoordAtt

@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import bn, x64
+from conftest import randomized as _randomized
 
 import attn_yolo
 from attn_yolo import AttnBuildError
@@ -14,26 +16,14 @@ from attn_yolo.nn import CAA, ELA, LSKA, MLCA
 from attn_yolo.nn.lska import LSKA_KERNELS
 from attn_yolo.registry import ALIASES, NOT_PROVIDED
 
+
+def randomized(m, seed: int = 0, std: float = 0.5):
+    """``conftest.randomized`` with this file's weight scale (0.5)."""
+    return _randomized(m, seed, std)
+
+
 FAMILIES = ["LSKA", "MLCA", "ELA", "CAA"]
 TOL = {"atol": 1e-6, "rtol": 0}
-
-
-def randomized(m: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """``m`` in float64, every parameter and BatchNorm statistic random (no term hides at its init value)."""
-    torch.manual_seed(seed)
-    m = m.double()
-    for p in m.parameters():
-        p.data = torch.randn_like(p) * 0.5
-    for b in m.modules():
-        if isinstance(b, torch.nn.BatchNorm2d):
-            b.running_mean.normal_(0, 0.5)
-            b.running_var.uniform_(0.5, 2.0)
-    return m
-
-
-def x64(*shape, seed=1) -> torch.Tensor:
-    torch.manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.float64) * 2
 
 
 def capture(m: torch.nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
@@ -66,14 +56,6 @@ def pointwise(x: torch.Tensor, w: torch.Tensor, b=None) -> torch.Tensor:
     """1×1 conv ``C_in → C_out``: ``einsum`` with the weight ``(C_out, C_in)``."""
     out = torch.einsum("oc,bchw->bohw", w, x)
     return out if b is None else out + b.view(1, -1, 1, 1)
-
-
-def bn(t: torch.Tensor, mod: torch.nn.BatchNorm2d, train: bool) -> torch.Tensor:
-    if train:
-        mean, var = t.mean((0, 2, 3), keepdim=True), t.var((0, 2, 3), unbiased=False, keepdim=True)
-    else:
-        mean, var = mod.running_mean.view(1, -1, 1, 1), mod.running_var.view(1, -1, 1, 1)
-    return (t - mean) / torch.sqrt(var + mod.eps) * mod.weight.view(1, -1, 1, 1) + mod.bias.view(1, -1, 1, 1)
 
 
 def windows(n_in: int, n_out: int) -> list[range]:

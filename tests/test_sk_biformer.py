@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import bn, x64
+from conftest import randomized as _randomized
 from ultralytics.nn import tasks
 from ultralytics.nn.tasks import DetectionModel
 
@@ -16,6 +18,12 @@ from attn_yolo.insertion import insert_dict
 from attn_yolo.nn.biformer import BiLevelRoutingAttention, region_grid
 from attn_yolo.nn.sk import SKAttention
 from attn_yolo.registry import ALIASES
+
+
+def randomized(m, seed: int = 0, std: float = 0.5):
+    """``conftest.randomized`` with this file's weight scale (0.5)."""
+    return _randomized(m, seed, std)
+
 
 TOL = {"atol": 1e-6, "rtol": 0}
 NEW = ["SKAttention", "BiLevelRoutingAttention"]
@@ -30,40 +38,11 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def randomized(m: torch.nn.Module, seed: int = 0, std: float = 0.5) -> torch.nn.Module:
-    """``m`` in float64 with every parameter and BatchNorm statistic random."""
-    torch.manual_seed(seed)
-    m = m.double()
-    for p in m.parameters():
-        p.data = torch.randn_like(p) * std
-    for b in m.modules():
-        if isinstance(b, torch.nn.BatchNorm2d):
-            b.running_mean.normal_(0, 0.5)
-            b.running_var.uniform_(0.5, 2.0)
-    return m
-
-
-def bn(t: torch.Tensor, mod: torch.nn.BatchNorm2d, train: bool) -> torch.Tensor:
-    """BatchNorm over axis 1: batch statistics (biased variance) in training, running ones in eval."""
-    dims = [d for d in range(t.dim()) if d != 1]
-    shape = [1, -1] + [1] * (t.dim() - 2)
-    if train:
-        mean, var = t.mean(dims, keepdim=True), t.var(dims, unbiased=False, keepdim=True)
-    else:
-        mean, var = mod.running_mean.view(shape), mod.running_var.view(shape)
-    return (t - mean) / torch.sqrt(var + mod.eps) * mod.weight.view(shape) + mod.bias.view(shape)
-
-
 def total(out) -> torch.Tensor:
     """Sum of every tensor in a (nested) model output."""
     if isinstance(out, torch.Tensor):
         return out.float().sum()
     return sum(total(o) for o in (out.values() if isinstance(out, dict) else out))
-
-
-def x64(*shape, seed=1) -> torch.Tensor:
-    torch.manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.float64)
 
 
 # ------------------------------------------------------------------------------------------------------ SKAttention
