@@ -5,37 +5,14 @@ name them, e.g. ``[-1, 1, CBAM, [16, 7]]``, with input channels inferred from th
 """
 
 from attn_yolo.insertion import insert, transfer
-from attn_yolo.nn import (
-    CAA,
-    CBAM,
-    ECA,
-    ELA,
-    EMA,
-    GAM,
-    LSKA,
-    MHSA,
-    MLCA,
-    NAM,
-    SAM,
-    SE,
-    AttnBuildError,
-    BiLevelRoutingAttention,
-    CoordAtt,
-    ShuffleAttention,
-    SimAM,
-    SKAttention,
-    TripletAttention,
-)
+from attn_yolo.nn import *  # noqa: F403  (every block class; attn_yolo.nn.__all__)
+from attn_yolo.nn import AttnBuildError
 from attn_yolo.registry import ALIASES, MODULES, ModelYamlError, UnknownModuleError, register, unregister
 from attn_yolo.sdpa import fuse_attention, unfuse_attention
 
 __version__ = "0.1.0"
 __all__ = ["ALIASES", "MODULES", "AttnBuildError", "ModelYamlError", "UnknownModuleError", "fuse_attention", "insert"]
 __all__ += ["register", "transfer", "unfuse_attention", "unregister"]
-# every block class of MODULES, by its YAML name (tests/test_blocks.py checks that none is missing)
-__all__ += ["CBAM", "ECA", "EMA", "GAM", "MHSA", "NAM", "SAM", "SE", "CoordAtt", "ShuffleAttention", "SimAM"]
-__all__ += ["TripletAttention"]
-__all__ += ["CAA", "ELA", "LSKA", "MLCA"]  # issue 23
-__all__ += ["BiLevelRoutingAttention", "SKAttention"]  # issue 23
+__all__ += list(MODULES)  # every block class, by its YAML name (tests/test_blocks.py checks each resolves)
 
 register()
