@@ -266,7 +266,8 @@ def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: st
 
 def _full(cls: type, kwargs: dict) -> tuple:
     """The block's hyperparameters a reading gives, defaults filled in (two readings that agree build one block)."""
-    return tuple((p.name, kwargs.get(p.name, p.default)) for p in list(inspect.signature(cls).parameters.values())[1:])
+    return tuple((p.name, tuple(v) if isinstance(v := kwargs.get(p.name, p.default), list) else v)  # lists hashable
+                 for p in list(inspect.signature(cls).parameters.values())[1:])
 
 
 def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
@@ -283,8 +284,7 @@ def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
 
 
 def _canonical(cls: type, kwargs: dict, pad: bool = False) -> list:
-    """``kwargs`` as a row in our own signature, positional, defaults filling gaps (up to the last given; ``pad``:
-    every parameter)."""
+    """``kwargs`` as a row in our signature, positional, defaults filling gaps (to the last given; ``pad``: all)."""
     params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
     names = [p.name for p in params]
     n = len(params) if pad else max((names.index(k) + 1 for k in kwargs), default=0)

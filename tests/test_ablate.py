@@ -306,7 +306,7 @@ def test_insert_specs_take_block_aliases(tmp_path, tiny_data):
         (
             "variants[1] (ca).module: unknown module 'CoordAttn' (did you mean CoordAtt?); one of "
             "SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM, "
-            "LSKA, MLCA, ELA, CAA or an alias (`attn-yolo modules`)"
+            "LSKA, MLCA, ELA, CAA, SKAttention, BiLevelRoutingAttention or an alias (`attn-yolo modules`)"
         )
     ]
 

@@ -146,7 +146,7 @@ def test_every_block_is_measured(yaml_name, photos):
         assert row["nonfinite"] == 0 and math.isfinite(row["knockout"]), name
         if row["block"] == "LSKA":  # its attention map A is not squashed: no [0, 1] gate, no saturation
             assert math.isfinite(row["gate_mean"]) and math.isnan(row["saturated"]), name
-        elif row["block"] != "MHSA":
+        elif row["block"] not in ("MHSA", "BiLevelRoutingAttention"):  # no gates: attention over tokens
             assert 0 <= row["gate_mean"] <= 1 and 0 <= row["saturated"] <= 1, name
         assert math.isnan(row["entropy"]) or 0 <= row["entropy"] <= 1 + 1e-9, name
 

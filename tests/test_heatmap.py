@@ -776,7 +776,7 @@ def test_model_without_attention_blocks(tmp_path):
     with pytest.raises(
         NoAttentionError,
         match=r"no attention blocks \(SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, "
-        r"TripletAttention, NAM, LSKA, MLCA, ELA, CAA\).*cam=eigencam",
+        r"TripletAttention, NAM, LSKA, MLCA, ELA, CAA, SKAttention, BiLevelRoutingAttention\).*cam=eigencam",
     ):
         heatmaps(plain, src, imgsz=128)
     plain.save(str(tmp_path / "plain.pt"))

@@ -219,7 +219,7 @@ def test_insert_writes_the_hand_written_golden_yamls(base, module, at, args, nam
 
 
 def test_shipped_model_yamls_equal_the_golden_ones():
-    """models/yolo11-<block>.yaml: the hand-written golden rows with the block's args (MHSA at the SPPF site)."""
+    """models/yolo11-<block>.yaml: the hand-written golden rows with the block's args (MHSA, BRA at the SPPF site)."""
     shipped = {p.stem.removeprefix("yolo11-"): p for p in (ROOT / "models").glob("yolo11-*.yaml")}
     inside = shipped.pop("c3k2_cbam")  # CBAM inside the backbone's C3k2 rows: Ultralytics' rows, 4 renamed
     assert set(shipped) == {m.lower() for m in MODULES}
@@ -229,8 +229,11 @@ def test_shipped_model_yamls_equal_the_golden_ones():
     args = {"SAM": [7], "CBAM": [16, 7], "MHSA": [4]}
     for module in MODULES:
         d = yaml.safe_load(shipped[module.lower()].read_text())
-        want = golden("yolo11-sppf-mhsa.yaml") if module == "MHSA" else golden("yolo11-backbone.yaml", module,
-                                                                                  args.get(module, []))
+        if module in ("MHSA", "BiLevelRoutingAttention"):  # token attention: at P5 only (after SPPF / C2PSA)
+            want = golden("yolo11-sppf-mhsa.yaml")
+            want["backbone"][11][2:] = [module, args.get(module, [])]
+        else:
+            want = golden("yolo11-backbone.yaml", module, args.get(module, []))
         assert {"backbone": d["backbone"], "head": d["head"]} == want, module
         assert others(d) == others(yaml_model_load("yolo11.yaml")), module
 
