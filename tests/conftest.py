@@ -6,6 +6,7 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import hashlib  # noqa: E402
+import logging  # noqa: E402
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -148,3 +149,28 @@ def x64(*shape, seed: int = 1):
 
     torch.manual_seed(seed)
     return torch.randn(*shape, dtype=torch.float64) * 2
+
+
+class _AttnYoloLines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        if record.getMessage().startswith("attn-yolo: "):
+            self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def log():
+    """attn-yolo's lines (``attn-yolo: ...``) in Ultralytics' LOGGER during the test."""
+    handler, logger = _AttnYoloLines(), logging.getLogger("ultralytics")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)
+
+
+def truncated(d: dict, rows: int) -> dict:
+    """Model dict ``d`` with its first ``rows`` rows only (the rest cannot change how those are built)."""
+    all_rows, nb = d["backbone"] + d["head"], len(d["backbone"])
+    return {**d, "backbone": all_rows[: min(rows, nb)], "head": all_rows[nb:rows]}

@@ -1,10 +1,10 @@
 """Attention rows as public YAMLs write them: each read as its author meant (one log line), or refused with the edit."""
 
 import functools
-import logging
 
 import pytest
 import torch
+from conftest import truncated
 from ultralytics.nn import tasks
 from ultralytics.nn.tasks import DetectionModel, yaml_model_load
 
@@ -60,30 +60,6 @@ CASES = [
     ("MHSA", [2, 4.0], "p5", MHSA, {"heads": 2}, False),
     ("SAM", [], "cat", SAM, {"k": 7}, False),
 ]
-
-
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log():
-    """Lines Ultralytics' LOGGER writes during the test."""
-    handler, logger = Lines(), logging.getLogger("ultralytics")
-    logger.addHandler(handler)
-    yield handler.lines
-    logger.removeHandler(handler)
-
-
-def truncated(d: dict, rows: int) -> dict:
-    """``d`` with its first ``rows`` rows only (the rest cannot change how those are built)."""
-    all_rows, nb = d["backbone"] + d["head"], len(d["backbone"])
-    return {**d, "backbone": all_rows[: min(rows, nb)], "head": all_rows[nb:rows]}
 
 
 def meta_forward(seq, y: list | None = None) -> torch.Tensor:

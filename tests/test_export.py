@@ -32,7 +32,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
-from attn_yolo.export.matrix import BLOCK_ARGS  # noqa: E402  (each block's args on a 32-channel P3)
+from attn_yolo.export.matrix import BLOCK_ARGS, tiny_yaml  # noqa: E402  (each block's args on a 32-channel P3)
+from attn_yolo.export.matrix import calibrate as informative  # noqa: E402
 
 MEAN, MEAN_MAX = {"ReduceMean"}, {"ReduceMean", "ReduceMax"}
 REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA": set(), "CoordAtt": MEAN, "EMA": MEAN,
@@ -54,58 +55,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def tiny_yaml(block: str) -> dict:
-    """Three stride-2 convs, the block at P3 (stride 8), two more convs (P4, P5), Detect on P3-P5; nc=2."""
-    return {
-        "nc": 2,
-        "backbone": [
-            [-1, 1, "Conv", [16, 3, 2]],
-            [-1, 1, "Conv", [32, 3, 2]],
-            [-1, 1, "Conv", [32, 3, 2]],
-            [-1, 1, block, BLOCK_ARGS[block]],  # 3
-            [-1, 1, "Conv", [64, 3, 2]],
-            [-1, 1, "Conv", [64, 3, 2]],
-        ],
-        "head": [[[3, 4, 5], 1, "Detect", ["nc"]]],
-    }
-
-
-def informative(yolo, imgsz: int = 128, boxes: int = 20, std: float = 1.0) -> None:
-    """Make a random detector's outputs depend on its input (see the module docstring).
-
-    Each BatchNorm is rescaled to unit output std on the test photos (one scalar per layer, in forward order); then the
-    last class conv of each Detect level to logit std ``std``, with a bias that lets about ``boxes`` scores exceed 0.25.
-    """
-    x = V.letterbox_batch([im for _, im in V.load_images()], (imgsz, imgsz))
-
-    def unit_std(bn, inp, out):
-        s = float(out.std())
-        bn.weight.data /= s
-        bn.bias.data /= s
-        return out / s
-
-    hooks = [m.register_forward_hook(unit_std) for m in yolo.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    V.torch_raw(yolo.model, x)
-    for h in hooks:
-        h.remove()
-    convs = [seq[-1] for seq in yolo.model.model[-1].cv3]
-    logits = {}
-
-    def keep(conv, inp, out):
-        logits[conv] = out - conv.bias.view(1, -1, 1, 1)
-
-    hooks = [c.register_forward_hook(keep) for c in convs]
-    V.torch_raw(yolo.model, V.letterbox_batch([V.load_images()[0][1]], (imgsz, imgsz)))
-    for h in hooks:
-        h.remove()
-    scaled = {c: std / float(logits[c].std()) for c in convs}
-    allv = torch.cat([(logits[c] * scaled[c]).flatten() for c in convs])
-    bias = float(np.log(0.25 / 0.75)) - float(torch.quantile(allv, 1 - boxes / allv.numel()))
-    for c in convs:
-        c.weight.data *= scaled[c]
-        c.bias.data.fill_(bias)
-
-
 def save_model(yolo, path) -> str:
     yolo.save(str(path))
     assert YOLO(str(path)).model.yaml == yolo.model.yaml  # the checkpoint reloads
@@ -123,7 +72,7 @@ def tiny(tmp_path_factory):
             (d / f"tiny-{block}.yaml").write_text(yaml.safe_dump(tiny_yaml(block)))
             torch.manual_seed(0)
             y = YOLO(str(d / f"tiny-{block}.yaml"))
-            informative(y)
+            informative(y, 128)
             cache[block] = save_model(y, d / f"tiny-{block}.pt")
         return cache[block]
 

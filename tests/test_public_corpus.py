@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import ast
 import functools
-import logging
 import re
 
 import pytest
 import torch
+from conftest import truncated
 from ultralytics.nn import tasks
 from ultralytics.nn.tasks import yaml_model_load
 
@@ -26,30 +26,6 @@ BLOCKS = {c.__name__: c for c in (SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM
                                    TripletAttention, NAM)}
 P5 = {"yolov8": 9, "yolo11": 10, "yolo26": 10}  # SPPF (yolov8) / C2PSA: 1024 channels as written
 HEAD_P3 = {"yolov8": 15, "yolo11": 16}  # the head's P3 C2f / C3k2: 256 as written
-
-
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        if record.getMessage().startswith("attn-yolo: "):
-            self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def log():
-    """attn-yolo's lines in Ultralytics' LOGGER during the test."""
-    handler, logger = Lines(), logging.getLogger("ultralytics")
-    logger.addHandler(handler)
-    yield handler.lines
-    logger.removeHandler(handler)
-
-
-def truncated(d: dict, rows: int) -> dict:
-    all_rows, nb = d["backbone"] + d["head"], len(d["backbone"])
-    return {**d, "backbone": all_rows[: min(rows, nb)], "head": all_rows[nb:rows]}
 
 
 def parse(d: dict):

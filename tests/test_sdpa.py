@@ -521,3 +521,35 @@ def test_device_rows_on_cpu(always_sdpa):
     assert by["fused, flash forced", "forward"][5] == "flash (CPU)"
     assert str(by["fused, memory-efficient forced", "forward"][6]).startswith("unavailable")
     assert float(by["stock (explicit)", "train"][7]) == 1.0
+
+
+@pytest.mark.parametrize("make", [lambda: Attention(64, num_heads=2), lambda: AAttn(64, num_heads=2, area=4)])
+def test_attention_free_bound_drops_only_the_attention_math(make):
+    """The bench's bound (``attention_free``): inside, each layer is proj(v + pe(v)) with v sliced from qkv by hand
+    (Ultralytics' channel layout: per head q | k | v); outside, the stock output again."""
+    from attn_yolo.bench.ultralytics_attn import attention_free
+
+    torch.manual_seed(0)
+    m, x = make().eval(), torch.randn(2, 64, 8, 8)
+    stock = m(x)
+    nh, hd = m.num_heads, m.head_dim
+    kd = getattr(m, "key_dim", hd)
+    qkv = m.qkv(x).reshape(2, nh, 2 * kd + hd, 64)
+    v = qkv[:, :, 2 * kd :, :].reshape(2, 64, 8, 8)
+    with attention_free(m):
+        assert torch.allclose(m(x), m.proj(v + m.pe(v)), atol=1e-6)
+        assert not torch.allclose(m(x), stock, atol=1e-3)
+    assert "forward" not in vars(m) and torch.equal(m(x), stock)
+
+
+def test_training_target_names_the_attention_free_bound():
+    """A missed 1.3× whose bound is below 1.3 says no kernel can reach it, with the share fused takes."""
+    from attn_yolo.bench.common import Section
+    from attn_yolo.bench.ultralytics_attn import _targets
+
+    s = Section("6")
+    res = {("yolo12n.yaml", 640): {"train": {"speed": 1.14, "bound": 1.28, "memory": 1.1}}}
+    _targets(s, res)
+    row = next(t for t in s.targets if "1.3×" in t[0])
+    assert row[2] == "missed" and "bound 1.28×: no kernel can reach 1.3× here" in row[3]
+    assert f"{100 * (1 - 1 / 1.14) / (1 - 1 / 1.28):.2g} %" in row[3]  # (1 - fused/stock) / (1 - none/stock)

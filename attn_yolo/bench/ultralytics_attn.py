@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
+import types
 
 import torch
 
@@ -22,9 +24,10 @@ from attn_yolo.bench.common import (
     short_error,
     timed,
 )
-from attn_yolo.sdpa import CPU_MIN_TOKENS, fuse_attention, kernel_for
+from attn_yolo.sdpa import CPU_MIN_TOKENS, attention_layers, fuse_attention, kernel_for
 
-IMPLS = ("stock", "fused")
+IMPLS = ("stock", "fused", "none")
+"""``none``: the attention math taken out (``attention_free``), the bound no attention kernel can beat."""
 PASSES = {"forward": "forward (eval, no grad)", "train": "training step (loss fwd+bwd, SGD)"}
 RESULT_MARK = "ATTN_YOLO_ULTRA_RESULT "
 MODULES = {  # label → (Ultralytics class, kwargs, channels): the layers as yolo11n / yolo12n build them
@@ -34,9 +37,34 @@ MODULES = {  # label → (Ultralytics class, kwargs, channels): the layers as yo
 }
 
 
+def _value_path(m, x: torch.Tensor) -> torch.Tensor:
+    """Ultralytics ``Attention`` / ``AAttn`` without softmax(QKᵀ)V: ``proj(v + pe(v))``, the convs (qkv, pe, proj)
+    as in stock and v standing for the attention output. x: (B, C, H, W) → (B, C, H, W)."""
+    B, C, H, W = x.shape
+    qk = 2 * getattr(m, "key_dim", m.head_dim)  # Attention: q, k of key_dim; AAttn: of head_dim
+    v = m.qkv(x).view(B, m.num_heads, qk + m.head_dim, H * W)[:, :, qk:].reshape(B, C, H, W)
+    return m.proj(v + m.pe(v))
+
+
+@contextlib.contextmanager
+def attention_free(model):
+    """Within: every Ultralytics ``Attention`` / ``AAttn`` of ``model`` skips its attention math (``_value_path``, an
+    instance-level ``forward``), so a pass's time is the lower bound for any attention kernel (stock, SDPA, a future
+    one): ``stock / none`` is the most speed any kernel can give the model."""
+    layers = [m for _, m in attention_layers(model)]
+    for m in layers:
+        m.forward = types.MethodType(_value_path, m)
+    try:
+        yield
+    finally:
+        for m in layers:
+            del m.forward
+
+
 def run_model_case(yaml: str, imgsz: int, batch: int, rounds: int, threads: int, force: bool = False) -> dict:
-    """Stock vs fused for one model and size in this process: per pass, a profiled warm-up of each (the attention
-    kernels that ran), then ``rounds`` rounds, each running both (order alternating); per run its time and extra peak
+    """Stock vs fused (and ``none``: attention math skipped, the bound) for one model and size in this process: per
+    pass, a profiled warm-up of each (the attention kernels that ran), then ``rounds`` rounds, each running all three
+    (order alternating); per run its time and extra peak
     resident memory (``PeakMemory``) over the resident memory just before it. Both are the same model object,
     switched with ``fuse_attention(model, enabled)``: same weights, same inputs. ``force``: SDPA at every size
     (``CPU_MIN_TOKENS`` 0; the quick run, whose tiny maps would otherwise all take the explicit path)."""
@@ -70,13 +98,15 @@ def _model_case(yaml: str, imgsz: int, batch: int, rounds: int) -> dict:
         res = {i: {"times": [], "peaks": []} for i in IMPLS}
         for impl in IMPLS:
             fuse_attention(model, impl == "fused")
-            res[impl]["kernel"] = profile_kernel(fn)
+            with attention_free(model) if impl == "none" else contextlib.nullcontext():
+                res[impl]["kernel"] = profile_kernel(fn)
         for r in range(rounds):
             for impl in IMPLS if r % 2 == 0 else IMPLS[::-1]:
                 fuse_attention(model, impl == "fused")
-                mem.start()
-                res[impl]["times"].append(timed(fn))
-                res[impl]["peaks"].append(mem.peak_mib())
+                with attention_free(model) if impl == "none" else contextlib.nullcontext():
+                    mem.start()
+                    res[impl]["times"].append(timed(fn))
+                    res[impl]["peaks"].append(mem.peak_mib())
         out[p] = res
     return out
 
@@ -172,14 +202,15 @@ def ultralytics_section(cfg: dict) -> Section:
     for (yaml, imgsz), r in results.items():
         for p, label in PASSES.items():
             if "error" in r:
-                rows.append([yaml[:-5], imgsz, label, r["error"], *[None] * 7])
+                rows.append([yaml[:-5], imgsz, label, r["error"], *[None] * 9])
                 continue
-            st, fu = r[p]["stock"], r[p]["fused"]
-            speed = 1 / paired_ratio(fu["times"], st["times"])
+            st, fu, no = r[p]["stock"], r[p]["fused"], r[p]["none"]
+            speed, bound = 1 / paired_ratio(fu["times"], st["times"]), 1 / paired_ratio(no["times"], st["times"])
             ms, mf = _median(st["peaks"]), _median(fu["peaks"])
             rows.append([yaml[:-5], imgsz, label, fmt(median_ms(st["times"])), fmt(median_ms(fu["times"])), fmt(speed),
-                         fmt(ms), fmt(mf), fmt(ms / mf if mf else None), fu["kernel"], st["kernel"]])  # fmt: skip
-            r[p]["speed"], r[p]["memory"] = speed, (ms / mf if mf else None)
+                         fmt(median_ms(no["times"])), fmt(bound), fmt(ms), fmt(mf), fmt(ms / mf if mf else None),
+                         fu["kernel"], st["kernel"]])  # fmt: skip
+            r[p]["speed"], r[p]["bound"], r[p]["memory"] = speed, bound, (ms / mf if mf else None)
     sides = (8,) if quick else (10, 14, 16, 20, 28, 40)
     mrows = module_rows(sides, 1 if quick else cfg["ultra_rounds"] * 4, cfg["threads"])
     s.body += [
@@ -190,11 +221,14 @@ def ultralytics_section(cfg: dict) -> Section:
         "running both (order alternating). Speed × = 1 / median over rounds of fused/stock time (> 1: fused "
         "faster). Peak = median extra resident memory of a run over the memory before it (glibc returning freed "
         "blocks at once). Training step: Ultralytics' detection loss forward + backward + SGD on one random batch. "
-        "Kernel: what the profiler saw run for attention."
+        "Kernel: what the profiler saw run for attention. No attention: the same model with the attention math "
+        "taken out of every layer (`proj(v + pe(v))`, the convs kept), run in the same rounds; its speed × is the most "
+        "any attention kernel can give that pass (Amdahl's bound)."
         + (" Quick run: SDPA forced at every size (`CPU_MIN_TOKENS` 0), so the fused path runs." if quick else ""),
         "",
-        md_table(["model", "imgsz", "pass", "stock ms", "fused ms", "speed ×", "stock peak MiB", "fused peak MiB",
-                  "memory ×", "fused: kernels", "stock: kernels"], rows),  # fmt: skip
+        md_table(["model", "imgsz", "pass", "stock ms", "fused ms", "speed ×", "no attention ms", "bound ×",
+                  "stock peak MiB", "fused peak MiB", "memory ×", "fused: kernels", "stock: kernels"],
+                 rows),  # fmt: skip
         "",
         "### Each layer alone: where SDPA wins on this CPU (sets `CPU_MIN_TOKENS`)",
         "",
@@ -214,9 +248,12 @@ def _targets(s: Section, results: dict) -> None:
     m = get("yolo12n.yaml", 1280, "train", "memory")
     s.targets.append(("yolo12n at 1280, training step: peak memory ≥ 1.25× lower (fused)", f"{fmt(m)}×",
                       "not measured" if m is None else "met" if m >= 1.25 else "missed", ""))
-    t = get("yolo12n.yaml", 640, "train", "speed")
+    t, b = get("yolo12n.yaml", 640, "train", "speed"), get("yolo12n.yaml", 640, "train", "bound")
+    why = "" if t is None or t >= 1.3 or b is None else (
+        f"attention-free bound {fmt(b)}×: {'no kernel can reach 1.3× here' if b < 1.3 else 'reachable in principle'}"
+        f"; fused takes {fmt(100 * (1 - 1 / t) / (1 - 1 / b), 2)} % of the time attention can give back")
     s.targets.append(("yolo12n at 640, training step: ≥ 1.3× faster (fused)", f"{fmt(t)}×",
-                      "not measured" if t is None else "met" if t >= 1.3 else "missed", ""))
+                      "not measured" if t is None else "met" if t >= 1.3 else "missed", why))
     speeds = {f"{y[:-5]} {i} {p}": get(y, i, p, "speed") for y, i in results for p in PASSES}
     slow = [f"{k}: {fmt(v)}×" for k, v in speeds.items() if v is not None and v < 0.97]
     shown = ", ".join(f"{k} {fmt(v)}×" for k, v in speeds.items() if v is not None)
