@@ -318,6 +318,13 @@ def test_overrides():
                    "devices": ["cpu", "cpu"]}
     assert raw == {"data": "d.yaml", "train": {"epochs": 5}}  # not modified
     assert ablate.apply_overrides({}, ["seeds=0,1"])["seeds"] == [0, 1]
+    # where the runs go: the command line's device replaces the config's devices, and the other way round
+    both = {"devices": ["cpu", "cpu"], "train": {"epochs": 5}}
+    assert ablate.apply_overrides(both, ["device=0"]) == {"train": {"epochs": 5, "device": 0}}
+    assert ablate.apply_overrides({"train": {"device": 0}}, ["devices=0,1"]) == {"train": {}, "devices": [0, 1]}
+    raw_default = ablate.load_config(None)[0]
+    assert raw_default["devices"] == ["cpu", "cpu"]  # the default uses both cores of a 2-core CPU machine
+    assert "devices" not in ablate.apply_overrides(raw_default, ["device=cpu"])
     with pytest.raises(UsageError, match="Did you mean 'epochs'"):
         ablate.apply_overrides(raw, ["epoch=1"])
     with pytest.raises(UsageError, match="expected key=value"):

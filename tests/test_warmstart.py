@@ -206,8 +206,9 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
         EFFECT.pop("yolo11s", None)
 
 
-def test_a_rerun_with_a_larger_max_continues_where_it_stopped(tiny_data, tmp_path):
-    """No effect: the rule runs to max; a rerun with a larger max trains only the new seeds."""
+def test_a_rerun_with_a_larger_max_continues_where_it_stopped(tiny_data, tmp_path, capsys):
+    """No effect: the rule runs to max; a rerun with a larger max trains only the new seeds. Between rounds the run
+    says which seeds come next (not "run the same command again", which only a stop short of the decision says)."""
     cfg = write_config(tmp_path, tiny_data, seeds={"min": 3, "max": 3})
     raw, base, name, source = ablate.load_config(cfg)
     calls = []
@@ -223,10 +224,16 @@ def test_a_rerun_with_a_larger_max_continues_where_it_stopped(tiny_data, tmp_pat
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "stopped after 3 paired seeds: the maximum of 3 seeds" in text
     assert "design: **from scratch**" in text
+    said = re.findall(r"attn-yolo ablate: seeds: [^\r\n]*", capsys.readouterr().out)  # lines above the bar
+    assert said == ["attn-yolo ablate: seeds: 0 of the rule's minimum 3 paired seeds done; running seeds 0, 1, 2",
+                    "attn-yolo ablate: seeds: stopped after 3 paired seeds: the maximum of 3 seeds"]
     calls.clear()
     assert ablate.run_ablation(ablate.validate({**raw, "seeds": {"min": 3, "max": 5}}, base, name, source),
                                runner=runner) == 0
     assert sorted(calls) == sorted((v, s) for v in ("baseline", "cbam") for s in (3, 4))
+    said = re.findall(r"attn-yolo ablate: seeds: [^\r\n]*", capsys.readouterr().out)
+    assert said[0] == "attn-yolo ablate: seeds: cbam not decided after 3 paired seeds; running seed 3", said
+    assert said[-1] == "attn-yolo ablate: seeds: stopped after 5 paired seeds: the maximum of 5 seeds"
 
 
 def test_decision_matches_the_sequential_rule():

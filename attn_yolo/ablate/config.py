@@ -31,6 +31,8 @@ start:  # the shared start: trained with `train` below, these keys replacing its
   warmup_epochs: 0.3
   val: false
 seeds: {min: 3, max: 5}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+devices: [cpu, cpu]  # two worker processes, one run each at a time: Ultralytics trains on one CPU thread, so the two
+                     # arms of a seed use both cores. On a GPU: devices=0 (or [0, 1]).
 train:  # Ultralytics train arguments of every arm: fine-tuning from the start
   epochs: 1
   fraction: 0.5
@@ -169,6 +171,8 @@ def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply command-line ``key=value`` overrides: top-level config keys, or Ultralytics train args (into ``train``).
+    ``device=`` replaces the config's ``devices`` and ``devices=`` its ``train.device``: the command line says where
+    the runs go.
 
     Raises:
         UsageError: a token without ``=``, ``variants=...``, or a key that is neither (naming the closest key).
@@ -188,9 +192,13 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             v = [smart_value(x.strip()) for x in v.strip("[]").split(",") if x.strip()]
         if key in CONFIG_KEYS:
             raw[key] = v
+            if key == "devices" and isinstance(raw.get("train"), dict):  # the newer word on where runs go wins
+                raw["train"] = {k: x for k, x in raw["train"].items() if k != "device"}
         elif key in DEFAULT_CFG_DICT:
             train = raw.get("train")
             raw["train"] = {**(train if isinstance(train, dict) else {}), key: v}
+            if key == "device":  # device=0 on the command line replaces the config's `devices` (one device, in-process)
+                raw.pop("devices", None)
         else:
             close = difflib.get_close_matches(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT], n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""

@@ -273,7 +273,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
         elif ab.seed_rule is None:
             schedule(todo)
         else:
-            run_rounds(ab, todo, rows, planned, schedule, n_workers)
+            run_rounds(ab, todo, rows, planned, schedule, n_workers, progress.line)
     except KeyboardInterrupt:
         progress.close()
         code = exit_code(fired)
@@ -328,12 +328,22 @@ def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
     return ok
 
 
-def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, schedule, n_workers: int) -> dict:
+def progress(dec: dict, paired: int, next_seeds: list[int], minimum: int) -> str:
+    """The line between rounds of seeds chosen by the data: what is undecided and which seeds run next."""
+    going = [a for a, d in dec["variants"].items() if not d["stop"]]
+    nxt = f"seed{'s' * (len(next_seeds) != 1)} {', '.join(map(str, next_seeds))}"
+    if paired < minimum:
+        return f"{paired} of the rule's minimum {minimum} paired seeds done; running {nxt}"
+    return f"{', '.join(going)} not decided after {paired} paired seeds; running {nxt}"
+
+
+def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, schedule, n_workers: int,
+               say=print) -> dict:
     """Seeds chosen by the data: run paired seeds in rounds (every arm of a seed), and after each round ask the
     stopping rule (``readings.decision``) whether to go on. The first round brings the paired seeds up to the rule's
     ``min``; later rounds add as many seeds as the workers hold at once (one, in this process). Seeds already
     finished (a rerun) count without running again; a seed with a failed run is not paired and the next one is
-    tried. Returns the last decision."""
+    tried. ``say`` prints a line (above the progress bar). Returns the last decision."""
     from attn_yolo.ablate.report import analyze
 
     arms = [v.name for v in ab.variants]
@@ -344,14 +354,15 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
         current = [rows[k] for k, sp in planned.items() if k in rows and rows[k]["fingerprint"] == sp.fingerprint]
         dec = readings.decision(ab, current, analyze(ab, current, cache=resampled))
         paired = dec["n"]
-        print(f"attn-yolo ablate: seeds: {dec['text']}", flush=True)
         if dec["stop"]:
+            say(f"attn-yolo ablate: seeds: {dec['text']}")
             return dec
         want = max(per_round, ab.seed_rule.min - paired)
         batch_seeds = [s for s in ab.seeds if left[s]][:want]
         if not batch_seeds:  # every seed up to max was tried: failed runs left fewer pairs than the rule asks
-            print(f"attn-yolo ablate: seeds: all {len(ab.seeds)} seeds tried; {paired} paired", flush=True)
+            say(f"attn-yolo ablate: seeds: all {len(ab.seeds)} seeds tried; {paired} paired")
             return dec
+        say(f"attn-yolo ablate: seeds: {progress(dec, paired, batch_seeds, ab.seed_rule.min)}")
         batch = [sp for s in batch_seeds for sp in left[s]]
         for s in batch_seeds:
             left[s] = []
