@@ -35,10 +35,13 @@ class SKBranches(nn.Module):
 
     Cost, with the same function: in eval each BatchNorm is folded into its conv; and a grouped conv of fewer than
     ``MIN_GROUP_WIDTH`` channels per group runs as one with ``f`` neighbouring groups merged and the weight widened
-    with exact zeros (``widened``: block-diagonal, the same sums), because CPU kernels fall off their fast path on
-    narrow groups. Measured at yolo11n's P3 at 640 (1×128×80×80, the paper's G = 32: 4 channels per group),
-    onnxruntime's NCHWc kernels (8-channel blocks on AVX2) took 4 channels per group to its generic path, 8.6 ms per
-    branch against 0.35 ms for 8 per group at P5; see BENCHMARKS.md section 2e.
+    with exact zeros (``widened``: block-diagonal, the same sums for finite inputs; an inf would reach the merged
+    neighbours as NaN), because CPU kernels fall off their fast path on narrow groups: on yolo11n's P3 at 640
+    (1×128×80×80, the paper's G = 32: 4 channels per group) onnxruntime runs a 4-channel group conv outside its
+    NCHWc kernels (8-channel blocks on AVX2), about 8.2 ms per branch in the whole model, against 3.3 ms merged to
+    8 channels per group (twice the MACs, zeros included), 1 thread; PyTorch's oneDNN kernels gain too
+    (BENCHMARKS.md section 2e). Exports keep one plain Conv per branch (the widening and the fold are
+    constant-folded).
 
     Args:
         c (int): channels ``C`` (in and out).
