@@ -118,3 +118,21 @@ def test_sk_exports_widened_constant_weights():
     with torch.no_grad():
         ref = m(x).numpy()
     assert abs(sess.run(None, {"x": x.numpy()})[0] - ref).max() <= 1e-6 * abs(ref).max()  # float32 rounding
+
+
+def test_sk_hooked_convs_are_called_and_counted():
+    """A hook on a branch conv (thop's, as Ultralytics' ``get_flops`` uses, or a user's) makes the branches call
+    their modules: the hook fires, the values are the fast path's, and thop counts the grouped convs' MACs."""
+    thop = pytest.importorskip("thop")
+    m = randomized(SKAttention(128)).eval()
+    x = x64(1, 128, 16, 16)
+    with torch.no_grad():
+        y_fast = m(x)
+        seen = []
+        h = m.branches.convs[1][0].register_forward_hook(lambda mod, i, o: seen.append(o.shape))
+        y_hooked = m(x)
+        h.remove()
+    assert seen == [(1, 128, 16, 16)]
+    torch.testing.assert_close(y_hooked, y_fast, **TOL)
+    macs = thop.profile(SKAttention(128).eval(), inputs=[torch.empty(1, 128, 16, 16)], verbose=False)[0]
+    assert macs >= 2 * 128 * 4 * 9 * 16 * 16  # two branches, 4 input channels per group, 3×3 taps, every pixel

@@ -54,6 +54,13 @@ def in_place_ok() -> bool:
     return not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
 
 
+def hooked(*modules: torch.nn.Module) -> bool:
+    """True when a forward hook watches any of ``modules`` (a FLOP counter such as thop, which Ultralytics'
+    ``get_flops`` and ``model.info()`` use, or a user's hook): a block that otherwise computes their work
+    functionally then calls them, so the hooks see the calls they expect (same values)."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
 def conv1x1(x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
     """1×1 conv without bias, ``w`` ``(C_out, C_in)``, as one GEMM whose output has the layout asked for, whatever
     ``x``'s (NCHW or channels-last; the GEMM reads either operand transposed without a copy). So a block's fast path

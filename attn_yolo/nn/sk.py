@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, group_count, is_int, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, group_count, hooked, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_BRANCHES = 4
@@ -80,6 +80,8 @@ class SKBranches(nn.Module):
         """``seq(x)`` (grouped conv, BatchNorm, ReLU), the BatchNorm folded into the conv in eval, narrow groups
         merged (``widened``). Shapes: ``(B, C, H, W) -> (B, C, H, W)``."""
         conv, norm, act = seq
+        if hooked(conv, norm, act):  # e.g. thop counting MACs (Ultralytics' GFLOPs): the plain module calls
+            return seq(x)
         w, b, fold = conv.weight, None, not norm.training and norm.running_var is not None
         if fold:
             s = norm.weight * torch.rsqrt(norm.running_var + norm.eps)
