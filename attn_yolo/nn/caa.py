@@ -32,7 +32,7 @@ class CAA(nn.Module):
     ``avg_pool2d`` with stride 1 was the block's largest op, over half its time). In eval each BatchNorm is folded
     into its 1×1 conv (``folded``), and on CPU without autograd ``fast_logits`` runs the 1×1 convs as GEMMs that
     change the layout (channels-last for the depthwise convs, NCHW for the output) instead of separate copies: on
-    yolo11n's P3 at 640 (1×128×80×80, 1 thread) the block went from 91 to 24 ms (BENCHMARKS.md section 2e). What
+    yolo11n's P3 at 640 (1×128×80×80, 1 thread) the block went from 81 to 18 ms (BENCHMARKS.md section 2e). What
     is left is mostly the paper's design: the two dense 1×1 convs C→C cost 2·C² MACs per pixel, 0.31 G of the
     block's 0.36 GMACs on yolo11n at 640 (P3, P4, P5), against the baseline's 3.27 GMACs (+9.6 % from them alone).
 
