@@ -1,16 +1,65 @@
-"""Shared test setup: offline Ultralytics, headless plotting, real-data fixtures (skipped when absent)."""
+"""Shared test setup: offline Ultralytics, headless plotting, parallel workers (pytest-xdist) kept apart, real-data
+fixtures (skipped when absent).
 
+The default run uses pytest-xdist (``pytest_cmdline_main`` below): one worker per CPU core (at most 4), each with one
+torch / OpenMP thread, tests spread one by one (``--dist loadgroup``) except those marked
+``@pytest.mark.xdist_group(name)``, which run in one worker, in order. ``pytest -n 0`` or ``pytest -p no:xdist`` runs
+serially; ``-n N`` sets the workers. Every process of a run (each worker, or the one serial process) gets its own
+scratch folder, removed at its end, for the user-wide state the code reads and writes: Ultralytics' settings
+(``YOLO_CONFIG_DIR``, with its datasets, runs and weights folders inside; the user's own settings are neither read
+nor changed) and the synthetic-shapes cache (``ATTN_YOLO_DATA``). Everything else a test writes goes to its
+``tmp_path`` (Ultralytics itself puts runs without an absolute ``project`` under its ``tests/tmp/runs/<worker>``).
+"""
+
+import json
 import os
+import tempfile
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ... in an xdist worker (set before conftest runs)
+if WORKER:  # one thread per worker: 2 workers x 2 torch threads on 2 cores oversubscribe them (OpenMP spin-waits)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_var] = "1"  # read by torch and numpy at import, and by the subprocesses the tests start
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+SCRATCH = tempfile.mkdtemp(prefix=f"attn-yolo-tests-{WORKER or 'main'}-")  # this process's caches, removed at exit
+os.environ["ATTN_YOLO_DATA"] = os.path.join(SCRATCH, "data")
+os.environ["YOLO_CONFIG_DIR"] = os.path.join(SCRATCH, "config")  # Ultralytics' settings.json, read at its import
+os.makedirs(os.path.join(SCRATCH, "config", "Ultralytics"))
+with open(os.path.join(SCRATCH, "config", "Ultralytics", "settings.json"), "w") as _f:  # completed by Ultralytics
+    json.dump({k: os.path.join(SCRATCH, k.removesuffix("_dir")) for k in ("datasets_dir", "runs_dir", "weights_dir")},
+              _f)
 
 import hashlib  # noqa: E402
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
+import ultralytics.utils  # noqa: E402, F401  settings.json completed now, before a test's subprocess reads it
 import yaml  # noqa: E402
+
+if WORKER:
+    torch.set_num_threads(1)
+
+MAX_WORKERS = 4  # each worker holds torch, Ultralytics and OpenVINO (~1-2 GiB): more cores than this stay unused
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """With pytest-xdist installed and no ``-n`` given: one worker per usable CPU core (at most MAX_WORKERS), and
+    ``--dist loadgroup`` unless another ``--dist`` was given (tests marked ``xdist_group`` share a worker). Not in
+    addopts, so that ``pytest -p no:xdist`` still parses."""
+    if not config.pluginmanager.hasplugin("xdist") or WORKER:
+        return
+    if config.getoption("numprocesses", None) is None and not config.getoption("collectonly"):
+        config.option.numprocesses = max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    if config.option.numprocesses and config.getoption("dist") == "no":
+        config.option.dist = "loadgroup"
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parents[1]
 COCO128 = REPO.parent / "shared" / "data" / "coco128"
