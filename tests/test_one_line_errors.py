@@ -58,6 +58,7 @@ def test_bad_yaml_through_train_is_one_line(tmp_path, tiny_data, capsys):
     assert err.startswith("error: model YAML row 1 (backbone): unknown module 'CBMA'. Did you mean 'CBAM'?")
 
 
+@pytest.mark.xdist_group("ray")  # no Ray instance of tests/test_ablate_ray.py may be up meanwhile
 def test_ray_address_without_a_cluster_is_one_line(tmp_path, tiny_data, capsys, monkeypatch):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
@@ -91,13 +92,16 @@ def test_ctrl_c_while_the_synthetic_dataset_is_generated(tmp_path, sig, parent_i
     proc = subprocess.Popen([sys.executable, "-m", "attn_yolo.cli", "ablate", f"out={tmp_path / 'out'}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ignore_sigint if parent_ignores_sigint else None)
-    t0 = time.time()
-    while not list((tmp_path / "cache").glob(".synthetic-shapes-*.tmp-*/images/train/*")):
-        assert time.time() - t0 < 120 and proc.poll() is None, "the dataset generation did not start"
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    sent = time.time()
-    _, err = proc.communicate(timeout=60)  # ~1 s; the whole generation would take far longer (1200 images)
+    try:
+        t0 = time.time()
+        while not list((tmp_path / "cache").glob(".synthetic-shapes-*.tmp-*/images/train/*")):
+            assert time.time() - t0 < 120 and proc.poll() is None, "the dataset generation did not start"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        sent = time.time()
+        _, err = proc.communicate(timeout=60)  # ~1 s; the whole generation would take far longer (1200 images)
+    finally:
+        proc.kill()  # no process outlives a failed test
     assert proc.returncode == code, err
     assert one_line(err) == f"attn-yolo ablate: {said}; nothing half-written is kept"
     assert time.time() - sent < 30  # stopped, not run to its end
