@@ -21,26 +21,16 @@ if WORKER:  # one thread per worker: 2 workers x 2 torch threads on 2 cores over
         os.environ[_var] = "1"  # read by torch and numpy at import, and by the subprocesses the tests start
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-SCRATCH = tempfile.mkdtemp(prefix=f"attn-yolo-tests-{WORKER or 'main'}-")  # this process's caches, removed at exit
-os.environ["ATTN_YOLO_DATA"] = os.path.join(SCRATCH, "data")
-os.environ["YOLO_CONFIG_DIR"] = os.path.join(SCRATCH, "config")  # Ultralytics' settings.json, read at its import
-os.makedirs(os.path.join(SCRATCH, "config", "Ultralytics"))
-with open(os.path.join(SCRATCH, "config", "Ultralytics", "settings.json"), "w") as _f:  # completed by Ultralytics
-    json.dump({k: os.path.join(SCRATCH, k.removesuffix("_dir")) for k in ("datasets_dir", "runs_dir", "weights_dir")},
-              _f)
 
 import hashlib  # noqa: E402
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
-import ultralytics.utils  # noqa: E402, F401  settings.json completed now, before a test's subprocess reads it
 import yaml  # noqa: E402
 
-if WORKER:
-    torch.set_num_threads(1)
-
+SCRATCH: str | None = None  # this pytest process's scratch folder (pytest_configure); not made where a test's
+# subprocess (a Ray worker unpickling a test function) imports this module for its helpers
 MAX_WORKERS = 4  # each worker holds torch, Ultralytics and OpenVINO (~1-2 GiB): more cores than this stay unused
 
 
@@ -57,8 +47,28 @@ def pytest_cmdline_main(config):
         config.option.dist = "loadgroup"
 
 
+def pytest_configure(config):
+    """This process's scratch folder: ``ATTN_YOLO_DATA`` and ``YOLO_CONFIG_DIR`` (a settings.json with the datasets,
+    runs and weights folders inside it), set before any test module imports Ultralytics; one torch thread in a
+    worker."""
+    global SCRATCH
+    SCRATCH = tempfile.mkdtemp(prefix=f"attn-yolo-tests-{WORKER or 'main'}-")
+    os.environ["ATTN_YOLO_DATA"] = os.path.join(SCRATCH, "data")
+    os.environ["YOLO_CONFIG_DIR"] = os.path.join(SCRATCH, "config")  # read when Ultralytics is first imported
+    os.makedirs(os.path.join(SCRATCH, "config", "Ultralytics"))
+    dirs = {k: os.path.join(SCRATCH, k.removesuffix("_dir")) for k in ("datasets_dir", "runs_dir", "weights_dir")}
+    with open(os.path.join(SCRATCH, "config", "Ultralytics", "settings.json"), "w") as f:
+        json.dump(dirs, f)  # Ultralytics completes the other keys at its import, next line
+    import torch
+    import ultralytics.utils  # noqa: F401  settings.json complete before a test's subprocess reads it
+
+    if WORKER:
+        torch.set_num_threads(1)
+
+
 def pytest_unconfigure(config):
-    shutil.rmtree(SCRATCH, ignore_errors=True)
+    if SCRATCH:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 REPO = Path(__file__).resolve().parents[1]
