@@ -18,8 +18,6 @@ from attn_yolo.health import CSV_NAME, PNG_NAME, attach, flags, health_section, 
 from attn_yolo.health.callback import load_images
 from attn_yolo.nn import CBAM
 
-pytestmark = pytest.mark.xdist_group("test_health")  # its module fixtures train and calibrate: once, in one worker
-
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 

@@ -58,7 +58,6 @@ def test_bad_yaml_through_train_is_one_line(tmp_path, tiny_data, capsys):
     assert err.startswith("error: model YAML row 1 (backbone): unknown module 'CBMA'. Did you mean 'CBAM'?")
 
 
-@pytest.mark.xdist_group("ray")  # no Ray instance of tests/test_ablate_ray.py may be up meanwhile
 def test_ray_address_without_a_cluster_is_one_line(tmp_path, tiny_data, capsys, monkeypatch):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():

@@ -29,8 +29,6 @@ from attn_yolo import synthetic
 from attn_yolo.cli import TOOLS
 from attn_yolo.cli import main as cli_main
 
-pytestmark = pytest.mark.xdist_group("readme")  # in README order: later commands use earlier ones' files
-
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 COCO128 = REPO.parent / "shared" / "data" / "coco128" / "data.yaml"

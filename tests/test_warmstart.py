@@ -20,8 +20,6 @@ from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
 from attn_yolo.cli import main as cli_main
 
-pytestmark = pytest.mark.xdist_group("test_warmstart")  # its module fixture trains a start (~10 s): once, in one worker
-
 
 class Stop(Exception):
     """Raised from inside a training run once it has shown what a test looks at."""
