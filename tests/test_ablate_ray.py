@@ -18,6 +18,7 @@ from conftest import write_config as write_ablation_config
 from attn_yolo import ablate
 
 ray = pytest.importorskip("ray")
+
 FIELDS_EQUAL = ("variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95",
                 "best_epoch", "epochs", "device", "error", "fingerprint")  # results.csv columns equal local vs Ray
 
