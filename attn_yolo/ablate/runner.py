@@ -158,9 +158,9 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
             or finished runs used other settings and not ``redo``.
     """
     t_start = time.perf_counter() if started is None else started
-    with console.quiet_ultralytics(bool(ab.train.get("verbose"))):
-        prepare(ab)
     fired = []  # signals received
+    with stop_on_signals(fired), console.quiet_ultralytics(bool(ab.train.get("verbose"))):
+        prepare(ab)  # SIGINT even where the parent left it ignored (`cmd &` in a script); the CLI says it in one line
     try:
         with stop_on_signals(fired), OutLock(ab.out):
             return _run_locked(ab, runner, t_start, fired, redo)
