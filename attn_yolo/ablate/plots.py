@@ -21,29 +21,19 @@ def save_figure(fig, path) -> None:
 
 
 def is_own_plot(path) -> bool:
-    """Whether ``path`` is a PNG the runner wrote: it carries ``save_figure``'s ``PLOT_TAG`` text chunk (read from
-    the PNG's chunks before the image data); False for anything else, a missing or unreadable file included."""
-    import struct
+    """Whether ``path`` is a PNG the runner wrote: it carries ``save_figure``'s ``PLOT_TAG`` text chunk (Pillow's PNG
+    reader, which reads the chunks before the image data); False for anything else, a missing or unreadable file
+    included."""
+    from PIL import PngImagePlugin
 
     path = Path(path)
     if not path.is_file() or path.is_symlink():
         return False
-    want = PLOT_TAG.encode() + b"\0" + PLOT_TAG_VALUE.encode()
     try:
-        with open(path, "rb") as f:
-            if f.read(8) != b"\x89PNG\r\n\x1a\n":
-                return False
-            while len(head := f.read(8)) == 8:
-                size, kind = struct.unpack(">I4s", head)
-                if kind in (b"IDAT", b"IEND"):
-                    return False
-                body = f.read(size)
-                if kind == b"tEXt" and body == want:
-                    return True
-                f.seek(4, 1)  # the chunk's CRC
-    except (OSError, struct.error):
+        with PngImagePlugin.PngImageFile(path) as im:
+            return im.text.get(PLOT_TAG) == PLOT_TAG_VALUE
+    except (OSError, SyntaxError, ValueError):  # not a PNG (SyntaxError is Pillow's "not a PNG file"), or broken
         return False
-    return False
 
 
 def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgsz: int):
