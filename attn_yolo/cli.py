@@ -117,7 +117,8 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
     (the name as written, then without its scale letter), a ``data=`` / ``cfg=`` YAML where ``check_yaml`` would.
 
     Raises:
-        UsageError: ``attn-yolo train: 'spda' is not a valid YOLO argument. Similar arguments are i.e. ['sdpa=False'].``,
+        UsageError: ``attn-yolo train: 'spda' is not a valid YOLO argument. Similar arguments are i.e.
+            ['sdpa=False'].``,
             ``attn-yolo train: 'epochs=abc' is of invalid type str. ...``, ``attn-yolo train: model='m/x.yaml': no such
             file ...``.
     """
@@ -136,7 +137,7 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
 
     if (model := local_yaml("model")) and not model_yaml_file(model):
         bare = unscaled_yaml_path(model)
-        also = f" (nor {bare!r}, the name without its scale letter, where Ultralytics also looks)" if bare != model else ""
+        also = f" (nor {bare!r}, the name without its scale letter, where Ultralytics also looks)" * (bare != model)
         raise UsageError(f"{name}: model={model!r}: no such file{also}; give a model YAML (e.g. yolo11n.yaml, "
                          "models/yolo11-cbam.yaml) or a checkpoint (*.pt)")
     for key, what in (("data", "a dataset YAML (e.g. path/to/data.yaml)"), ("cfg", "a YAML of Ultralytics arguments")):

@@ -140,8 +140,8 @@ def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_pat
 
 def test_pass_through_with_a_missing_checkpoint_is_one_line(tmp_path, capsys):
     assert cli_main(["val", f"model={tmp_path / 'nofile.pt'}", "data=coco8.yaml"]) == 2
-    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo val: model='{tmp_path / 'nofile.pt'}': no such file "
-                                                 "(give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
+    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo val: model='{tmp_path / 'nofile.pt'}': no such "
+                                                 "file (give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
 
 
 @pytest.fixture
