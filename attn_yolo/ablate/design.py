@@ -357,6 +357,10 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
         problems.append(f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
                         "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)")
         return out, problems
+    if same := next((v for v in variants if v.name != baseline and v.definition == r.definition), None):
+        problems.append(f"reference: the same model as {same.key}; the yardstick needs a known change of its own, "
+                        "e.g. the next model scale (yolo11s.yaml), not one of the variants under test")
+        return out, problems
     warm = False
     if start is not None:
         try:
