@@ -124,7 +124,8 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
     """
     from ultralytics.utils.checks import check_yaml
 
-    from attn_yolo.ultralytics_api import cli_overrides, model_yaml_file, unscaled_yaml_path
+    from attn_yolo.ultralytics_api import unscaled_yaml_path
+    from attn_yolo.ultralytics_api.cli_checks import cli_overrides, model_yaml_file
 
     try:
         overrides = cli_overrides(argv, OWN_KEYS)

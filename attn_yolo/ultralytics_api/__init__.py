@@ -15,9 +15,9 @@ The touchpoints, by what they rely on:
   the ``forward`` of Ultralytics' ``Attention`` / ``AAttn`` (``patch_class``), ``ultralytics.cfg.ARGV``
   (``run_cli``), Ultralytics' default callbacks (``add_default_callback``);
 - ``parse_model``'s frame locals ``i``, ``f``, ``ch``, ``scale``: ``parse_model_row``, ``failed_row``;
-- copied rules: the width rule (``scaled_width``), the scale-less YAML name (``unscaled_yaml_path``,
-  ``model_yaml_file``), the special commands of Ultralytics' CLI (``special_commands``) and how its entrypoint reads
-  ``key=value`` arguments (``cli_overrides``);
+- copied rules: the width rule (``scaled_width``), the scale-less YAML name (``unscaled_yaml_path``), the special
+  commands of Ultralytics' CLI (``special_commands``); in ``attn_yolo.ultralytics_api.cli_checks``: where
+  ``yaml_model_load`` finds a model YAML, how the entrypoint reads ``key=value`` arguments, the exporter's formats;
 - attributes relied on: ``trainer.tloss`` (``epoch_losses``), ``trainer.metrics`` (``epoch_metrics``),
   ``Model.ckpt`` / ``cfg`` / ``overrides`` steering ``Model.train`` (``hold_in_memory``, ``holds_random_weights``,
   ``start_from``), ``model.pt_path`` naming the exporter's files (``model_file``, ``export_named``),
@@ -254,15 +254,6 @@ def unscaled_yaml_path(path) -> str:
     return re.sub(UNSCALED_RE, r"\1\3", str(path))
 
 
-def model_yaml_file(path) -> str | None:
-    """The file ``yaml_model_load`` reads for a model YAML ``path`` (the path as written, found by Ultralytics'
-    ``check_yaml``, else its scale-less name, ``unscaled_yaml_path``), or None where neither exists. Local names only:
-    a URL is Ultralytics' to fetch."""
-    from ultralytics.utils.checks import check_yaml
-
-    return check_yaml(str(path), hard=False) or check_yaml(unscaled_yaml_path(path), hard=False) or None
-
-
 SPECIAL_COMMANDS = ("checks", "version", "settings", "cfg", "login", "logout", "copy-cfg", "solutions", "help")
 """The special first words of Ultralytics' CLI as of 8.4.190 (``yolo checks``, ...); used only where
 ``special_commands`` cannot read them from ``ultralytics.cfg.entrypoint``."""
@@ -296,44 +287,6 @@ def run_cli(argv: list[str]) -> None:
         cfg.entrypoint()
     finally:
         sys.argv, cfg.ARGV = saved
-
-
-def cli_overrides(argv: list[str], own_keys: dict | None = None) -> dict:
-    """The ``key=value`` arguments of an Ultralytics command line as ``ultralytics.cfg.entrypoint`` reads them
-    (``merge_equals_args``, ``parse_key_value_pair``, leading ``--`` and trailing ``,`` dropped), checked as it checks
-    them (``check_dict_alignment``, with ``own_keys`` as further allowed keys so that its similar-key hints name them
-    too, then ``check_cfg``'s types and ranges on a copy), without printing Ultralytics' CLI help. Words without ``=``
-    (modes, tasks, flags) are left to the entrypoint.
-
-    Raises:
-        SyntaxError: an unknown key or an unparsable pair (Ultralytics' message, with its similar-key hints).
-        TypeError, ValueError: a value of the wrong type or out of range (``check_cfg``'s message).
-    """
-    import logging
-
-    from ultralytics import cfg
-    from ultralytics.utils import LOGGER
-
-    known = {**cfg.DEFAULT_CFG_DICT, **dict.fromkeys((*cfg.TASKS, *cfg.MODES, *special_commands())), **(own_keys or {})}
-    overrides, level = {}, LOGGER.level
-    LOGGER.setLevel(logging.ERROR)  # check_dict_alignment logs the whole CLI help before it raises
-    try:
-        for a in cfg.merge_equals_args(argv):
-            a = a[2:] if a.startswith("--") else a
-            a = a[:-1] if a.endswith(",") else a
-            if "=" not in a:
-                continue
-            try:
-                k, v = cfg.parse_key_value_pair(a)
-            except (NameError, SyntaxError, ValueError, AssertionError) as e:
-                cfg.check_dict_alignment(known, {a: ""}, e)
-                raise SyntaxError(str(e)) from e  # a known key with an empty value ("missing 'epochs' value")
-            overrides[k] = v
-        cfg.check_dict_alignment(known, overrides)
-    finally:
-        LOGGER.setLevel(level)
-    cfg.check_cfg({k: v for k, v in overrides.items() if k not in (own_keys or {})})
-    return overrides
 
 
 # --------------------------------------------------------------------------------------------- checkpoint loading

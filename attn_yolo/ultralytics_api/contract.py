@@ -136,9 +136,9 @@ def _check_cli() -> None:
     _need("ARGV" in _code_names(cfg.entrypoint), "ultralytics.cfg.entrypoint no longer parses the module global ARGV")
     reads = {"merge_equals_args", "parse_key_value_pair", "check_dict_alignment"}
     _need(reads <= _code_names(cfg.entrypoint),
-          f"entrypoint no longer reads key=value arguments with {sorted(reads)} (api.cli_overrides copies it)")
+          f"entrypoint no longer reads key=value arguments with {sorted(reads)} (cli_checks.cli_overrides copies it)")
     _need("check_yaml" in _code_names(tasks.yaml_model_load),
-          "yaml_model_load no longer finds a model YAML with check_yaml (api.model_yaml_file copies it)")
+          "yaml_model_load no longer finds a model YAML with check_yaml (cli_checks.model_yaml_file copies it)")
     api.special_commands.cache_clear()
     got = api.special_commands()
     _need(got is not api.SPECIAL_COMMANDS and {"checks", "settings", "help"} <= set(got),
