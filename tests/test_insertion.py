@@ -587,7 +587,7 @@ def test_cli_inserts_every_new_block(tmp_path, monkeypatch, capsys):
 
 def test_transfer_errors(ckdir):
     v8 = base_ckpt("yolov8n.yaml", ckdir)
-    with pytest.raises(InsertionError, match="not the base with blocks inserted"):
+    with pytest.raises(InsertionError, match="not the checkpoint with blocks inserted"):
         transfer(v8, insert_dict("yolo11n.yaml", "SE", check=False))
     d = insert_dict("yolo11n.yaml", "SE", check=False)
     with pytest.raises(InsertionError, match="class count differs: base nc=80, model nc=3"):
@@ -599,7 +599,9 @@ def test_transfer_errors(ckdir):
     fused = load_checkpoint(base_ckpt("yolo11n.yaml", ckdir))[0].fuse()
     with pytest.raises(InsertionError, match="fused"):
         transfer(fused, d)
-    with pytest.raises(InsertionError, match="matches neither base row"):  # a non-attention row was added
+    with pytest.raises(InsertionError, match=r"base row 3 \[1, 'Conv', \[256, 3, 2\]\] is not where the model "
+                                             r"has it: model row 3 is \[1, 'Conv', \[64, 3, 1\]\], neither that row "
+                                             "nor an inserted attention block"):  # a non-attention row was added
         bad = copy.deepcopy(d)
         bad["backbone"].insert(3, [-1, 1, "Conv", [64, 3, 1]])
         layer_map(yaml_model_load("yolo11n.yaml"), bad)
@@ -655,7 +657,7 @@ def test_cli_writes_yaml_and_checkpoint_that_trainer_keeps(ckdir, tmp_path, caps
 def test_cli_errors_write_nothing(ckdir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     v8 = base_ckpt("yolov8n.yaml", ckdir)
-    with pytest.raises(UsageError, match="not the base with blocks inserted"):
+    with pytest.raises(UsageError, match="not the checkpoint with blocks inserted"):
         main(["base=yolo11n.yaml", f"pretrained={v8}"])
     with pytest.raises(UsageError, match="unknown key 'modul'"):
         main(["base=yolo11n.yaml", "modul=SE"])

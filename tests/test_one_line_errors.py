@@ -129,6 +129,18 @@ def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_pat
     assert f"pretrained='{v8}' is not a checkpoint of base='yolo11n.yaml', so its weights cannot be carried" in err
     assert not (tmp_path / "a.yaml").exists()
 
+    assert cli_main(["insert", "base=yolo11n.yaml", f"out={tmp_path / 'cbam.yaml'}"]) == 0
+    cbam = tmp_path / "cbam.pt"
+    YOLO(str(tmp_path / "cbam.yaml")).save(str(cbam))  # a checkpoint that already holds CBAM (row 5)
+    capsys.readouterr()
+    argv = ["insert", "base=yolo11n.yaml", "module=SE", f"pretrained={cbam}", f"out={tmp_path / 'a.yaml'}"]
+    assert cli_main(argv) == 2
+    err = one_line(capsys.readouterr().err)  # each row named by the model it is in: the checkpoint's CBAM at row 5
+    assert ("cannot be carried over: checkpoint row 5 [1, 'CBAM', []] is not where the model has it: model row 6 is "
+            "[1, 'Conv', [512, 3, 2]], neither that row nor an inserted attention block, so the model is not the "
+            "checkpoint with blocks inserted") in err, err
+    assert not (tmp_path / "a.yaml").exists()
+
     assert cli_main(["insert", "base=yolo11n.yaml", f"out={tmp_path / 'b.yaml'}"]) == 0  # CBAM at rows 5, 8, 13
     capsys.readouterr()
     assert cli_main(["insert", f"base={tmp_path / 'b.yaml'}", "at=5", f"out={tmp_path / 'c.yaml'}"]) == 0

@@ -228,7 +228,7 @@ def inserted_rows(name: str, baseline_dict: dict, variant_dict: dict) -> tuple[d
     """
     from attn_yolo.insertion import layer_map
 
-    m = layer_map(baseline_dict, variant_dict)
+    m = layer_map(baseline_dict, variant_dict, ("baseline", "variant"))
     inserted = sorted(set(range(len(variant_dict["backbone"]) + len(variant_dict["head"]))) - set(m.values()))
     if not inserted:
         raise ValueError(f"variant {name!r} inserts no block into the baseline: nothing for a placebo to match")
