@@ -208,7 +208,8 @@ def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
     for argv in (["train", "model=yolo11n.yaml", "data=coco8.yaml", "epochs=1", "imgsz=64", "sdpa=True",
                   "health=False"],
                  ["train", scaled, "data=coco8.yaml", "--epochs=1", "batch=2,"],
-                 ["val", "model=yolo11n.yaml", "data=coco8.yaml", "trust=False"]):
+                 ["val", "model=yolo11n.yaml", "data=coco8.yaml", "trust=False"],
+                 ["settings", "runs_dir=/tmp/x"], ["solutions", "count", "show=False"]):  # special commands' own keys
         assert cli_main(argv) == 0
-    assert [a[0] for a in ran] == ["train", "train", "val"]
+    assert [a[0] for a in ran] == ["train", "train", "val", "settings", "solutions"]
     assert "sdpa=True" not in ran[0] and "trust=False" not in ran[2]  # attn-yolo's own keys are taken out

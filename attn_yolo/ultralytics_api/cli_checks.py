@@ -26,7 +26,9 @@ def cli_overrides(argv: list[str], own_keys: dict | None = None) -> dict:
     (``merge_equals_args``, ``parse_key_value_pair``, leading ``--`` and trailing ``,`` dropped), checked as it checks
     them (``check_dict_alignment``, with ``own_keys`` as further allowed keys so that its similar-key hints name them
     too, then ``check_cfg``'s types and ranges on a copy), without printing Ultralytics' CLI help. Words without ``=``
-    (modes, tasks, flags) are left to the entrypoint.
+    (modes, tasks, flags) are left to the entrypoint. A command line with a special command (``settings
+    runs_dir=...``, ``solutions count source=...``, in every spelling the entrypoint accepts) is the special
+    command's to read: nothing is checked, ``{}``.
 
     Raises:
         SyntaxError: an unknown key or an unparsable pair (Ultralytics' message, with its similar-key hints).
@@ -37,6 +39,9 @@ def cli_overrides(argv: list[str], own_keys: dict | None = None) -> dict:
     from ultralytics import cfg
     from ultralytics.utils import LOGGER
 
+    special = {v for k in special_commands() for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
+    if {w.lower().lstrip("-") for w in argv if "=" not in w} & special:
+        return {}
     known = {**cfg.DEFAULT_CFG_DICT, **dict.fromkeys((*cfg.TASKS, *cfg.MODES, *special_commands())), **(own_keys or {})}
     overrides, level = {}, LOGGER.level
     LOGGER.setLevel(logging.ERROR)  # check_dict_alignment logs the whole CLI help before it raises
