@@ -263,7 +263,7 @@ def check_built_as_given(b: Block, built: torch.nn.Module, ref: torch.nn.Module)
     if _fingerprint(ref) != _fingerprint(built):
         raise InsertionError(f"{b.name} after base layer {b.after}: the YAML row [-1, 1, {b.name}, {b.args}] would "
                              f"be read otherwise than as {b.name}'s own [{', '.join(yaml_params(MODULES[b.name]))}] "
-                             f"(see the log line above); give all its args to say they are hyperparameters")
+                             f"(the log line above says how it was read, and the edit where one exists)")
 
 
 def default_out(base: str, blocks: list[Block]) -> str:
