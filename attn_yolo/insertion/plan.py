@@ -24,7 +24,7 @@ from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import block_args, module_class
 from attn_yolo.insertion.sites import resolve_sites
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import CSP_BLOCKS, MODULES
+from attn_yolo.registry import BLOCKS, CSP_BLOCKS, MODULES
 
 
 @dataclass
@@ -241,7 +241,7 @@ def check_args_at(b: Block, c1: int, stride: int) -> torch.nn.Module:
     Raises:
         InsertionError: ``ShuffleAttention after base layer 0 (P1/2, C=16): groups=64 is invalid; allowed: ...``.
     """
-    cls = MODULES[b.name]
+    cls = BLOCKS[b.name]
     params = [p for p in inspect.signature(cls).parameters if p != "c1"]
     kwargs = {k: None if v == "None" else v for k, v in zip(params, b.args)}
     where = f"{b.name} after base layer {b.after} (P{round(math.log2(stride))}/{stride}, C={c1})"
@@ -262,7 +262,7 @@ def check_built_as_given(b: Block, built: torch.nn.Module, ref: torch.nn.Module)
     """
     if _fingerprint(ref) != _fingerprint(built):
         raise InsertionError(f"{b.name} after base layer {b.after}: the YAML row [-1, 1, {b.name}, {b.args}] would "
-                             f"be read otherwise than as {b.name}'s own [{', '.join(yaml_params(MODULES[b.name]))}] "
+                             f"be read otherwise than as {b.name}'s own [{', '.join(yaml_params(BLOCKS[b.name]))}] "
                              f"(the log line above says how it was read, and the edit where one exists)")
 
 
