@@ -247,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     except user_errors() as e:
         print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
-    except KeyboardInterrupt:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
-        print(f"\nattn-yolo {argv[0] if argv else ''}: interrupted (Ctrl-C); nothing half-written is kept",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
+        term = e.args == ("SIGTERM",)  # raised by attn_yolo.ablate.scheduling.stop_on_signals
+        print(f"\nattn-yolo {argv[0] if argv else ''}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'};"
+              " nothing half-written is kept", file=sys.stderr)
+        return 143 if term else 130
 
 
 if __name__ == "__main__":

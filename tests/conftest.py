@@ -1,7 +1,24 @@
-"""Shared test setup: offline Ultralytics, headless plotting, real-data fixtures (skipped when absent)."""
+"""Shared test setup: offline Ultralytics, headless plotting, parallel workers (pytest-xdist) kept apart, real-data
+fixtures (skipped when absent).
 
+The default run uses pytest-xdist (``pytest_cmdline_main`` below): one worker per CPU core (at most 4), each with one
+torch / OpenMP thread, tests spread one by one except the groups of SHARE_A_WORKER, each run whole in one worker, in
+order (``pytest_xdist_make_scheduler``). ``pytest -n 0`` or ``pytest -p no:xdist`` runs
+serially; ``-n N`` sets the workers. Every process of a run (each worker, or the one serial process) gets its own
+scratch folder, removed at its end, for the user-wide state the code reads and writes: Ultralytics' settings
+(``YOLO_CONFIG_DIR``, with its datasets, runs and weights folders inside; the user's own settings are neither read
+nor changed) and the synthetic-shapes cache (``ATTN_YOLO_DATA``). Everything else a test writes goes to its
+``tmp_path`` (Ultralytics itself puts runs without an absolute ``project`` under its ``tests/tmp/runs/<worker>``).
+"""
+
+import json
 import os
+import tempfile
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ... in an xdist worker (set before conftest runs)
+if WORKER:  # one thread per worker: 2 workers x 2 torch threads on 2 cores oversubscribe them (OpenMP spin-waits)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_var] = "1"  # read by torch and numpy at import, and by the subprocesses the tests start
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -12,6 +29,85 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
+
+SCRATCH: str | None = None  # this pytest process's scratch folder (pytest_configure); not made where a test's
+# subprocess (a Ray worker unpickling a test function) imports this module for its helpers
+MAX_WORKERS = 4  # each worker holds torch, Ultralytics and OpenVINO (~1-2 GiB): more cores than this stay unused
+SHARE_A_WORKER = {  # test-id prefix → group: a group's tests run in one worker, in order (pytest_xdist_make_scheduler)
+    "tests/test_ablate_ray.py": "ray",  # one Ray instance at a time ...
+    "tests/test_one_line_errors.py::test_ray_address_without_a_cluster_is_one_line": "ray",  # ... none while this runs
+    "tests/test_readme.py": "readme",  # README order: later commands use the files earlier ones wrote
+    "tests/test_warmstart.py": "warmstart",  # its module fixture trains a start: once
+    "tests/test_health.py": "health",  # its module fixtures train and calibrate models: once
+}
+_DEFAULT_DIST: list = []  # non-empty when pytest_cmdline_main chose the distribution
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """With pytest-xdist installed and no ``-n`` given: one worker per usable CPU core (at most MAX_WORKERS); without
+    ``--dist``: tests one by one, SHARE_A_WORKER's groups whole. Not in addopts, so that ``pytest -p no:xdist`` still
+    parses. (Not xdist's ``loadgroup``: with pytest 9 its ``xdist_group`` marks group nothing.)"""
+    if not config.pluginmanager.hasplugin("xdist") or WORKER:
+        return
+    if config.getoption("numprocesses", None) is None and not config.getoption("collectonly"):
+        config.option.numprocesses = max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    if config.option.numprocesses and config.getoption("dist") == "no":
+        config.option.dist = "loadscope"
+        _DEFAULT_DIST.append(True)
+
+
+def group_of(nodeid: str) -> str:
+    """The scheduling unit of a test: its SHARE_A_WORKER group, else the test itself."""
+    for prefix, group in SHARE_A_WORKER.items():
+        if nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "[")):
+            return group
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown under `-p no:xdist`
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load-scope scheduler with ``group_of`` as the scope (largest units first, then one test at a time)."""
+    if not _DEFAULT_DIST:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_configure(config):
+    """This process's scratch folder: ``ATTN_YOLO_DATA`` and ``YOLO_CONFIG_DIR`` (a settings.json with the datasets,
+    runs and weights folders inside it), set before any test module imports Ultralytics; one torch thread in a
+    worker."""
+    global SCRATCH
+    SCRATCH = tempfile.mkdtemp(prefix=f"attn-yolo-tests-{WORKER or 'main'}-")
+    os.environ["ATTN_YOLO_DATA"] = os.path.join(SCRATCH, "data")
+    os.environ["YOLO_CONFIG_DIR"] = os.path.join(SCRATCH, "config")  # read when Ultralytics is first imported
+    os.makedirs(os.path.join(SCRATCH, "config", "Ultralytics"))
+    dirs = {k: os.path.join(SCRATCH, k.removesuffix("_dir")) for k in ("datasets_dir", "runs_dir", "weights_dir")}
+    with open(os.path.join(SCRATCH, "config", "Ultralytics", "settings.json"), "w") as f:
+        json.dump(dirs, f)  # Ultralytics completes the other keys at its import, next line
+    import logging
+
+    import torch
+
+    logging.disable(logging.WARNING)  # Ultralytics' one "settings updated to the latest schema" warning
+    try:
+        import ultralytics.utils  # noqa: F401  completes settings.json, before a test's subprocess reads it
+    finally:
+        logging.disable(logging.NOTSET)
+    if WORKER:
+        torch.set_num_threads(1)
+
+
+def pytest_unconfigure(config):
+    if SCRATCH:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parents[1]
 COCO128 = REPO.parent / "shared" / "data" / "coco128"

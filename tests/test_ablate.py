@@ -671,20 +671,22 @@ def test_foreign_folder_in_the_way_is_kept(tmp_path, tiny_data, capsys):
     mine = tmp_path / "out" / "runs" / "cbam-seed1"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("my notes")
-    assert cli_main(["ablate", str(cfg)]) == 2
+    assert cli_main(["ablate", str(cfg)]) == 2  # out itself is not the runner's (tests/test_overwrite.py)
+    assert "attn-yolo ablate did not create it" in capsys.readouterr().err
+    assert cli_main(["ablate", str(cfg), "overwrite=True"]) == 2  # allowed into out: the run folder still refused
     assert f"{mine}: a folder that attn-yolo ablate did not create" in capsys.readouterr().err
     calls = []
     with pytest.raises(UsageError, match="cbam-seed1: a folder"):
-        ablate.run(cfg, runner=counting(calls))
+        ablate.run(cfg, ["overwrite=True"], runner=counting(calls))
     assert calls == [] and (mine / "notes.txt").read_text() == "my notes"
     (mine / "notes.txt").rename(tmp_path / "notes.txt")
     mine.rmdir()
     mine.write_text("a file")  # a file in the way: also kept
     with pytest.raises(UsageError, match="cbam-seed1: a file"):
-        ablate.run(cfg, runner=counting(calls))
+        ablate.run(cfg, ["overwrite=True"], runner=counting(calls))
     mine.unlink()
     mine.mkdir()  # an empty folder: nothing to lose
-    assert ablate.run(cfg, runner=counting(calls)) == 0 and len(calls) == 4
+    assert ablate.run(cfg, ["overwrite=True"], runner=counting(calls)) == 0 and len(calls) == 4
     assert (mine / ".attn-yolo-run").is_file()  # the runner's own folder, replaced when the run is redone
     calls.clear()  # changed settings into the same out: redone only with redo=True, into the runner's own folders
     assert ablate.run(cfg, [f"out={tmp_path / 'out'}", "imgsz=96", "redo=True"], runner=counting(calls)) == 0

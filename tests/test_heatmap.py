@@ -506,7 +506,7 @@ def test_outputs_are_written_atomically(items, tmp_path):
     m.stats = {**m.stats, "x": 1.0}  # a field the CSV does not have
     broken = dataclasses.replace(items[0], maps=[*items[0].maps, m])
     with pytest.raises(ValueError, match="fields not in fieldnames"):
-        write_stats([broken], path)
+        write_stats([broken], path, overwrite=True)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
     paths = save(dataclasses.replace(items[0], maps=items[0].maps[:1]), tmp_path / "maps")
     assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == sorted(p.name for p in paths.values())

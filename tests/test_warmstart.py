@@ -119,6 +119,25 @@ def test_every_arm_starts_at_the_start_and_sees_the_same_batches(warm):
     assert not torch.equal(b1["imgs"][0], b0["imgs"][0])
 
 
+def test_an_arm_is_built_the_same_for_a_seed_whatever_ran_before(warm, tmp_path):
+    """The inserted blocks' own weights (not in the start) depend on the run's seed only, not on what the process
+    drew before (the runner builds arms in-process one after another, or in fresh worker processes): the
+    serial-vs-worker difference the default's + CBAM runs showed before build_arm seeded."""
+    spec = next(s for s in ablate.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 1)
+    model = str(tmp_path / spec.model)
+    Path(model).write_text(yaml.safe_dump(spec.model_dict, sort_keys=False))
+    states = []
+    for drawn in (0, 123):  # another process history: other global RNG draws before the build
+        torch.manual_seed(drawn)
+        torch.rand(drawn + 1)
+        states.append(build_arm(spec, model, dict(spec.train)).model.state_dict())
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    other = next(s for s in ablate.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 2)
+    third = build_arm(other, model, dict(other.train)).model.state_dict()
+    assert any(not torch.equal(states[0][k], third[k]) for k in third)  # another seed: other block weights
+
+
 def test_an_ultralytics_that_ignores_the_seed_is_refused(tiny_data, tmp_path, monkeypatch):
     """The installed Ultralytics seeds its dataloader from `seed`; one that does not (a constant generator, as earlier
     8.4.x builds) is refused before any training, naming `seeds`."""

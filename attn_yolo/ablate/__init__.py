@@ -47,7 +47,9 @@ work (exit 2, naming the keys and runs) unless ``redo=True``, which replaces eac
 run has finished; without ``out=``, overrides that change a run's result name their own folder
 (``<out>-epochs1-imgsz96``). On the terminal: one line per run under a progress bar; each run's full Ultralytics
 output is in ``runs/<run>/train.log`` (``verbose=True``: on the terminal too). Safety: one ablation at a
-time per ``out`` (a lock; a second one exits 2 naming the holder's pid and host); the runner deletes or replaces only
+time per ``out`` (a lock; a second one exits 2 naming the holder's pid and host); an existing non-empty ``out`` the
+runner did not create (no ``.attn-yolo-ablate`` marker) is refused before any work (exit 2) unless ``overwrite=True``,
+which writes the ablation's own files there and deletes nothing else; the runner deletes or replaces only
 folders it created (a marker file in each; anything else in the way: exit 2 naming it); SIGINT/SIGTERM stop every
 worker and keep the finished runs. Exit code: 0 every run ok, 1 some run failed, 2 bad config or ``out`` in use or
 in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.

@@ -5,6 +5,11 @@ dies) while an ablation runs; ``out/.attn-yolo-ablate.lock.json`` names the hold
 A second ablation into the same ``out`` stops at once with a ``UsageError`` naming the holder. A holder file left by
 a process that died without releasing the lock is taken over with a warning.
 
+Claim: ``out`` itself holds ``OUT_MARKER`` once the runner has claimed it (written after every check of a run has
+passed, before its first write). An existing, non-empty ``out`` without the marker is a folder the user made: it is
+refused (``check_out``, before anything is built or written) unless ``overwrite=True``, which lets the ablation write
+its own files there (replacing files of the same names, ``OUT_FILES``; deleting nothing it did not write).
+
 Markers: every run folder (``out/runs/<variant>-seed<k>``) and dataset copy (``out/data/<name>``) the runner creates
 holds a marker file. Only folders with the marker are deleted or replaced; anything else in the way is refused with
 a ``UsageError`` naming the path.
@@ -27,6 +32,8 @@ LOCK_NAME = ".attn-yolo-ablate.lock"
 HOLDER_NAME = ".attn-yolo-ablate.lock.json"
 RUN_MARKER = ".attn-yolo-run"  # in each run folder the runner created
 DATA_MARKER = ".attn-yolo-data"  # in each dataset copy (copy_data) the runner created
+OUT_MARKER = ".attn-yolo-ablate"  # in out, once the runner has claimed it
+OUT_FILES = ("config.yaml", "results.csv", "summary.md", "ablation.png", "curves.png", "delta.png")  # at out's top
 
 
 def _alive(pid: int) -> bool:
@@ -141,3 +148,33 @@ def claim(folder: Path, marker: str, info: dict) -> Path:
             child.unlink()
     (folder / marker).write_text(text)
     return folder
+
+
+def check_out(out: Path, overwrite: bool = False) -> None:
+    """Refuse an ``out`` the runner has not claimed (no ``OUT_MARKER``) that exists and holds anything (its own lock
+    files aside), unless ``overwrite``: nothing is built or written before this check.
+
+    Raises:
+        UsageError: one line naming ``out``, what it holds, ``overwrite=True`` and what that replaces.
+    """
+    out = Path(out)
+    if not out.is_dir() or (out / OUT_MARKER).is_file() or overwrite:
+        return  # absent (or a file: refused by validate), claimed, or the user allowed it
+    held = sorted(p.name + "/" * (p.is_dir() and not p.is_symlink()) for p in out.iterdir()
+                  if p.name not in (LOCK_NAME, HOLDER_NAME))
+    if held:
+        shown = ", ".join(held[:6]) + (f" and {len(held) - 6} more" if len(held) > 6 else "")
+        raise UsageError(
+            f"attn-yolo ablate: out={str(out)!r} exists and holds {shown}, but attn-yolo ablate did not create it (no "
+            f"{OUT_MARKER} marker); choose another out=, or pass overwrite=True to write the ablation there (files "
+            f"of its own names are replaced: {', '.join(OUT_FILES)}; nothing else is deleted)"
+        )
+
+
+def claim_out(out: Path) -> None:
+    """Mark ``out`` as the runner's (``OUT_MARKER``, kept when there); call only after ``check_out`` and every other
+    check of the run."""
+    marker = Path(out) / OUT_MARKER
+    if not marker.is_file():
+        info = {"made_by": "attn-yolo ablate", "claimed": time.time(), "argv": sys.argv}
+        atomic_write(marker, lambda p: Path(p).write_text(json.dumps(info) + "\n"))

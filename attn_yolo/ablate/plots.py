@@ -10,10 +10,30 @@ from attn_yolo.ablate.records import epoch_table
 from attn_yolo.ablate.stats import BOOT_METRICS, CONFIDENCE, PRIMARY
 from attn_yolo.checkpoint import atomic_write
 
+PLOT_TAG = "attn-yolo"  # PNG text key in every plot the runner writes: only such a plot is ever deleted
+PLOT_TAG_VALUE = "ablate plot"
+
 
 def save_figure(fig, path) -> None:
-    """Write ``fig`` to ``path`` atomically (``checkpoint.atomic_write``), in the format its suffix names."""
-    atomic_write(path, lambda p: fig.savefig(p, format=Path(path).suffix[1:] or "png"))
+    """Write ``fig`` to ``path`` atomically (``checkpoint.atomic_write``) as a PNG tagged ``PLOT_TAG`` (a text chunk
+    that tells the runner's plot from a file of the same name the user put there, ``is_own_plot``)."""
+    atomic_write(path, lambda p: fig.savefig(p, format="png", metadata={PLOT_TAG: PLOT_TAG_VALUE}))
+
+
+def is_own_plot(path) -> bool:
+    """Whether ``path`` is a PNG the runner wrote: it carries ``save_figure``'s ``PLOT_TAG`` text chunk (Pillow's PNG
+    reader, which reads the chunks before the image data); False for anything else, a missing or unreadable file
+    included."""
+    from PIL import PngImagePlugin
+
+    path = Path(path)
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        with PngImagePlugin.PngImageFile(path) as im:
+            return im.text.get(PLOT_TAG) == PLOT_TAG_VALUE
+    except (OSError, SyntaxError, ValueError):  # not a PNG (SyntaxError is Pillow's "not a PNG file"), or broken
+        return False
 
 
 def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgsz: int):

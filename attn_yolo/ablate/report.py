@@ -11,7 +11,7 @@ from pathlib import Path
 from attn_yolo.ablate import readings
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
-from attn_yolo.ablate.plots import plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
 from attn_yolo.ablate.start import summary_line
 from attn_yolo.ablate.stats import (
     CONFIDENCE,
@@ -338,6 +338,6 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     compared = {v: c for v, c in boot["compare"].items() if PRIMARY in c}
     if compared:
         plot_delta(ab.out / "delta.png", compared, ab.baseline)
-    else:  # an earlier report's plot would no longer match this summary
-        (ab.out / "delta.png").unlink(missing_ok=True)
+    elif is_own_plot(ab.out / "delta.png"):  # an earlier report's plot would no longer match this summary
+        (ab.out / "delta.png").unlink()  # (a delta.png the runner did not write is left alone)
     return text

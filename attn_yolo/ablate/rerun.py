@@ -33,22 +33,28 @@ OUT_KEYS_IGNORED = {"out", "device", "plots", "verbose", "devices", "backend", "
 SUFFIX_MAX = 48  # characters of the settings suffix of a default out; longer ones end in a hash
 
 
-def split_redo(overrides: list[str]) -> tuple[list[str], bool]:
-    """Take ``redo=True`` / ``redo=False`` out of the command-line overrides.
+FLAGS = ("redo", "overwrite")  # command-line switches of the run, not config keys
+
+
+def split_flags(overrides: list[str]) -> tuple[list[str], dict[str, bool]]:
+    """Take ``redo=`` and ``overwrite=`` (``True`` / ``False``) out of the command-line overrides.
+
+    Returns:
+        (the other overrides, ``{"redo": bool, "overwrite": bool}``).
 
     Raises:
-        UsageError: ``redo=`` with another value.
+        UsageError: a flag with another value.
     """
-    rest, redo = [], False
+    rest, flags = [], dict.fromkeys(FLAGS, False)
     for tok in overrides:
         key, _, value = tok.partition("=")
-        if key != "redo":
+        if key not in FLAGS:
             rest.append(tok)
             continue
         if value.lower() not in ("true", "false"):
-            raise UsageError(f"attn-yolo ablate: redo={value!r}; expected True or False")
-        redo = value.lower() == "true"
-    return rest, redo
+            raise UsageError(f"attn-yolo ablate: {key}={value!r}; expected True or False")
+        flags[key] = value.lower() == "true"
+    return rest, flags
 
 
 def _token(value) -> str:

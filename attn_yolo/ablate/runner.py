@@ -17,7 +17,8 @@ import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
-from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_replaceable, claim
+from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
+from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, complete, write_record
 from attn_yolo.ablate.report import duration, write_report
@@ -41,6 +42,23 @@ def _read_only(folder: Path) -> bool:
     return not os.access(folder, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
+def data_copy(ab: Ablation) -> tuple[dict, Path | None]:
+    """The dataset's ``check_det_dataset`` info and where ``copy_data`` copies it, ``out/data/<dataset folder
+    name>`` (None: trained where it is). ``copy_data: auto`` copies a dataset whose labels folders are read-only."""
+    from ultralytics.data.utils import check_det_dataset, img2label_paths
+
+    info = check_det_dataset(ab.data, autodownload=False)
+    if ab.copy_data == "auto":
+        label_dirs = [Path(img2label_paths([str(Path(p) / "x.jpg")])[0]).parent.parent
+                      for k in ("train", "val", "test") if info.get(k)
+                      for p in (info[k] if isinstance(info[k], list) else [info[k]])]
+        if not any(_read_only(d) for d in label_dirs if d.exists()):
+            return info, None
+    elif not ab.copy_data:
+        return info, None
+    return info, ab.out / "data" / Path(info["path"]).resolve().name
+
+
 def prepare_data(ab: Ablation) -> str:
     """Return the dataset YAML to train on; copies the dataset into ``out/data/<name>`` when ``copy_data`` says so.
 
@@ -51,21 +69,13 @@ def prepare_data(ab: Ablation) -> str:
     Raises:
         UsageError: ``out/data/<name>`` exists but the runner did not create it.
     """
-    from ultralytics.data.utils import check_det_dataset, img2label_paths
-
-    info = check_det_dataset(ab.data, autodownload=False)
-    splits = {k: info[k] for k in ("train", "val", "test") if info.get(k)}
-    if ab.copy_data == "auto":
-        label_dirs = [Path(img2label_paths([str(Path(p) / "x.jpg")])[0]).parent.parent for v in splits.values()
-                      for p in (v if isinstance(v, list) else [v])]
-        if not any(_read_only(d) for d in label_dirs if d.exists()):
-            return ab.data
-    elif not ab.copy_data:
+    info, dest = data_copy(ab)
+    if dest is None:
         return ab.data
-    root = Path(info["path"]).resolve()
-    dest = ab.out / "data" / root.name
+    splits = {k: info[k] for k in ("train", "val", "test") if info.get(k)}
     target = dest / "data.yaml"
     check_replaceable(dest, DATA_MARKER)
+    root = Path(info["path"]).resolve()
     if target.exists():  # written last: the copy is complete
         return str(target)
     rel = {}
@@ -136,7 +146,8 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
             f"attn-yolo ablate: design: {start}", f"attn-yolo ablate: out={ab.out}{where}"]
 
 
-def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False) -> int:
+def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False,
+                 overwrite: bool = False) -> int:
     """Prepare ``ab`` (``prepare``: the dataset generated, every arm built; its problems raised before any training),
     then run every unfinished run, recording each in its run folder and in results.csv as it ends, then write the
     report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
@@ -148,19 +159,24 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         started: ``time.perf_counter()`` when the command started (for the wall time in the summary).
         redo: redo finished runs whose settings changed (each old run folder is replaced only once its new run has
             finished); without it such runs stop the ablation before any work (``rerun.check_changed``).
+        overwrite: write into an existing ``out`` that the runner did not create (``outdir.check_out``): files of
+            the runner's own names there are replaced, nothing else is deleted; without it such an ``out`` is
+            refused before anything is built or written.
 
     Returns:
         Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
 
     Raises:
         ConfigError: an arm does not build (``prepare``).
-        UsageError: another ablation holds ``out``, a file or folder the runner did not create is where it writes,
+        UsageError: ``out`` exists, holds files and is not the runner's (unless ``overwrite``), another ablation
+            holds ``out``, a file or folder the runner did not create is where it writes,
             or finished runs used other settings and not ``redo``.
     """
     t_start = time.perf_counter() if started is None else started
-    with console.quiet_ultralytics(bool(ab.train.get("verbose"))):
-        prepare(ab)
+    check_out(ab.out, overwrite)  # before anything is built or written
     fired = []  # signals received
+    with stop_on_signals(fired), console.quiet_ultralytics(bool(ab.train.get("verbose"))):
+        prepare(ab)  # SIGINT even where the parent left it ignored (`cmd &` in a script); the CLI says it in one line
     try:
         with stop_on_signals(fired), OutLock(ab.out):
             return _run_locked(ab, runner, t_start, fired, redo)
@@ -191,7 +207,6 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
     rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), ab.config, UNFINGERPRINTED_TRAIN_KEYS, redo)
-    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
               f"once its new run has finished (trained in {ab.out / rerun.STAGING})")
@@ -208,6 +223,10 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
         check_replaceable(Path(s.run_dir), RUN_MARKER)
     for st in pending(ab):
         check_replaceable(Path(st.folder), RUN_MARKER)
+    if (dest := data_copy(ab)[1]) is not None:
+        check_replaceable(dest, DATA_MARKER)
+    claim_out(ab.out)  # every check passed: the first writes
+    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
     data = prepare_data(ab)
     uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
     todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
@@ -292,7 +311,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
                   f"<variant>-seed<k> tagged {tracking.OUT_TAG}={ab.out}, summary.md and results.csv in run {run_id}")
         except Exception as e:  # tracking never fails an ablation
             _warn(f"MLflow: could not log the summary: {e}")
-    plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if (ab.out / p).exists())
+    plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if is_own_plot(ab.out / p))
     print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md{', ' + plots if plots else ''}; each run's "
           f"full Ultralytics output: runs/<run>/{console.LOG_NAME})")
     if code == 0 and any(r["status"] != "ok" for r in current):
@@ -373,7 +392,7 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
     """Load, override, validate (every problem at once, cheap) and run an ablation config (``run_ablation``: the
     builds, then the runs)."""
     started = time.perf_counter()
-    overrides, redo = rerun.split_redo(list(overrides))
+    overrides, flags = rerun.split_flags(list(overrides))
     raw, base, name, source = load_config(config)
     raw = rerun.default_out(apply_overrides(raw, overrides), overrides, name)
     verbose = bool((raw.get("train") or {}).get("verbose")) if isinstance(raw.get("train"), dict) else False
@@ -382,7 +401,7 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
             ab = validate(raw, base, name, source)
         except ConfigError as e:  # say which problems came from the command line, not from the file
             raise ConfigError(source, from_command_line(e.problems, overrides)) from None
-    return run_ablation(ab, runner=runner, started=started, redo=redo)
+    return run_ablation(ab, runner=runner, started=started, **flags)
 
 
 def lead(summary: str) -> str:

@@ -195,11 +195,17 @@ def build_arm(spec: RunSpec, model: str, train: dict):
     ``train['pretrained']`` (popped), every weight of that checkpoint carried to its layer (``attn_yolo.transfer``),
     inserted blocks at the identity, so that at step 0 the arm predicts exactly what the start predicts.
 
+    The model is built right after ``torch.manual_seed(spec.seed)``: the weights no checkpoint provides (an inserted
+    block's, a model from scratch) are the same for the same seed in any process, also where the trainer keeps them
+    (a warm start's model goes to the trainer as it is, built before Ultralytics seeds its own RNG).
+
     Raises:
         InsertionError: the checkpoint does not fit (with ``spec.start``, any tensor that does not load).
     """
+    import torch
     from ultralytics import YOLO
 
+    torch.manual_seed(spec.seed)
     yolo = YOLO(model)
     carry = spec.start or train.pop("pretrained", None)
     train.pop("pretrained", None)

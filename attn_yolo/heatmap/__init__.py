@@ -8,6 +8,11 @@ image with its detections, then one panel per map (layer index, block, stride, t
 colour bar, its statistics); the raw maps as ``.npy``; and one ``stats.csv`` row per map (min, max, mean, entropy),
 so a collapsed block (a uniform or one-hot map) shows in numbers as well as in pictures.
 
+Nothing is overwritten silently: when ``out`` already holds files of the names the run writes (``stats.csv``,
+``<stem>_heatmaps.png``, ``<stem>_<map>.npy``), the command stops (exit 2, naming them) before the model predicts,
+unless ``overwrite=True``, which replaces those files and touches nothing else in ``out``. ``save`` and
+``write_stats`` refuse likewise (``FileExistsError``) unless ``overwrite=True``.
+
 ``maps`` defines the maps (``spatial``, ``channel``, ``received``, ``query<k>``, ...) and their statistics; ``model``
 loads the model and finds its attention blocks; ``capture`` records the maps with forward hooks; ``letterbox`` makes
 the model input as Ultralytics' predictor does; ``predict`` predicts each image with its maps; ``cam`` adds
@@ -28,10 +33,21 @@ from attn_yolo.args import UsageError, kv_args
 from attn_yolo.checkpoint import check_writable
 from attn_yolo.heatmap.cam import class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
-from attn_yolo.heatmap.figure import SCALES, figure_size, plot, save, stats_rows, write_stats
+from attn_yolo.heatmap.figure import (
+    SCALES,
+    STATS_NAME,
+    check_new,
+    figure_size,
+    plot,
+    save,
+    stats_rows,
+    write_stats,
+    written_by_heatmap,
+)
 from attn_yolo.heatmap.maps import AttentionMap, map_stats
-from attn_yolo.heatmap.model import HeatmapError, NoAttentionError
-from attn_yolo.heatmap.predict import ImageHeatmaps, heatmaps, predict_with_maps
+from attn_yolo.heatmap.model import HeatmapError, NoAttentionError, as_model
+from attn_yolo.heatmap.predict import ImageHeatmaps, heatmaps, image_names, predict_with_maps
+from attn_yolo.images import default_images, read_sources
 
 __all__ = [
     "AttentionCapture",
@@ -49,6 +65,7 @@ __all__ = [
     "save",
     "stats_rows",
     "write_stats",
+    "written_by_heatmap",
 ]
 
 DEFAULTS = {
@@ -64,18 +81,21 @@ DEFAULTS = {
     "device": None,
     "trust": False,
     "scale": "fixed",
+    "overwrite": False,
 }
 
 USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
                   [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
-                  [trust=False] [scale=fixed|panel]
+                  [trust=False] [scale=fixed|panel] [overwrite=False]
 
 Writes per image <stem>_heatmaps.png (detections + one panel per attention map), <stem>_L<i>_<block>_<kind>.npy
 (raw maps on the feature grid) and stats.csv (min/max/mean/entropy per map) into out (default runs/heatmap/exp).
 Default source: 2 validation images of the model's own dataset when it is at hand, else Ultralytics' bus.jpg and
 zidane.jpg. The checkpoint loads weights-only; trust=True unpickles it fully
 (may run code it contains: only for a file from a source you trust). scale=fixed (default) colours every gate map on
-[0, 1], so that a gate spanning 0.475-0.509 looks as flat as it is; scale=panel uses each map's own min..max."""
+[0, 1], so that a gate spanning 0.475-0.509 looks as flat as it is; scale=panel uses each map's own min..max.
+An out that already holds files of those names is refused before the model predicts (exit 2, naming them);
+overwrite=True replaces them and touches nothing else in out."""
 
 
 def main(argv: list[str]) -> int:
@@ -93,26 +113,38 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
     if a["scale"] not in SCALES:
         raise UsageError(f"attn-yolo heatmap: scale={a['scale']!r}: expected one of {', '.join(SCALES)}")
-    if not isinstance(a["trust"], bool):
-        raise UsageError(f"attn-yolo heatmap: trust={a['trust']!r}: expected True or False")
+    for key in ("trust", "overwrite"):
+        if not isinstance(a[key], bool):
+            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected True or False")
     if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
         raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
     check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out",
                    lambda msg: UsageError(f"attn-yolo heatmap: {msg}"))
+    out = None if a["out"] is None else Path(str(a["out"]))
+
+    def check_out(files):  # before the model predicts: files of the names this run writes are not replaced silently
+        if out is not None and not a["overwrite"]:
+            check_new(written_by_heatmap(out, [stem for _, stem in image_names(files)]))
+
     try:
-        items = heatmaps(a["model"], a["source"], layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]),
-                         iou=float(a["iou"]), query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])
-    except HeatmapError as e:
+        files = None if a["source"] is None else read_sources(a["source"], HeatmapError)
+        if files is not None:
+            check_out(files)  # before the model is even loaded
+        net = as_model(a["model"], a["trust"])
+        if files is None:  # the model's own val images (or Ultralytics' photos): known once it is loaded
+            files = default_images(net)[0]
+            check_out(files)
+        items = heatmaps(net, files, layers=a["layers"], imgsz=a["imgsz"], conf=float(a["conf"]), iou=float(a["iou"]),
+                         query=a["query"], cam=a["cam"], device=a["device"], trust=a["trust"])
+    except (HeatmapError, FileExistsError) as e:
         raise UsageError(f"attn-yolo heatmap: {e}") from None
-    if a["out"] is None:
+    if out is None:
         from ultralytics.utils.files import increment_path
 
         out = increment_path(Path("runs/heatmap/exp"), mkdir=True)
-    else:
-        out = Path(str(a["out"]))
     for it in items:
-        print(f"{save(it, out, a['scale'])['png']}")
-    stats = write_stats(items, out / "stats.csv")
+        print(f"{save(it, out, a['scale'], overwrite=a['overwrite'])['png']}")
+    stats = write_stats(items, out / STATS_NAME, overwrite=a["overwrite"])
     print(f"\n{'image':<16}{'map':<24}{'stride':>6}{'shape':>9}{'min':>9}{'max':>9}{'mean':>9}{'H/lnN':>7}  flag")
     for r in stats_rows(items):
         print(f"{r['image'][:15]:<16}{r['map'][:23]:<24}{r['stride']:>6}{r['h']:>4}×{r['w']:<4}{r['min']:>9.3g}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import cv2
@@ -137,21 +138,57 @@ def detections_image(item: ImageHeatmaps, size: tuple[int, int]) -> np.ndarray:
     return Results(small, path=str(item.path), names=item.result.names, boxes=boxes).plot()
 
 
-def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed") -> dict[str, Path]:
+STATS_NAME = "stats.csv"
+
+
+def written_by_heatmap(out: str | Path, stems) -> list[Path]:
+    """The files in folder ``out`` that a heatmap run over images with these output stems (``ImageHeatmaps.stem``)
+    writes: ``stats.csv``, ``<stem>_heatmaps.png`` and ``<stem>_<map name>.npy`` (map names as
+    ``AttentionMap.name``: ``L06_CBAM_spatial``, ``L06.1_CBAM_spatial``, ``EigenCAM_cam``). Empty when ``out`` is
+    no folder. Which ``.npy`` files a run writes is known only once it has captured the maps, so every existing
+    file of that form counts."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    alt = "|".join(re.escape(s) for s in sorted(set(stems), key=len, reverse=True)) or "(?!)"
+    own = re.compile(rf"(?:{alt})_(?:heatmaps\.png|(?:L\d+(?:\.[\w.]+)?_\w+_\w+|\w+_cam)\.npy)")
+    return sorted(p for p in out.iterdir() if p.name == STATS_NAME or own.fullmatch(p.name))
+
+
+def check_new(paths, overwrite: bool = False) -> None:
+    """Refuse to replace existing files unless ``overwrite``.
+
+    Raises:
+        FileExistsError: one line naming the files that exist (up to 6, then how many more) and ``overwrite=True``.
+    """
+    found = [Path(p) for p in paths if Path(p).exists() or Path(p).is_symlink()]
+    if found and not overwrite:
+        names = ", ".join(p.name for p in found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
+        raise FileExistsError(f"out={str(found[0].parent)!r} already holds {names}, which heatmap writes; pass "
+                              "overwrite=True to replace them (nothing else there is touched), or choose another out=")
+
+
+def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed", overwrite: bool = False) -> dict[str, Path]:
     """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out`` (``item.stem``: unique
     among the images of one ``heatmaps`` call, also for equal file names in different folders), each atomically
     (``checkpoint.atomic_write``: an interrupted run leaves no half-written file).
 
+    Args:
+        overwrite: replace those files where they exist; otherwise nothing is written when one of them exists.
+
     Returns:
         dict: ``"png"`` → the PNG, and map name → its ``.npy``.
+
+    Raises:
+        FileExistsError: one of the files exists and not ``overwrite`` (``check_new``).
     """
     out = Path(out)
+    paths = {"png": out / f"{item.stem}_heatmaps.png", **{m.name: out / f"{item.stem}_{m.name}.npy" for m in item.maps}}
+    check_new(paths.values(), overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"png": out / f"{item.stem}_heatmaps.png"}
     fig = plot(item, scale=scale)
     atomic_write(paths["png"], lambda p: fig.savefig(p, format="png"))
     for m in item.maps:
-        paths[m.name] = out / f"{item.stem}_{m.name}.npy"
         atomic_write(paths[m.name], lambda p, a=m.map: _save_npy(p, a))
     return paths
 
@@ -175,10 +212,15 @@ def _save_npy(path: str, a: np.ndarray) -> None:
         np.save(f, a)
 
 
-def write_stats(items: list[ImageHeatmaps], path: str | Path) -> Path:
+def write_stats(items: list[ImageHeatmaps], path: str | Path, overwrite: bool = False) -> Path:
     """Write ``stats_rows`` as CSV, atomically (floats to 6 significant digits; ``check``/``gamma`` empty when not
-    applicable)."""
+    applicable).
+
+    Raises:
+        FileExistsError: ``path`` exists and not ``overwrite``.
+    """
     path = Path(path)
+    check_new([path], overwrite)
 
     def write(tmp):
         with open(tmp, "w", newline="") as f:

@@ -54,6 +54,24 @@ def in_place_ok() -> bool:
     return not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
 
 
+def hooked(*modules: torch.nn.Module) -> bool:
+    """True when a forward hook watches any of ``modules`` (a FLOP counter such as thop, which Ultralytics'
+    ``get_flops`` and ``model.info()`` use, or a user's hook): a block that otherwise computes their work
+    functionally then calls them, so the hooks see the calls they expect (same values)."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def conv1x1(x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """1×1 conv without bias, ``w`` ``(C_out, C_in)``, as one GEMM whose output has the layout asked for, whatever
+    ``x``'s (NCHW or channels-last; the GEMM reads either operand transposed without a copy). So a block's fast path
+    changes layout inside a conv it has anyway instead of a separate transposing copy. Shapes:
+    ``(B, C_in, H, W) -> (B, C_out, H, W)``."""
+    b, _, h, w_ = x.shape
+    if channels_last:  # (B, HW, C_in) @ (C_in, C_out): rows are pixels
+        return torch.bmm(x.flatten(2).transpose(1, 2), w.t().expand(b, -1, -1)).view(b, h, w_, -1).permute(0, 3, 1, 2)
+    return torch.bmm(w.expand(b, -1, -1), x.flatten(2)).view(b, -1, h, w_)  # (C_out, C_in) @ (C_in, HW)
+
+
 def is_int(x) -> bool:
     """True for an ``int`` that is not a ``bool`` (YAML ``true`` is no channel count)."""
     return isinstance(x, int) and not isinstance(x, bool)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, group_count, is_int, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, group_count, hooked, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_BRANCHES = 4
@@ -14,10 +15,33 @@ MAX_KERNEL = 11
 """Largest branch kernel accepted (the paper's largest is 7, as a 3×3 with dilation 3)."""
 
 
+MIN_GROUP_WIDTH = 8
+"""Channels per group below which ``SKBranches`` merges groups (onnxruntime's NCHWc block on AVX2 CPUs)."""
+
+
+def merge_factor(c: int, groups: int) -> int:
+    """Smallest ``f`` dividing ``groups`` with ``f·C/G >= MIN_GROUP_WIDTH`` where a conv has 2 to 7 channels per
+    group; 1 otherwise (depthwise convs, with one channel per group, have fast kernels of their own)."""
+    cg = c // groups
+    if cg == 1 or cg >= MIN_GROUP_WIDTH:
+        return 1
+    return next((f for f in range(2, groups + 1) if groups % f == 0 and f * cg >= MIN_GROUP_WIDTH), 1)
+
+
 class SKBranches(nn.Module):
     """The ``M`` kernel branches of a selective-kernel block: ``[U_1, ..., U_M]``.
 
     Each branch is a grouped convolution (no bias), BatchNorm and ReLU, padded to keep the map size.
+
+    Cost, with the same function: in eval each BatchNorm is folded into its conv; and a grouped conv of fewer than
+    ``MIN_GROUP_WIDTH`` channels per group runs as one with ``f`` neighbouring groups merged and the weight widened
+    with exact zeros (``widened``: block-diagonal, the same sums for finite inputs; an inf would reach the merged
+    neighbours as NaN), because CPU kernels fall off their fast path on narrow groups: on yolo11n's P3 at 640
+    (1×128×80×80, the paper's G = 32: 4 channels per group) onnxruntime runs a 4-channel group conv outside its
+    NCHWc kernels (8-channel blocks on AVX2), about 8.2 ms per branch in the whole model, against 3.3 ms merged to
+    8 channels per group (twice the MACs, zeros included), 1 thread; PyTorch's oneDNN kernels gain too
+    (BENCHMARKS.md section 2e). Exports keep one plain Conv per branch (the widening and the fold are
+    constant-folded).
 
     Args:
         c (int): channels ``C`` (in and out).
@@ -41,8 +65,33 @@ class SKBranches(nn.Module):
 
         self.convs = nn.ModuleList(branch(k) for k in kernels)
 
+    @staticmethod
+    def widened(w: torch.Tensor, groups: int, f: int) -> torch.Tensor:
+        """The weight ``(C, C/G, k, k)`` of a ``G``-group conv as that of the same conv with ``G/f`` groups:
+        ``(C, f·C/G, k, k)``, each output channel's taps on its own group, exact zeros on the ``f − 1`` merged
+        neighbours (so the outputs are the same sums)."""
+        if f == 1:
+            return w
+        c, cg = w.shape[:2]
+        eye = torch.eye(f, dtype=w.dtype, device=w.device).view(1, f, 1, f, 1, 1, 1)
+        return (w.view(groups // f, f, c // groups, 1, cg, *w.shape[2:]) * eye).reshape(c, f * cg, *w.shape[2:])
+
+    def run(self, seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """``seq(x)`` (grouped conv, BatchNorm, ReLU), the BatchNorm folded into the conv in eval, narrow groups
+        merged (``widened``). Shapes: ``(B, C, H, W) -> (B, C, H, W)``."""
+        conv, norm, act = seq
+        if hooked(conv, norm, act):  # e.g. thop counting MACs (Ultralytics' GFLOPs): the plain module calls
+            return seq(x)
+        w, b, fold = conv.weight, None, not norm.training and norm.running_var is not None
+        if fold:
+            s = norm.weight * torch.rsqrt(norm.running_var + norm.eps)
+            w, b = w * s.view(-1, 1, 1, 1), norm.bias - norm.running_mean * s
+        f = merge_factor(conv.in_channels, conv.groups)
+        u = F.conv2d(x, self.widened(w, conv.groups, f), b, conv.stride, conv.padding, conv.dilation, conv.groups // f)
+        return act(u if fold else norm(u))
+
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return [conv(x) for conv in self.convs]
+        return [self.run(seq, x) for seq in self.convs]
 
 
 class SKAttention(nn.Module):
