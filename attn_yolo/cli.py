@@ -78,7 +78,20 @@ def check_command(word: str) -> None:
 CHECKPOINT_KEYS = ("model", "pretrained")  # pass-through arguments that name a checkpoint Ultralytics will load
 
 
-def take_flag(argv: list[str], key: str, default: bool | None, meaning: str) -> tuple[list[str], bool | None]:
+OWN_KEYS = {"trust": False, "health": True, "sdpa": False}  # attn-yolo's own pass-through keys, with their defaults
+
+
+def command_name(argv: list[str]) -> str:
+    """``attn-yolo <mode>`` for a pass-through command line (its mode word or ``mode=``), the start of its errors."""
+    from ultralytics.cfg import MODES
+
+    mode = next((w for w in argv if w in MODES), None)
+    mode = mode or next((w.partition("=")[2] for w in argv if w.startswith("mode=")), None)
+    return f"attn-yolo {mode}" if mode else "attn-yolo"
+
+
+def take_flag(argv: list[str], key: str, default: bool | None, meaning: str,
+              name: str = "attn-yolo") -> tuple[list[str], bool | None]:
     """Take one of attn-yolo's own ``key=True|False`` arguments (``trust``, ``health``, ``sdpa``) out of a
     pass-through command line, since Ultralytics' CLI has no such key: ``(the rest, the value or default)``.
 
@@ -93,11 +106,47 @@ def take_flag(argv: list[str], key: str, default: bool | None, meaning: str) -> 
         elif v.lower() in ("true", "false"):
             value = v.lower() == "true"
         else:
-            raise UsageError(f"attn-yolo: {key}={v!r} is invalid; allowed: True or False ({meaning})")
+            raise UsageError(f"{name}: {key}={v!r} is invalid; allowed: True or False ({meaning})")
     return rest, value
 
 
-def check_checkpoints(argv: list[str]) -> None:
+def check_args(argv: list[str], name: str = "attn-yolo") -> None:
+    """Check a pass-through command line before anything runs, with Ultralytics' own checks: every ``key=value`` as
+    its entrypoint checks it (a known key, with similar-key hints that include attn-yolo's ``OWN_KEYS``; the value's
+    type and range, ``check_cfg``), then the files it names: a ``model=`` YAML where ``yaml_model_load`` would look
+    (the name as written, then without its scale letter), a ``data=`` / ``cfg=`` YAML where ``check_yaml`` would.
+
+    Raises:
+        UsageError: ``attn-yolo train: 'spda' is not a valid YOLO argument. Similar arguments are i.e.
+            ['sdpa=False'].``,
+            ``attn-yolo train: 'epochs=abc' is of invalid type str. ...``, ``attn-yolo train: model='m/x.yaml': no such
+            file ...``.
+    """
+    from ultralytics.utils.checks import check_yaml
+
+    from attn_yolo.ultralytics_api import unscaled_yaml_path
+    from attn_yolo.ultralytics_api.cli_checks import cli_overrides, model_yaml_file
+
+    try:
+        overrides = cli_overrides(argv, OWN_KEYS)
+    except (SyntaxError, TypeError, ValueError) as e:
+        raise UsageError(f"{name}: {one_line(e)}") from None
+
+    def local_yaml(key: str) -> str | None:
+        v = overrides.get(key)
+        return v if isinstance(v, str) and v.lower().endswith((".yaml", ".yml")) and "://" not in v else None
+
+    if (model := local_yaml("model")) and not model_yaml_file(model):
+        bare = unscaled_yaml_path(model)
+        also = f" (nor {bare!r}, the name without its scale letter, where Ultralytics also looks)" * (bare != model)
+        raise UsageError(f"{name}: model={model!r}: no such file{also}; give a model YAML (e.g. yolo11n.yaml, "
+                         "models/yolo11-cbam.yaml) or a checkpoint (*.pt)")
+    for key, what in (("data", "a dataset YAML (e.g. path/to/data.yaml)"), ("cfg", "a YAML of Ultralytics arguments")):
+        if (value := local_yaml(key)) and not check_yaml(value, hard=False):
+            raise UsageError(f"{name}: {key}={value!r}: no such file; give {what}")
+
+
+def check_checkpoints(argv: list[str], name: str = "attn-yolo") -> None:
     """Load each existing ``model=`` / ``pretrained=`` checkpoint of a pass-through command weights-only (the tools'
     loader, ``checkpoint.load_yolo``) before Ultralytics sees it, so a crafted file is refused in one line naming the
     global it references, before anything runs.
@@ -117,7 +166,7 @@ def check_checkpoints(argv: list[str]) -> None:
         if Path(value).is_file():
             load_yolo(value, what=key, error=UsageError, suffixes=(".pt",))
         elif value not in GITHUB_ASSETS_NAMES:  # an official name (yolo11n.pt) is Ultralytics' to fetch
-            raise UsageError(f"attn-yolo: {key}={value!r}: no such file (give a checkpoint, e.g. "
+            raise UsageError(f"{name}: {key}={value!r}: no such file (give a checkpoint, e.g. "
                              "runs/detect/train/weights/best.pt)")
 
 
@@ -143,8 +192,8 @@ def passthrough(argv: list[str]) -> int:
     warning silenced, and attn-yolo's errors as one line (exit 2).
 
     Raises:
-        UsageError: a bad ``trust=`` / ``health=`` / ``sdpa=`` value, ``health=`` outside training, a refused
-            checkpoint.
+        UsageError: a bad ``trust=`` / ``health=`` / ``sdpa=`` value, ``health=`` outside training, an argument
+            Ultralytics' checks refuse or a file it names that does not exist (``check_args``), a refused checkpoint.
     """
     from contextlib import ExitStack
 
@@ -154,15 +203,18 @@ def passthrough(argv: list[str]) -> int:
     from attn_yolo.health import default_on
     from attn_yolo.ultralytics_api import run_cli
 
-    argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust")
-    argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True")
+    name = command_name(argv)
+    argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust",
+                            name)
+    argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True", name)
     argv, sdpa = take_flag(argv, "sdpa", False, "True: Ultralytics' own Attention and AAttn layers run on fused "
-                           "scaled_dot_product_attention; default False")
+                           "scaled_dot_product_attention; default False", name)
     training = "train" in argv or "mode=train" in argv
     if health and not training:
-        raise UsageError("attn-yolo: health= applies to training only (attn-yolo train ...)")
+        raise UsageError(f"{name}: health= applies to training only (attn-yolo train ...)")
+    check_args(argv, name)
     if not trust:
-        check_checkpoints(argv)
+        check_checkpoints(argv, name)
     quiet_ray_tune()
     with ExitStack() as stack:
         if not trust:

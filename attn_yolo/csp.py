@@ -46,6 +46,50 @@ BASE_ARGS = {"C2f": ["c2", "shortcut", "g", "e"], "C3k2": ["c2", "c3k", "e", "at
 """The YAML args each base takes (after ``c1``; ``n`` of C2f / C3k2 is the row's repeats), as Ultralytics 8.4."""
 
 
+def _is_int(v, low: int = 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+_BOOL = (lambda v: isinstance(v, bool), "True or False")
+_WIDTH = (lambda v: isinstance(v, str) or _is_int(v), "an int >= 1 (output channels, width-scaled by Ultralytics)")
+BASE_CHECKS = {  # base → arg → (accepts the value, what is allowed), for the args BASE_ARGS names (after c1)
+    "C2f": {"c2": _WIDTH, "shortcut": (_BOOL[0], "True or False (the bottlenecks' residual add)"),
+            "g": (_is_int, "an int >= 1 (the bottleneck convs' groups)"),
+            "e": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+                  "a number > 0 (hidden width = c2·e)")},
+    "SPPF": {"c2": _WIDTH, "k": (lambda v: _is_int(v) and v % 2 == 1, "an odd int >= 1 (the max-pool kernel; "
+                                 "Ultralytics' default 5)"),
+             "n": (_is_int, "an int >= 1 (max-pool repeats; default 3)"),
+             "shortcut": (_BOOL[0], "True or False (residual add)")},
+}  # fmt: skip
+BASE_CHECKS["C3k2"] = {**BASE_CHECKS["C2f"], "c3k": (_BOOL[0], "True or False (C3k blocks instead of Bottlenecks)"),
+                       "attn": (_BOOL[0], "True or False (Ultralytics' own PSA attention after each block)")}
+
+
+def check_base_args(where: str, cls: type, args: list) -> None:
+    """Refuse a positional arg of a derived row that its Ultralytics base (C2f, C3k2, SPPF) cannot take, before the
+    model is built (instead of torch's ``kernel size should be greater than zero``, or ``C3k2``'s ``attn`` silently
+    taking a number as True).
+
+    Raises:
+        AttnBuildError: ``row 9 (scale n) SPPF_CBAM: k=0 is invalid; allowed: an odd int >= 1 ...``; a number where
+            a bool goes says how to pass X's keywords instead (``[512, False, 0.25, {r: 8}]``).
+    """
+    base = cls.base.__name__
+    for j, (key, v) in enumerate(zip(BASE_ARGS[base], args)):
+        ok, allowed = BASE_CHECKS[base][key]
+        v = _literal(v)
+        if ok(v):
+            continue
+        hint = ""
+        if ok is _BOOL[0] and isinstance(v, (int, float)):
+            first = yaml_params(cls.attention)[0] if yaml_params(cls.attention) else "..."
+            hint = (f"; {cls.attention.__name__}'s hyperparameters go in a trailing mapping, e.g. "
+                    f"[{', '.join(map(str, args[:j]))}, {{{first}: {v}}}]")
+        raise AttnBuildError(f"{where}: {key}={v!r} is invalid ({base}'s arg {j + 1} of "
+                             f"[{', '.join(BASE_ARGS[base])}]); allowed: {allowed}{hint}")
+
+
 class AttnBottleneck(Bottleneck):
     """Ultralytics' ``Bottleneck`` with an attention block on its residual branch: ``y = x + X(cv2(cv1(x)))``.
 
@@ -193,7 +237,8 @@ def prepare(d: dict, name_of) -> dict[int, Inner]:
         ``{row index: Inner}`` for ``convert``.
 
     Raises:
-        AttnBuildError: more args than the base takes, X keywords that are not a mapping of X's hyperparameters.
+        AttnBuildError: more args than the base takes, a base arg it cannot take (``check_base_args``), X keywords that
+            are not a mapping of X's hyperparameters.
     """
     rows, out = list(d.get("backbone") or []) + list(d.get("head") or []), {}
     scale = d.get("scale") or next(iter(d.get("scales") or {}), None)
@@ -213,6 +258,7 @@ def prepare(d: dict, name_of) -> dict[int, Inner]:
                 f"[{', '.join(allowed)}], then optionally one mapping of {x_name}'s keywords "
                 f"({', '.join(params)}), e.g. [{args[0] if args else 256}, {{{params[0]}: ...}}]"
             )
+        check_base_args(where, cls, args)
         bad = [k for k in kwargs if k not in params]
         if bad:
             raise AttnBuildError(f"{where}: {x_name} has no hyperparameter {bad[0]!r}; allowed keywords: "

@@ -12,6 +12,7 @@ import yaml
 from attn_yolo import cli
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
+SE_VARIANT = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "sppf"}  # an ablation needs two variants
 
 
 @pytest.fixture
@@ -64,7 +65,8 @@ def test_ablate_out_is_an_existing_file(files, tmp_path, capsys):
 
     data = generate(tmp_path / "shapes", n_train=2, n_val=1, imgsz=64, seed=0)
     cfg = tmp_path / "ablation.yaml"
-    cfg.write_text(yaml.safe_dump({"data": str(data), "variants": [{"name": "base", "model": "yolo11n.yaml"}],
+    cfg.write_text(yaml.safe_dump({"data": str(data),
+                                   "variants": [{"name": "base", "model": "yolo11n.yaml"}, SE_VARIANT],
                                    "train": {"epochs": 1, "imgsz": 64}}))  # fmt: skip
     capsys.readouterr()
     assert cli.main(["ablate", str(cfg), f"out={files['file']}"]) == 2
@@ -92,7 +94,8 @@ def test_an_impossible_out_is_one_line(tool, out, files, tmp_path, capsys):
 
         data = generate(tmp_path / "shapes", n_train=2, n_val=1, imgsz=64, seed=0)
         cfg = tmp_path / "ablation.yaml"
-        cfg.write_text(yaml.safe_dump({"data": str(data), "variants": [{"name": "base", "model": "yolo11n.yaml"}],
+        cfg.write_text(yaml.safe_dump({"data": str(data),
+                                   "variants": [{"name": "base", "model": "yolo11n.yaml"}, SE_VARIANT],
                                        "train": {"epochs": 1, "imgsz": 64}}))  # fmt: skip
     argv = {"insert": ["insert", "base=yolo11n.yaml", f"out={out}/m.yaml"],
             "export": ["export", f"model={yaml_model}", "imgsz=64", f"out={out}/m.onnx"],

@@ -248,6 +248,36 @@ def test_block_hyperparameters_from_a_trailing_mapping_and_errors_name_the_row()
     assert "Did you mean 'C3k2_CBAM'?" in err([-1, 2, "C3k2_CBMA", [256]], UnknownModuleError)
 
 
+def test_base_args_the_ultralytics_block_cannot_take_are_row_errors():
+    """SPPF's k=0 (torch: 'kernel size should be greater than zero') and C3k2's attn=8 (Ultralytics: truthy, so PSA
+    attention is built) are refused before the build, naming the row, the arg, the value and what is allowed; the arg
+    lists of Ultralytics' own YAMLs (yolov8, yolo11, yolo26) pass (test_yolov8_c2f_and_yolo26_attn_rows builds them)."""
+    d = yaml_model_load("yolo11n.yaml")
+
+    def err(i, row):
+        dd = copy.deepcopy(d)
+        dd["backbone"][i] = row
+        with pytest.raises(AttnBuildError) as e:
+            DetectionModel(dd, verbose=False)
+        return str(e.value)
+
+    assert err(9, [-1, 1, "SPPF_CBAM", [1024, 0]]) == (
+        "row 9 (scale n) SPPF_CBAM: k=0 is invalid (SPPF's arg 2 of [c2, k, n, shortcut]); allowed: an odd int >= 1 "
+        "(the max-pool kernel; Ultralytics' default 5)")
+    assert "SPPF_CBAM: k=4 is invalid" in err(9, [-1, 1, "SPPF_CBAM", [1024, 4]])  # the pyramid would grow by 1 px
+    assert err(6, [-1, 2, "C3k2_CBAM", [512, False, 0.25, 8]]) == (
+        "row 6 (scale n) C3k2_CBAM: attn=8 is invalid (C3k2's arg 4 of [c2, c3k, e, attn, g, shortcut]); allowed: "
+        "True or False (Ultralytics' own PSA attention after each block); CBAM's hyperparameters go in a trailing "
+        "mapping, e.g. [512, False, 0.25, {r: 8}]")
+    assert "C2f_SE: e=0 is invalid" in err(2, [-1, 2, "C2f_SE", [256, False, 1, 0]])
+    assert "C2f_SE: g=0.5 is invalid" in err(2, [-1, 2, "C2f_SE", [256, False, 0.5]])
+    fine = {"C3k2": [[512, True], [512, False, 0.25], [1024, True, 0.5, True], [256, "False", 0.25]],
+            "C2f": [[512], [256, True]], "SPPF": [[1024, 5], [1024, 5, 3, True], [1024, 5, 3, False]]}
+    for base, argss in fine.items():  # the arg lists of Ultralytics' own YAMLs
+        for a in argss:
+            csp.check_base_args("row", getattr(csp, f"{base}_SE"), a)
+
+
 def test_modules_command_lists_the_derived_blocks(capsys):
     from attn_yolo.cli import modules_main
 

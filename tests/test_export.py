@@ -358,6 +358,9 @@ def test_toposort_onnx_unit(tmp_path):
     [
         (["imgsz=128"], "model= is required"),
         (["model=x.pt", "format=tflite"], "format='tflite' is not verified here; allowed: onnx, openvino, engine"),
+        (["model=x.pt", "format=onnxx"], "format='onnxx': unknown format. Did you mean 'onnx'? Verified here: onnx, "
+                                         "openvino, engine; Ultralytics' exporter also takes torchscript, "),
+        (["model=x.pt", "format=foo"], "format='foo': unknown format. Verified here: onnx"),
         (["model=x.pt", "imgsz=abc"], "imgsz='abc' is invalid"),
         (["model=x.pt", "dynamic=maybe"], "dynamic='maybe' is invalid"),
         (["model=x.pt", "conf=2"], "conf=2 is invalid"),

@@ -338,11 +338,14 @@ def test_scale_warning_only_when_the_built_scale_differs(tmp_path, monkeypatch):
         (dict(module="CBMA"), "module='CBMA': unknown attention block. Did you mean 'CBAM'? Allowed: SE, ECA"),
         (dict(at=23), "layer 23 is out of range; the base has layers 0..23 and a block can follow layers 0..22"),
         (dict(at=[4, -1]), "layer -1 is out of range"),
+        (dict(at="4,4"), "at='4,4': 4 is given twice; each site takes the block once (to chain two blocks after one "
+                         "layer, name both: module=SE,CBAM at=4)"),
+        (dict(at=["backbone", "backbone"]), "'backbone' is given twice"),
         (dict(base="yolo11n-seg.yaml"), "is a segment model (last layer Segment); insert supports detect bases"),
         (dict(base="yolo11n-cls.yaml"), "is a classify model (last layer Classify)"),
         (dict(base="yolo11n-pose.yaml"), "is a pose model (last layer Pose"),
         (dict(base="nope.yaml"), "base='nope.yaml': no such file, and not a model YAML shipped with Ultralytics"),
-        (dict(module="MHSA", args=[5]), "does not build: row 5 (scale n) MHSA: heads=5 is invalid"),
+        (dict(module="MHSA", args=[5]), "MHSA after base layer 4 (P3/8, C=128): heads=5 is invalid"),
         (dict(args=[16, 7, 0.1, 1]), "CBAM takes at most 3 args [r, k, init_values]"),
         (dict(args=[16, 7, 0.1], identity=True), "init_values=0.1, but identity=True sets init_values=0.0"),
         (dict(module=["SE", "SAM"], at=["backbone", "sppf", "neck"]), "names 2 blocks but at="),
@@ -400,9 +403,46 @@ def test_inserted_block_error_says_where_it_was_inserted():
     with pytest.raises(InsertionError) as e:
         insert("yolo11n.yaml", "MHSA", at=6, args=[5])
     assert str(e.value) == (
-        "the inserted model does not build: row 7 (scale n) MHSA: heads=5 is invalid; allowed: a divisor of C=128 "
-        "(head width >= 8): [1, 2, 4, 8, 16] (row 7 is the MHSA inserted after base layer 6)"
+        "MHSA after base layer 6 (P4/16, C=128): heads=5 is invalid; allowed: a divisor of C=128 (head width >= 8): "
+        "[1, 2, 4, 8, 16] (args are MHSA's own [heads, mlp_ratio, attn_drop, head_dim, init_values])"
     )
+
+
+def test_insert_args_are_the_blocks_own_hyperparameters(tmp_path, capsys):
+    """``args=[64]`` for ShuffleAttention is groups=64 (not a public-convention channel count): refused at C=16 with
+    the group counts that fit there, before any YAML row is read or anything written; where 64 fits (C=128) the
+    written row builds groups=64 and the summary says so."""
+    from attn_yolo.cli import main as cli_main
+
+    out = tmp_path / "yolo11n-sa.yaml"
+    assert cli_main(["insert", "base=yolo11n.yaml", "module=ShuffleAttention", "at=0", "args=[64]", f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: attn-yolo insert: ShuffleAttention after base layer 0 (P1/2, C=16): groups=64 is invalid; "
+                   "allowed: [1, 2, 4, 8], or [] for the paper's 64 adapted to C (args are ShuffleAttention's own "
+                   "[groups, init_values])"), err
+    assert not out.exists()
+    assert cli_main(["insert", "base=yolo11n.yaml", "module=ShuffleAttention", "at=6", "args=[64]", f"out={out}"]) == 0
+    assert "ShuffleAttention [groups=64] after base layer 6 (P4/16) -> layer 7" in capsys.readouterr().out
+    from ultralytics.nn.tasks import DetectionModel
+
+    built = DetectionModel(str(out), verbose=False).model[7]
+    assert (built.c1, built.groups) == (128, 64)
+
+
+def test_a_row_read_otherwise_than_its_args_is_refused():
+    """The check after the build: a row that the YAML reader builds differently from the block's own args."""
+    import torch
+
+    from attn_yolo.insertion.plan import Block, check_built_as_given
+    from attn_yolo.nn.shuffle import ShuffleAttention
+
+    b = Block("ShuffleAttention", [8], after=0, index=1)
+    with torch.device("meta"):
+        ref, same, other = ShuffleAttention(16, groups=8), ShuffleAttention(16, groups=8), ShuffleAttention(16, 4)
+    check_built_as_given(b, same, ref)
+    with pytest.raises(InsertionError, match=r"the YAML row \[-1, 1, ShuffleAttention, \[8\]\] would be read "
+                                             r"otherwise than as ShuffleAttention's own \[groups, init_values\]"):
+        check_built_as_given(b, other, ref)
 
 
 def test_aliases_insert_the_block_and_cbam_kernel_args_are_written_explicitly():
@@ -547,7 +587,7 @@ def test_cli_inserts_every_new_block(tmp_path, monkeypatch, capsys):
 
 def test_transfer_errors(ckdir):
     v8 = base_ckpt("yolov8n.yaml", ckdir)
-    with pytest.raises(InsertionError, match="not the base with blocks inserted"):
+    with pytest.raises(InsertionError, match="not the checkpoint with blocks inserted"):
         transfer(v8, insert_dict("yolo11n.yaml", "SE", check=False))
     d = insert_dict("yolo11n.yaml", "SE", check=False)
     with pytest.raises(InsertionError, match="class count differs: base nc=80, model nc=3"):
@@ -559,7 +599,9 @@ def test_transfer_errors(ckdir):
     fused = load_checkpoint(base_ckpt("yolo11n.yaml", ckdir))[0].fuse()
     with pytest.raises(InsertionError, match="fused"):
         transfer(fused, d)
-    with pytest.raises(InsertionError, match="matches neither base row"):  # a non-attention row was added
+    with pytest.raises(InsertionError, match=r"base row 3 \[1, 'Conv', \[256, 3, 2\]\] is not where the model "
+                                             r"has it: model row 3 is \[1, 'Conv', \[64, 3, 1\]\], neither that row "
+                                             "nor an inserted attention block"):  # a non-attention row was added
         bad = copy.deepcopy(d)
         bad["backbone"].insert(3, [-1, 1, "Conv", [64, 3, 1]])
         layer_map(yaml_model_load("yolo11n.yaml"), bad)
@@ -615,7 +657,7 @@ def test_cli_writes_yaml_and_checkpoint_that_trainer_keeps(ckdir, tmp_path, caps
 def test_cli_errors_write_nothing(ckdir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     v8 = base_ckpt("yolov8n.yaml", ckdir)
-    with pytest.raises(UsageError, match="not the base with blocks inserted"):
+    with pytest.raises(UsageError, match="not the checkpoint with blocks inserted"):
         main(["base=yolo11n.yaml", f"pretrained={v8}"])
     with pytest.raises(UsageError, match="unknown key 'modul'"):
         main(["base=yolo11n.yaml", "modul=SE"])

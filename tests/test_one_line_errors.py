@@ -16,6 +16,7 @@ from attn_yolo import ablate
 from attn_yolo.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
+MODELS_DIR = REPO / "models"
 
 IMGSZ_100 = "imgsz=[100] must be multiple of max stride 32, updating to [128]"  # Ultralytics' warning
 
@@ -143,6 +144,18 @@ def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_pat
     assert f"pretrained='{v8}' is not a checkpoint of base='yolo11n.yaml', so its weights cannot be carried" in err
     assert not (tmp_path / "a.yaml").exists()
 
+    assert cli_main(["insert", "base=yolo11n.yaml", f"out={tmp_path / 'cbam.yaml'}"]) == 0
+    cbam = tmp_path / "cbam.pt"
+    YOLO(str(tmp_path / "cbam.yaml")).save(str(cbam))  # a checkpoint that already holds CBAM (row 5)
+    capsys.readouterr()
+    argv = ["insert", "base=yolo11n.yaml", "module=SE", f"pretrained={cbam}", f"out={tmp_path / 'a.yaml'}"]
+    assert cli_main(argv) == 2
+    err = one_line(capsys.readouterr().err)  # each row named by the model it is in: the checkpoint's CBAM at row 5
+    assert ("cannot be carried over: checkpoint row 5 [1, 'CBAM', []] is not where the model has it: model row 6 is "
+            "[1, 'Conv', [512, 3, 2]], neither that row nor an inserted attention block, so the model is not the "
+            "checkpoint with blocks inserted") in err, err
+    assert not (tmp_path / "a.yaml").exists()
+
     assert cli_main(["insert", "base=yolo11n.yaml", f"out={tmp_path / 'b.yaml'}"]) == 0  # CBAM at rows 5, 8, 13
     capsys.readouterr()
     assert cli_main(["insert", f"base={tmp_path / 'b.yaml'}", "at=5", f"out={tmp_path / 'c.yaml'}"]) == 0
@@ -154,5 +167,64 @@ def test_insert_names_a_mismatched_pretrained_file_and_warns_on_stacking(tmp_pat
 
 def test_pass_through_with_a_missing_checkpoint_is_one_line(tmp_path, capsys):
     assert cli_main(["val", f"model={tmp_path / 'nofile.pt'}", "data=coco8.yaml"]) == 2
-    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo: model='{tmp_path / 'nofile.pt'}': no such file "
-                                                 "(give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
+    assert one_line(capsys.readouterr().err) == (f"error: attn-yolo val: model='{tmp_path / 'nofile.pt'}': no such "
+                                                 "file (give a checkpoint, e.g. runs/detect/train/weights/best.pt)")
+
+
+@pytest.fixture
+def ran(monkeypatch) -> list:
+    """The command lines that reached Ultralytics' entrypoint (``run_cli``, stubbed: nothing runs)."""
+    import attn_yolo.ultralytics_api as api
+
+    calls = []
+    monkeypatch.setattr(api, "run_cli", calls.append)
+    return calls
+
+
+PASS_THROUGH = {  # argv (with {tmp}) -> the one line, exit 2, before Ultralytics' entrypoint runs
+    "typo of sdpa": (["predict", "model=x.pt", "source=bus.jpg", "imgsz=64", "spda=True"],
+                     "error: attn-yolo predict: 'spda' is not a valid YOLO argument. Similar arguments are i.e. "
+                     "['sdpa=False']."),
+    "typo of an Ultralytics key": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "epoch=3"],
+                                   "error: attn-yolo train: 'epoch' is not a valid YOLO argument. Similar arguments "
+                                   "are i.e. ['epochs=100'"),
+    "missing model YAML": (["train", "model={tmp}/nope.yaml", "data=coco8.yaml"],
+                           "error: attn-yolo train: model='{tmp}/nope.yaml': no such file; give a model YAML"),
+    "missing data YAML": (["train", "model=yolo11n.yaml", "data={tmp}/nope.yaml"],
+                          "error: attn-yolo train: data='{tmp}/nope.yaml': no such file; give a dataset YAML"),
+    "epochs=abc": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "epochs=abc"],
+                   "error: attn-yolo train: 'epochs=abc' is of invalid type str. 'epochs' must be an int"),
+    "lr0 out of range": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "lr0=5"],
+                         "error: attn-yolo train: 'lr0=5' is an invalid value. Valid 'lr0' values are between 0.0 "
+                         "and 1.0."),
+    "scale letter": (["train", "model={tmp}/m/yolo11-t6537x.yaml", "data=coco8.yaml"],
+                     "error: attn-yolo train: model='{tmp}/m/yolo11-t6537x.yaml': no such file (nor "
+                     "'{tmp}/m/yolo11-t6537.yaml', the name without its scale letter, where Ultralytics also looks)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(PASS_THROUGH))
+def test_pass_through_input_errors_are_one_line_before_ultralytics_runs(case, ran, tmp_path, capsys):
+    argv, message = PASS_THROUGH[case]
+    assert cli_main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert one_line(capsys.readouterr().err).startswith(message.format(tmp=tmp_path))
+    assert ran == []  # refused before Ultralytics' entrypoint (no model built, no dataset read)
+
+
+def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
+    """No false refusal: official names (found in Ultralytics' own cfg folder), attn-yolo's keys, a YAML found by its
+    scale-less name as Ultralytics finds it, and a --key / trailing comma as its entrypoint reads them."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "yolo11-t6537.yaml").write_text((MODELS_DIR / "yolo11-cbam.yaml").read_text())
+    scaled = f"model={tmp_path}/m/yolo11-t6537x.yaml"
+    assert yaml_model_load(scaled.partition("=")[2])["backbone"]  # Ultralytics itself finds it
+    for argv in (["train", "model=yolo11n.yaml", "data=coco8.yaml", "epochs=1", "imgsz=64", "sdpa=True",
+                  "health=False"],
+                 ["train", scaled, "data=coco8.yaml", "--epochs=1", "batch=2,"],
+                 ["val", "model=yolo11n.yaml", "data=coco8.yaml", "trust=False"],
+                 ["settings", "runs_dir=/tmp/x"], ["solutions", "count", "show=False"]):  # special commands' own keys
+        assert cli_main(argv) == 0
+    assert [a[0] for a in ran] == ["train", "train", "val", "settings", "solutions"]
+    assert "sdpa=True" not in ran[0] and "trust=False" not in ran[2]  # attn-yolo's own keys are taken out

@@ -65,7 +65,8 @@ def tiny_data(tmp_path_factory) -> Path:
 
 
 def ablation_config(folder: Path, data: Path, pretrained: Path, variant: Path | str, **extra) -> Path:
-    cfg = {"data": str(data), "variants": [{"name": "base", "model": str(variant)}],
+    cfg = {"data": str(data), "variants": [{"name": "base", "model": str(variant)},
+                                           {"name": "se", "base": str(variant), "module": "SE", "at": "sppf"}],
            "train": {"epochs": 1, "imgsz": 64, "batch": 2, "pretrained": str(pretrained)},
            "out": str(folder / "ablation"), **extra}  # fmt: skip
     path = folder / "ablation.yaml"

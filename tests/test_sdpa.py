@@ -465,7 +465,8 @@ def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
     train = {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"}
     with pytest.raises(ConfigError, match=r"train.sdpa: 1; expected true or false"):
         validate(*load_config(write_config(tmp_path, tiny_data, train={**train, "sdpa": 1}))[:2])
-    cfg = write_config(tmp_path, tiny_data, variants=[{"name": "y12", "model": "yolo12n.yaml"}], seeds=[0],
+    cfg = write_config(tmp_path, tiny_data, variants=[{"name": "y12", "model": "yolo12n.yaml"},
+                       {"name": "y12se", "base": "yolo12n.yaml", "module": "SE", "at": "sppf"}], seeds=[0],
                        train={**train, "sdpa": True}, latency={"repeats": 1, "warmup": 0})  # fmt: skip
     ab = validate(*load_config(cfg)[:2])
     assert ab.train["sdpa"] is True

@@ -159,6 +159,6 @@ def test_the_seam_imports_nothing_of_attn_yolo():
         mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in mods if m.split(".")[0] == "attn_yolo" and not m.startswith("attn_yolo.ultralytics_api")}
-    allowed = {"__future__", "ast", "collections", "contextlib", "functools", "inspect", "re", "sys", "textwrap",
-               "threading", "types", "pathlib", "typing", "torch", "ultralytics", "attn_yolo"}
+    allowed = {"__future__", "ast", "collections", "contextlib", "functools", "inspect", "logging", "re", "sys",
+               "textwrap", "threading", "types", "pathlib", "typing", "torch", "ultralytics", "attn_yolo"}
     assert {m.split(".")[0] for m in mods} <= allowed

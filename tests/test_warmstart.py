@@ -286,6 +286,10 @@ def other_classes_checkpoint(folder: Path) -> Path:
     ({"seeds": {"min": 3, "max": 6, "precision": -0.01}}, "seeds.precision", "expected a number > 0"),
     ({"seeds": {"min": 3, "most": 6}}, "seeds.most", "unknown key"),
     ({"reference": {"model": "yolo11n.yaml"}}, "reference", "is the baseline model"),
+    ({"reference": {"base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]}}, "reference",
+     "the same model as variants[1] (cbam); the yardstick needs a known change of its own"),
+    ({"variants": [{"name": "baseline", "model": "yolo11n.yaml"}]}, "variants",
+     "only the baseline ('baseline'); an ablation compares variants with it: add one"),
     ({"start": "COCO80"}, "start", "is a model for 80 classes, the data has 4"),
     ({"start": {"epochs": 1, "seed": -1}}, "start.seed", "expected an int >= 0"),
     ({"start": {"epochs": 1, "data": "x.yaml"}}, "start.data", "set by the ablation runner"),
@@ -301,6 +305,21 @@ def test_bad_design_input_exits_2_naming_the_key_before_any_training(tiny_data, 
     err = capsys.readouterr().err
     assert f"{key}: " in err and text in err, err  # one problem: one line (several: a list, each with its key)
     assert not (tmp_path / "out").exists()  # nothing trained, nothing written
+
+
+def test_every_problem_listed_at_once_and_command_line_values_named(tiny_data, tmp_path, capsys):
+    """A seed rule's problems all at once (not precision's, then min's after the fix); a bad value given on the
+    command line says it came from there, not from the file."""
+    cfg = write_config(tmp_path, tiny_data, seeds={"min": 1, "max": 2, "precision": 0})
+    assert cli_main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "2 problems in the ablation config" in err and "seeds.precision: 0; expected a number > 0" in err, err
+    assert "seeds.min: seeds.min must be an integer >= 2" in err
+    assert cli_main(["ablate", str(write_config(tmp_path, tiny_data)), "seeds=abc", "epochs=-3"]) == 2
+    err = capsys.readouterr().err
+    assert "seeds: 'abc'; expected a list of ints" in err and "(from the command line: seeds=abc)" in err, err
+    assert "(from the command line: epochs=-3)" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_start_checkpoint_is_carried_into_every_arm(tiny_data, tmp_path):

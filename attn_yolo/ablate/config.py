@@ -209,6 +209,22 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
+def from_command_line(problems: list[str], overrides: list[str]) -> list[str]:
+    """``problems`` (``"<key>: ..."``), each of a key given on the command line marked as such:
+    ``seeds: 'abc'; expected ... (from the command line: seeds=abc)``; a train argument is ``train.<key>``."""
+    out = []
+    for p in problems:
+        head = p.split(":", 1)[0]
+        for tok in overrides:
+            k = tok.partition("=")[0]
+            key = k if k in CONFIG_KEYS else f"train.{k}"
+            if head == key or head.startswith((f"{key}.", f"{key}[")):
+                p = f"{p} (from the command line: {tok})"
+                break
+        out.append(p)
+    return out
+
+
 def first_line(e: BaseException, limit: int = 400) -> str:
     """An error as one line for a config problem or a failed run's record: ``"<type>: <message>"``, ``limit`` chars."""
     msg = " ".join(str(e).split())

@@ -90,19 +90,19 @@ def check_seed_rule(raw: dict):
 
     problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
                 for k in raw if k not in SEED_RULE_KEYS]
+    given = {k: raw[k] for k in SEED_RULE_KEYS if k in raw}
     if "precision" in raw and not (isinstance(raw["precision"], (int, float)) and not isinstance(raw["precision"], bool)
                                    and raw["precision"] > 0):
         problems.append(f"seeds.precision: {raw['precision']!r}; expected a number > 0 (the full width of the "
                         "interval, mAP50-95, at which the rule stops), or leave it out")
-    if problems:
-        return [], None, problems
+        given.pop("precision")
     try:
-        rule = SeedRule(**{k: raw[k] for k in SEED_RULE_KEYS if k in raw})
-    except (TypeError, ValueError) as e:
-        msg = " ".join(str(e).split())
-        key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
-        return [], None, [f"{key}: {msg}"]
-    return list(range(rule.max)), rule, []
+        rule = SeedRule(**given)
+    except ValueError as e:  # every other problem of the rule, one line each
+        for msg in str(e).splitlines():
+            key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
+            problems.append(f"{key}: {msg}")
+    return ([], None, problems) if problems else (list(range(rule.max)), rule, [])
 
 
 def loader_seed_problem() -> str | None:
@@ -228,7 +228,7 @@ def inserted_rows(name: str, baseline_dict: dict, variant_dict: dict) -> tuple[d
     """
     from attn_yolo.insertion import layer_map
 
-    m = layer_map(baseline_dict, variant_dict)
+    m = layer_map(baseline_dict, variant_dict, ("baseline", "variant"))
     inserted = sorted(set(range(len(variant_dict["backbone"]) + len(variant_dict["head"]))) - set(m.values()))
     if not inserted:
         raise ValueError(f"variant {name!r} inserts no block into the baseline: nothing for a placebo to match")
@@ -356,6 +356,10 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
     if r.definition == by_name[baseline].definition:
         problems.append(f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
                         "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)")
+        return out, problems
+    if same := next((v for v in variants if v.name != baseline and v.definition == r.definition), None):
+        problems.append(f"reference: the same model as {same.key}; the yardstick needs a known change of its own, "
+                        "e.g. the next model scale (yolo11s.yaml), not one of the variants under test")
         return out, problems
     warm = False
     if start is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
-from attn_yolo.ablate.config import Ablation, apply_overrides, first_line, load_config
+from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
@@ -397,7 +397,10 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
     raw = rerun.default_out(apply_overrides(raw, overrides), overrides, name)
     verbose = bool((raw.get("train") or {}).get("verbose")) if isinstance(raw.get("train"), dict) else False
     with console.quiet_ultralytics(verbose):
-        ab = validate(raw, base, name, source)
+        try:
+            ab = validate(raw, base, name, source)
+        except ConfigError as e:  # say which problems came from the command line, not from the file
+            raise ConfigError(source, from_command_line(e.problems, overrides)) from None
     return run_ablation(ab, runner=runner, started=started, **flags)
 
 

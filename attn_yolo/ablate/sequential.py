@@ -64,7 +64,7 @@ class SeedRule:
         confidence: of the interval (0 < confidence < 1).
 
     Raises:
-        ValueError: a value out of range, naming the key (``seeds.min`` ...).
+        ValueError: every value out of range (``problems``), one line each, each naming its key (``seeds.min`` ...).
     """
 
     min: int = 3
@@ -73,20 +73,27 @@ class SeedRule:
     confidence: float = 0.95
 
     def __post_init__(self):
+        if found := self.problems():
+            raise ValueError("\n".join(found))
+
+    def problems(self) -> list[str]:
+        """Every value out of range, each naming its key; empty if the rule is valid."""
+        out, ints = [], True
         for key in ("min", "max"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
-                raise ValueError(f"seeds.{key} must be an integer >= 2 (a paired Δ needs 2 seeds for a spread), "
-                                 f"got {v!r}")
-        if self.max < self.min:
-            raise ValueError(f"seeds.max ({self.max}) must be >= seeds.min ({self.min})")
+                out.append(f"seeds.{key} must be an integer >= 2 (a paired Δ needs 2 seeds for a spread), got {v!r}")
+                ints = False
+        if ints and self.max < self.min:
+            out.append(f"seeds.max ({self.max}) must be >= seeds.min ({self.min})")
         p = self.precision
         if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not p > 0
                               or not math.isfinite(p)):
-            raise ValueError(f"seeds.precision must be a number > 0 (the interval's full width), got {p!r}")
+            out.append(f"seeds.precision must be a number > 0 (the interval's full width), got {p!r}")
         c = self.confidence
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            raise ValueError(f"seeds.confidence must be a number in (0, 1), got {c!r}")
+            out.append(f"seeds.confidence must be a number in (0, 1), got {c!r}")
+        return out
 
 
 # ------------------------------------------------------------------------------------------------ the sequence

@@ -113,6 +113,9 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
                                            "start" if start else "train.pretrained")
     problems += p
+    if not p and len(variants) == 1:
+        problems.append(f"variants: only the baseline ({baseline!r}); an ablation compares variants with it: add "
+                        "one, e.g. {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone}")
     arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
         else ({}, [])
     problems += p

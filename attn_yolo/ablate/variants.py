@@ -126,7 +126,7 @@ def check_variants(
         if pretrained is not None:
             try:
                 check_same_scale(pretrained, d)
-                layer_map(pretrained, d)
+                layer_map(pretrained, d, (what, "variant"))
             except InsertionError as e:
                 problems.append(f"{key}: is not the {what} model (with attention blocks inserted), so its weights "
                                 f"cannot be carried over: {first_line(e)}")

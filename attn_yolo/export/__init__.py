@@ -20,6 +20,7 @@ The checkpoint loads weights-only (``attn_yolo.checkpoint.load_yolo``) unless ``
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from attn_yolo.args import UsageError, kv_args
@@ -44,6 +45,7 @@ from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, on
 from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
 from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
 from attn_yolo.sdpa import fuse_attention
+from attn_yolo.ultralytics_api.cli_checks import export_format_names
 
 __all__ = [
     "MIN_OPSET",
@@ -167,7 +169,15 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"attn-yolo export: {e}") from None
     if not a["model"]:
         raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
-    if fmt not in ("onnx", "openvino", "engine"):
+    verified, known = ("onnx", "openvino", "engine"), export_format_names()
+    if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
+        close = [f" Did you mean {c!r}?" for c in difflib.get_close_matches(fmt, known, n=1, cutoff=0.6)]
+        raise UsageError(
+            f"attn-yolo export: format={a['format']!r}: unknown format.{''.join(close)}"
+            f" Verified here: {', '.join(verified)}; Ultralytics' exporter also takes "
+            f"{', '.join(k for k in known if k not in verified)}"
+        )
+    if fmt not in verified:
         raise UsageError(
             f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx, openvino, engine. For "
             f"other formats run Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... "

@@ -9,6 +9,7 @@ every other reference reaches the same layer as before. Relative references stay
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import math
 from dataclasses import dataclass, field
@@ -17,12 +18,13 @@ from pathlib import Path
 import torch
 
 from attn_yolo import ultralytics_api as api
+from attn_yolo.conventions import yaml_params
 from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import block_args, module_class
 from attn_yolo.insertion.sites import resolve_sites
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import CSP_BLOCKS, MODULES
+from attn_yolo.registry import BLOCKS, CSP_BLOCKS, MODULES
 
 
 @dataclass
@@ -174,28 +176,10 @@ def parse_rows(d: dict):
     return api.parse_model(dd, ch=dd.get("channels", 3), verbose=False)[0]
 
 
-def check_build(d: dict, plan: Plan) -> None:
-    """Build the base, then ``d``, at the base's scale (or the first one) and run a 64×64 input through ``d``: fills
-    ``plan.strides``. The base is built first, so an error in one of its rows names the row as the base numbers it.
-
-    Raises:
-        InsertionError: the base or the inserted model does not build (e.g. a block hyperparameter invalid for the
-            layer's width; for an inserted block the message says after which base layer it sits).
-    """
-    errors = (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError)
-    try:
-        parse_rows(plan.base_model)
-    except errors as e:
-        raise InsertionError(f"base={plan.base!r} does not build: {e}") from None
-    try:
-        seq = parse_rows(d)
-    except errors as e:
-        i = api.failed_row(e.__traceback__)
-        block = next((b for b in plan.blocks if b.index == i), None)
-        where = f" (row {i} is the {block.name} inserted after base layer {block.after})" if block else ""
-        raise InsertionError(f"the inserted model does not build: {e}{where}") from None
+def _shapes(seq, channels: int) -> dict[int, tuple[int, int]]:
+    """``{layer: (channels, stride)}`` of each 4-D output of a built model up to Detect, from a 64×64 input."""
     seq.eval()
-    side, y, x = 64, [], torch.zeros(1, d.get("channels", 3), 64, 64)
+    side, y, x, out = 64, [], torch.zeros(1, channels, 64, 64), {}
     with torch.no_grad():
         for m in list(seq)[:-1]:  # up to Detect
             if m.f != -1:
@@ -203,7 +187,83 @@ def check_build(d: dict, plan: Plan) -> None:
             x = m(x)
             y.append(x)
             if isinstance(x, torch.Tensor) and x.dim() == 4:
-                plan.strides[m.i] = side // x.shape[-1]
+                out[m.i] = (x.shape[1], side // x.shape[-1])
+    return out
+
+
+def check_build(d: dict, plan: Plan) -> None:
+    """Build the base, check each inserted block's args at the width it gets (``check_args_at``), then build ``d``
+    at the base's scale (or the first one), run a 64×64 input through it (fills ``plan.strides``) and check that each
+    inserted row was built as given (``check_built_as_given``). The base is built first, so an error in one of its
+    rows names the row as the base numbers it.
+
+    Raises:
+        InsertionError: the base or the inserted model does not build (e.g. a block hyperparameter invalid for the
+            layer's width; for an inserted block the message says after which base layer it sits).
+    """
+    errors = (AttnBuildError, ValueError, TypeError, KeyError, RuntimeError)
+    channels = d.get("channels", 3)
+    try:
+        base = _shapes(parse_rows(plan.base_model), channels)
+    except errors as e:
+        raise InsertionError(f"base={plan.base!r} does not build: {e}") from None
+    own = {id(b): check_args_at(b, *base[b.after]) for b in plan.blocks if not b.replaced and b.after in base}
+    try:
+        seq = parse_rows(d)
+    except errors as e:
+        i = api.failed_row(e.__traceback__)
+        block = next((b for b in plan.blocks if b.index == i), None)
+        where = f" (row {i} is the {block.name} inserted after base layer {block.after})" if block else ""
+        raise InsertionError(f"the inserted model does not build: {e}{where}") from None
+    plan.strides = {i: st for i, (_, st) in _shapes(seq, channels).items()}
+    for b in plan.blocks:
+        if id(b) in own:
+            check_built_as_given(b, seq[b.index], own[id(b)])
+
+
+def _fingerprint(m: torch.nn.Module) -> list:
+    """What a block's build amounts to: each submodule's type and plain hyperparameter attributes, each leaf's repr
+    (``Conv2d(16, 1, kernel_size=(7, 7), ...)``), each tensor's shape; not the row bookkeeping Ultralytics adds."""
+    skip = {"training", "i", "f", "type", "np"}
+    plain = (bool, int, float, tuple, type(None))
+    out = [(name, type(s).__name__, "" if any(True for _ in s.children()) else repr(s),
+            sorted((k, v) for k, v in vars(s).items()
+                   if not k.startswith("_") and k not in skip and isinstance(v, plain)))
+           for name, s in m.named_modules()]
+    return out + [(k, tuple(v.shape)) for k, v in m.state_dict().items()]
+
+
+def check_args_at(b: Block, c1: int, stride: int) -> torch.nn.Module:
+    """In ``insert``, ``args`` are the block's own hyperparameters (``attn-yolo modules``), not a public YAML
+    convention (no leading channel count): build the block from them at the width ``c1`` it gets (on the meta
+    device) and return it.
+
+    Raises:
+        InsertionError: ``ShuffleAttention after base layer 0 (P1/2, C=16): groups=64 is invalid; allowed: ...``.
+    """
+    cls = BLOCKS[b.name]
+    params = [p for p in inspect.signature(cls).parameters if p != "c1"]
+    kwargs = {k: None if v == "None" else v for k, v in zip(params, b.args)}
+    where = f"{b.name} after base layer {b.after} (P{round(math.log2(stride))}/{stride}, C={c1})"
+    try:
+        with torch.device("meta"):
+            return cls(c1, **kwargs)
+    except AttnBuildError as e:
+        raise InsertionError(f"{where}: {str(e).removeprefix(f'{b.name}: ')} (args are {b.name}'s own "
+                             f"[{', '.join(params)}])") from None
+
+
+def check_built_as_given(b: Block, built: torch.nn.Module, ref: torch.nn.Module) -> None:
+    """The YAML row written for block ``b`` built what its args say (``ref``, from ``check_args_at``): the model
+    YAML reader, which also reads public conventions, did not take a hyperparameter for a channel count.
+
+    Raises:
+        InsertionError: the row would build something else than its args say.
+    """
+    if _fingerprint(ref) != _fingerprint(built):
+        raise InsertionError(f"{b.name} after base layer {b.after}: the YAML row [-1, 1, {b.name}, {b.args}] would "
+                             f"be read otherwise than as {b.name}'s own [{', '.join(yaml_params(BLOCKS[b.name]))}] "
+                             f"(the log line above says how it was read, and the edit where one exists)")
 
 
 def default_out(base: str, blocks: list[Block]) -> str:

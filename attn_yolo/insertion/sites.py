@@ -41,16 +41,21 @@ def resolve_sites(d: dict, at) -> tuple[list[int], list[str]]:
         (indices, site names used) with indices sorted and unique.
 
     Raises:
-        InsertionError: unknown site, or an index out of range (the Detect row is not a valid site).
+        InsertionError: unknown site, an index out of range (the Detect row is not a valid site), or a site given
+            twice (``at=4,4``).
     """
     rows, nb = model_rows(d), len(d["backbone"])
     last = len(rows) - 1
     items = at.split(",") if isinstance(at, str) else list(at) if isinstance(at, (list, tuple)) else [at]
-    out, names = set(), []
+    out, names, seen = set(), [], []
     for item in items:
         item = item.strip() if isinstance(item, str) else item
         if isinstance(item, str) and re.fullmatch(r"-?\d+", item):
             item = int(item)
+        if item in seen and not isinstance(item, bool):
+            raise InsertionError(f"at={at!r}: {item!r} is given twice; each site takes the block once (to chain two "
+                                 f"blocks after one layer, name both: module=SE,CBAM at={item})")
+        seen.append(item)
         if isinstance(item, bool) or not isinstance(item, (int, str)):
             raise InsertionError(f"at={at!r}: {item!r} is not a site; allowed: {', '.join(SITES)} or layer indices")
         if isinstance(item, int):

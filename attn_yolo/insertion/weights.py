@@ -116,7 +116,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
              and api.holds_random_weights(yolo))  # random weights: from a YAML or insert()
     if isinstance(model, (str, Path, dict)) or fresh:  # built here, from its YAML, with the base's nc
         d = copy.deepcopy(yolo.model.yaml if fresh else model if isinstance(model, dict) else yaml_model_load(model))
-        m = layer_map(src.yaml, d)
+        m = layer_map(src.yaml, d, ("checkpoint", "model"))
         d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
         if not d.get("scale") and src.yaml.get("scale"):
             d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
@@ -132,7 +132,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
             yolo.model = dst
     else:
         dst = load_model(model, "model", InsertionError, suffixes=(".pt",), trust=trust)
-        m = layer_map(src.yaml, dst.yaml)
+        m = layer_map(src.yaml, dst.yaml, ("checkpoint", "model"))
     if getattr(dst, "is_fused", lambda: False)():
         raise InsertionError("model: the model is fused for inference; transfer into an unfused model")
 

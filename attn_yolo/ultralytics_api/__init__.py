@@ -16,7 +16,8 @@ The touchpoints, by what they rely on:
   (``run_cli``), Ultralytics' default callbacks (``add_default_callback``);
 - ``parse_model``'s frame locals ``i``, ``f``, ``ch``, ``scale``: ``parse_model_row``, ``failed_row``;
 - copied rules: the width rule (``scaled_width``), the scale-less YAML name (``unscaled_yaml_path``), the special
-  commands of Ultralytics' CLI (``special_commands``);
+  commands of Ultralytics' CLI (``special_commands``); in ``attn_yolo.ultralytics_api.cli_checks``: where
+  ``yaml_model_load`` finds a model YAML, how the entrypoint reads ``key=value`` arguments, the exporter's formats;
 - attributes relied on: ``trainer.tloss`` (``epoch_losses``), ``trainer.metrics`` (``epoch_metrics``),
   ``Model.ckpt`` / ``cfg`` / ``overrides`` steering ``Model.train`` (``hold_in_memory``, ``holds_random_weights``,
   ``start_from``), ``model.pt_path`` naming the exporter's files (``model_file``, ``export_named``),

@@ -134,6 +134,16 @@ def _check_cli() -> None:
     from ultralytics import cfg
 
     _need("ARGV" in _code_names(cfg.entrypoint), "ultralytics.cfg.entrypoint no longer parses the module global ARGV")
+    reads = {"merge_equals_args", "parse_key_value_pair", "check_dict_alignment"}
+    _need(reads <= _code_names(cfg.entrypoint),
+          f"entrypoint no longer reads key=value arguments with {sorted(reads)} (cli_checks.cli_overrides copies it)")
+    from attn_yolo.ultralytics_api import cli_checks
+
+    cli_checks.export_format_names.cache_clear()
+    _need({"onnx", "openvino", "torchscript", "tflite"} <= set(cli_checks.export_format_names()),
+          "the exporter's formats and aliases are no longer readable (export_formats, Exporter.__call__)")
+    _need("check_yaml" in _code_names(tasks.yaml_model_load),
+          "yaml_model_load no longer finds a model YAML with check_yaml (cli_checks.model_yaml_file copies it)")
     api.special_commands.cache_clear()
     got = api.special_commands()
     _need(got is not api.SPECIAL_COMMANDS and {"checks", "settings", "help"} <= set(got),

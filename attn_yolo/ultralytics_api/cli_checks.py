@@ -1,0 +1,80 @@
+"""Ultralytics' own checks of a command line, run up front: its ``key=value`` parsing and checks, where it finds a
+model YAML, the formats its exporter takes (copied rules of the seam, which the CLI check of ``CONTRACT`` watches)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import inspect
+import textwrap
+
+from attn_yolo.ultralytics_api import special_commands, unscaled_yaml_path
+
+
+def model_yaml_file(path) -> str | None:
+    """The file ``yaml_model_load`` reads for a model YAML ``path`` (the path as written, found by Ultralytics'
+    ``check_yaml``, else its scale-less name, ``unscaled_yaml_path``), or None where neither exists. Local names only:
+    a URL is Ultralytics' to fetch."""
+    from ultralytics.utils.checks import check_yaml
+
+    return check_yaml(str(path), hard=False) or check_yaml(unscaled_yaml_path(path), hard=False) or None
+
+
+def cli_overrides(argv: list[str], own_keys: dict | None = None) -> dict:
+    """The ``key=value`` arguments of an Ultralytics command line as ``ultralytics.cfg.entrypoint`` reads them
+    (``merge_equals_args``, ``parse_key_value_pair``, leading ``--`` and trailing ``,`` dropped), checked as it checks
+    them (``check_dict_alignment``, with ``own_keys`` as further allowed keys so that its similar-key hints name them
+    too, then ``check_cfg``'s types and ranges on a copy), without printing Ultralytics' CLI help. Words without ``=``
+    (modes, tasks, flags) are left to the entrypoint. A command line with a special command (``settings
+    runs_dir=...``, ``solutions count source=...``, in every spelling the entrypoint accepts) is the special
+    command's to read: nothing is checked, ``{}``.
+
+    Raises:
+        SyntaxError: an unknown key or an unparsable pair (Ultralytics' message, with its similar-key hints).
+        TypeError, ValueError: a value of the wrong type or out of range (``check_cfg``'s message).
+    """
+    import logging
+
+    from ultralytics import cfg
+    from ultralytics.utils import LOGGER
+
+    special = {v for k in special_commands() for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
+    if {w.lower().lstrip("-") for w in argv if "=" not in w} & special:
+        return {}
+    known = {**cfg.DEFAULT_CFG_DICT, **dict.fromkeys((*cfg.TASKS, *cfg.MODES, *special_commands())), **(own_keys or {})}
+    overrides, level = {}, LOGGER.level
+    LOGGER.setLevel(logging.ERROR)  # check_dict_alignment logs the whole CLI help before it raises
+    try:
+        for a in cfg.merge_equals_args(argv):
+            a = a[2:] if a.startswith("--") else a
+            a = a[:-1] if a.endswith(",") else a
+            if "=" not in a:
+                continue
+            try:
+                k, v = cfg.parse_key_value_pair(a)
+            except (NameError, SyntaxError, ValueError, AssertionError) as e:
+                cfg.check_dict_alignment(known, {a: ""}, e)
+                raise SyntaxError(str(e)) from e  # a known key with an empty value ("missing 'epochs' value")
+            overrides[k] = v
+        cfg.check_dict_alignment(known, overrides)
+    finally:
+        LOGGER.setLevel(level)
+    cfg.check_cfg({k: v for k, v in overrides.items() if k not in (own_keys or {})})
+    return overrides
+
+
+@functools.cache
+def export_format_names() -> tuple[str, ...]:
+    """Every ``format=`` Ultralytics' exporter takes: the ``Argument`` column of ``export_formats()`` and the aliases
+    ``Exporter.__call__`` remaps (``tflite``, ``trt``, ``vitis``, ...), read from its ``fmt in {...}`` tests."""
+    from ultralytics.engine.exporter import Exporter, export_formats
+
+    names = [f for f in export_formats()["Argument"] if f != "-"]
+    with contextlib.suppress(OSError, TypeError, SyntaxError):
+        for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(Exporter.__call__)))):
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "fmt"
+                    and isinstance(node.ops[0], ast.In) and isinstance(node.comparators[0], ast.Set)):
+                names += [e.value for e in node.comparators[0].elts
+                          if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return tuple(dict.fromkeys(names))
