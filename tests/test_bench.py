@@ -21,6 +21,7 @@ from attn_yolo.bench.common import (
     Section,
     attention_kernel,
     interleaved_times,
+    median_ci,
     paired_ratio,
     profile_kernel,
 )
@@ -145,6 +146,44 @@ def test_interleaved_times_round_robin():
     assert {k: len(v) for k, v in t.items()} == {"a": 4, "b": 4, "c": 4}
     assert len(calls) == 18 and calls[:3] == ["a", "b", "c"] and calls[3:6] == ["b", "c", "a"]
     assert paired_ratio([2.0, 4.0, 9.0], [1.0, 2.0, 3.0]) == 2.0
+
+
+def test_median_ci_is_the_order_statistic_interval():
+    """For n = 20 the distribution-free 95% interval of the median is [x(6), x(15)] (binomial(20, 1/2): P(X ≤ 5) =
+    0.0207, P(X ≤ 6) = 0.0577), whatever the values' spread; too few values give NaN, not a fake interval."""
+    from scipy.stats import binom
+
+    assert binom.cdf(5, 20, 0.5) < 0.025 < binom.cdf(6, 20, 0.5)
+    vals = [float(v) ** 2 for v in range(20, 0, -1)]  # unsorted, uneven spacing
+    assert median_ci(vals) == (36.0, 225.0)  # the 6th and 15th smallest
+    lo, hi = median_ci([1.0, 2.0, 3.0])
+    assert math.isnan(lo) and math.isnan(hi)
+
+
+class Sleeper(nn.Module):
+    def __init__(self, s: float):
+        super().__init__()
+        self.s = s
+
+    def forward(self, x):
+        import time
+
+        time.sleep(self.s)
+        return x
+
+
+def test_block_clock_times_only_the_attention_blocks(monkeypatch):
+    """``BlockClock`` sums the time inside the outermost registry blocks of a model (one SE at the top level, one
+    CBAM inside a container), not the layers around them, and records one entry per forward."""
+    se, cbam = SE(32), CBAM(32)
+    monkeypatch.setattr(SE, "forward", lambda self, x: Sleeper(0.03)(x))
+    model = nn.Sequential(Sleeper(0.05), se, nn.Sequential(nn.Identity(), cbam))
+    assert blocks.attention_modules(model) == [se, cbam]  # CBAM's own gates are inside it, not counted again
+    clock = blocks.BlockClock(model, torch.zeros(1, 32, 4, 4))
+    clock.run()
+    clock.run()
+    assert len(clock.seconds) == 2
+    assert all(0.03 <= t < 0.045 for t in clock.seconds)  # the SE's sleep and CBAM, without the 0.05 s layer
 
 
 def test_parse_args_presets_and_errors():

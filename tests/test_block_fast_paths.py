@@ -1,6 +1,7 @@
-"""The cheaper forwards of CAA and SKAttention (issue 23's overhead work) equal the plain computation to 1e-6 on
-yolo11n's own maps at 640 (P3 1×128×80×80, P4 1×128×40×40, P5 1×256×20×20), in eval and in training, and export as
-the graph onnxruntime runs fast (widened groups, constant weights)."""
+"""The cheaper forwards of CAA, SKAttention, MLCA and TripletAttention (issue 23's overhead work) equal the
+plain computation to 1e-6 on yolo11n's own maps at 640 (P3 1×128×80×80, P4 1×128×40×40, P5 1×256×20×20), in eval and
+in training, keep the input's memory layout, and export as the graph onnxruntime runs fast (widened groups, constant
+weights)."""
 
 import io
 
@@ -11,7 +12,10 @@ from conftest import randomized, x64
 from test_sk_biformer import grouped_conv, sk_reference
 
 from attn_yolo.nn import CAA, SKAttention
+from attn_yolo.nn.common import gate_product
+from attn_yolo.nn.mlca import adaptive_avg_pool, adaptive_pool_matrix
 from attn_yolo.nn.sk import SKBranches, merge_factor
+from attn_yolo.registry import BLOCKS
 
 TOL = {"atol": 1e-6, "rtol": 0}
 YOLO11N_MAPS = [(128, 80), (128, 40), (256, 20)]
@@ -25,12 +29,15 @@ def test_caa_fast_path_equals_conv_path_on_yolo11n_maps(c, s, monkeypatch):
     x = x64(1, c, s, s)
     calls, fast = [], m.fast_logits
     monkeypatch.setattr(m, "fast_logits", lambda t: calls.append(1) or fast(t))
+    with torch.no_grad():
+        y_own = m(x)  # no hook on the gate: sigmoid and product in the block's own buffer
     gates = []
     m.gate.register_forward_hook(lambda mod, i, o: gates.append(o))
     with torch.no_grad():
         y_fast = m(x)
     y_ref = m(x)  # autograd enabled: the conv path
-    assert calls == [1]  # the fast path ran once, the conv path did not call it
+    assert calls == [1, 1]  # the fast path ran twice, the conv path did not call it
+    torch.testing.assert_close(y_own, y_ref.detach(), **TOL)
     torch.testing.assert_close(y_fast, y_ref.detach(), **TOL)
     torch.testing.assert_close(gates[0], gates[1].detach(), **TOL)
     assert y_fast.is_contiguous() and float(y_fast.sub(x).abs().max()) > 0.1  # NCHW, and not the identity
@@ -136,3 +143,51 @@ def test_sk_hooked_convs_are_called_and_counted():
     torch.testing.assert_close(y_hooked, y_fast, **TOL)
     macs = thop.profile(SKAttention(128).eval(), inputs=[torch.empty(1, 128, 16, 16)], verbose=False)[0]
     assert macs >= 2 * 128 * 4 * 9 * 16 * 16  # two branches, 4 input channels per group, 3×3 taps, every pixel
+
+
+@pytest.mark.parametrize("hw, size", [((80, 80), (5, 5)), ((20, 20), (5, 5)), ((7, 11), (3, 4)), ((5, 5), (80, 80)),
+                                      ((3, 4), (7, 11)), ((5, 5), (5, 5))])
+def test_mlca_pooling_both_ways_has_adaptive_windows(hw, size):
+    """``adaptive_avg_pool`` (the fused op when pooling in eager mode, matrix products when un-pooling) and the
+    matrix form that exports use (built from ``adaptive_pool_matrix`` here) both equal ``F.adaptive_avg_pool2d``."""
+    x = x64(2, 3, *hw)
+    ref = F.adaptive_avg_pool2d(x, size)
+    ph, pw = adaptive_pool_matrix(hw[0], size[0], x), adaptive_pool_matrix(hw[1], size[1], x)
+    torch.testing.assert_close(ph @ (x @ pw.T), ref, **TOL)
+    torch.testing.assert_close(adaptive_avg_pool(x, *size), ref, **TOL)
+
+
+def test_gate_product_leaves_what_a_hook_saw_untouched():
+    """``gate_product`` writes into the block's own map only when nobody can see it: a hook on the gate (heatmaps
+    record gates that way) gets the gate's values, unchanged after the product; autograd takes the plain product."""
+    x, a = x64(1, 4, 6, 6), x64(1, 4, 6, 6, seed=2)
+    gate = torch.nn.Sigmoid()
+    with torch.no_grad():
+        ref = x * torch.sigmoid(a)
+        own = a.clone()
+        torch.testing.assert_close(gate_product(gate, own, x), ref, **TOL)
+        torch.testing.assert_close(own, ref, **TOL)  # in place: the map's buffer holds the product
+        seen = []
+        gate.register_forward_hook(lambda mod, i, o: seen.append(o))
+        kept = a.clone()
+        torch.testing.assert_close(gate_product(gate, kept, x), ref, **TOL)
+        torch.testing.assert_close(seen[0], torch.sigmoid(a), **TOL)
+        torch.testing.assert_close(kept, a, **TOL)
+    ag = a.clone().requires_grad_()
+    gate_product(gate, ag, x).sum().backward()
+    assert ag.grad is not None
+
+
+@pytest.mark.parametrize("name", [n for n in BLOCKS if n != "Placebo"])
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_every_block_keeps_the_input_layout(name, mode):
+    """An NCHW input gives an NCHW (contiguous) output, with and without autograd: a block that handed on another
+    layout would change the speed of every layer after it (PyTorch's CPU convs run channels-last at another speed),
+    so its measured overhead would not be its own. (MLCA's un-pooled gate once came out channels-last, and the whole
+    model after it ran 10 % faster than the baseline.)"""
+    m = BLOCKS[name](64).train(mode == "train")
+    x = torch.randn(2, 64, 24, 20)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            y = m(x)
+        assert y.shape == x.shape and y.is_contiguous(), (name, mode, grad, y.stride())

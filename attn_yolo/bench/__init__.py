@@ -16,8 +16,10 @@ Sections (``sections=``, comma-separated):
    limit (``mem_limit_gb``), so an ``N×N`` score matrix that does not fit fails with an error instead of swapping.
 2. ``blocks``: yolo11n at ``imgsz``, batch 1, fused Conv+BN, eval: latency of each ``models/yolo11n-<block>.yaml``
    vs the baseline ``yolo11n.yaml`` in PyTorch and in onnxruntime (Ultralytics' ONNX exporter; exports cached),
-   every model run once per round, round-robin, in one process; ratio = median over rounds of variant/baseline.
-   Params and GFLOPs (Ultralytics' ``get_flops``) beside.
+   every model run once per round, round-robin, in one process; ratio = median over rounds of variant/baseline,
+   with a distribution-free 95% CI; beside it the blocks' own time in the same runs (forward hooks on the blocks),
+   the overhead without what the rest of the model does differently around them. Params and GFLOPs (Ultralytics'
+   ``get_flops``) beside.
 3. ``timm``: our SE, ECA and CBAM vs ``timm.layers`` SEModule, EcaModule, CbamModule carrying the same weights:
    max |difference| of the outputs (faithfulness, must be <= 1e-6) and the latency ratio ours/timm.
 4. ``train``: training throughput (images/s) of each variant vs baseline: Ultralytics' detection loss

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 from attn_yolo.args import UsageError
-from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ms, paired_ratio
+from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ci, median_ms, paired_ratio
 
 PACKAGE = Path(__file__).resolve().parent.parent  # attn_yolo/
 
@@ -69,8 +71,8 @@ VARIANTS = {  # variant name (``variants=``, sections 2 and 4) → Variant; addi
     ),
     "skattention": Variant(
         0.08,
-        "two grouped 3×3 convs (one dilated) + BN + ReLU per stage, the branch stack and the weighted sum over the "
-        "full map; drop it from P3 or use fewer groups' worth of channels",
+        "two grouped 3×3 convs (one dilated) per stage at the paper's G = 32: at P3 (128 channels, 4 per group, run "
+        "merged as 8) each takes ~1.8 ms on 2 threads, ~80 % of the block; drop it from P3 or use fewer groups",
     ),
     "bilevelroutingattention": Variant(
         0.15,
@@ -115,6 +117,43 @@ def build_detector(yaml: str):
 
     register()
     return YOLO(yaml, verbose=False)
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The outermost attention blocks in ``model`` (instances of the registry's blocks, e.g. the three ``LSKA`` rows,
+    or the ``CBAM`` inside each bottleneck of ``C3k2_CBAM``), in module order."""
+    from attn_yolo.registry import BLOCKS
+
+    kinds, found, inner = tuple(BLOCKS.values()), [], set()
+    for m in model.modules():
+        if isinstance(m, kinds) and id(m) not in inner:
+            found.append(m)
+            inner.update(id(c) for c in m.modules())
+    return found
+
+
+class BlockClock:
+    """Seconds spent inside ``attention_modules(model)`` during each forward (forward pre/post hooks on the blocks
+    themselves, which change no block's path): the blocks' own time in the model, read in the same runs as the
+    whole-model time. ``run()`` is one timed forward; ``seconds`` one entry per call."""
+
+    def __init__(self, model: torch.nn.Module, x: torch.Tensor):
+        self.model, self.x, self.seconds, self._t, self._start = model, x, [], 0.0, 0.0
+        for m in attention_modules(model):
+            m.register_forward_pre_hook(self._enter)
+            m.register_forward_hook(self._leave)
+
+    def _enter(self, *_):
+        self._start = time.perf_counter()
+
+    def _leave(self, *_):
+        self._t += time.perf_counter() - self._start
+
+    def run(self):
+        self._t = 0.0
+        with torch.no_grad():
+            self.model(self.x)
+        self.seconds.append(self._t)
 
 
 def block_sources() -> list[Path]:
@@ -214,6 +253,28 @@ def _quiet_ultralytics():
         LOGGER.setLevel(level)
 
 
+def ratio_ci(times: dict, k: str) -> tuple[float, float, float] | None:
+    """``(median, ci_low, ci_high)`` of the per-round ratios ``times[k] / times["baseline"]`` (``paired_ratio`` and
+    ``median_ci``); None when ``times`` is empty (a runtime not measured); the CI is NaN for the baseline itself."""
+    if not times:
+        return None
+    r = [t / b for t, b in zip(times[k], times["baseline"])]
+    lo, hi = median_ci(r) if k != "baseline" else (math.nan, math.nan)
+    return paired_ratio(times[k], times["baseline"]), lo, hi
+
+
+def ratio_cell(r: tuple[float, float, float] | None) -> str | None:
+    """A table cell: ``1.07 (1.03–1.10)``, or the bare ratio when there is no CI."""
+    if r is None:
+        return None
+    return fmt(r[0]) + (f" ({fmt(r[1])}–{fmt(r[2])})" if not math.isnan(r[1]) else "")
+
+
+def overhead_text(r: tuple[float, float, float]) -> str:
+    """``+7.0% (95% CI +3.0% to +10.0%)``: a ratio from ``ratio_ci`` as an overhead."""
+    return f"{r[0] - 1:+.1%}" + (f" (95% CI {r[1] - 1:+.1%} to {r[2] - 1:+.1%})" if not math.isnan(r[1]) else "")
+
+
 def blocks_section(cfg: dict) -> Section:
     """Section 2: latency overhead of each attention variant on yolo11n, PyTorch and onnxruntime, interleaved."""
     from ultralytics.utils.torch_utils import get_flops
@@ -229,15 +290,9 @@ def blocks_section(cfg: dict) -> Section:
         models[name] = m
     x = torch.rand(1, 3, imgsz, imgsz)
     torch.set_num_threads(threads)
-
-    def pt(m):
-        def run():
-            with torch.no_grad():
-                m(x)
-
-        return run
-
-    t_pt = interleaved_times({k: pt(m) for k, m in models.items()}, rounds)
+    clocks = {k: BlockClock(m, x) for k, m in models.items()}
+    t_pt = interleaved_times({k: c.run for k, c in clocks.items()}, rounds)
+    t_own = {k: c.seconds[-rounds:] for k, c in clocks.items()}  # the rounds after the warm-up, as t_pt
     t_ort, ort_note = {}, ""
     if cfg["onnx"]:
         try:
@@ -271,30 +326,33 @@ def blocks_section(cfg: dict) -> Section:
     rows = []
     for k in models:
         p, g = info[k]
-        r_pt = paired_ratio(t_pt[k], t_pt["baseline"])
-        r_ort = paired_ratio(t_ort[k], t_ort["baseline"]) if t_ort else None
-        r_ov = paired_ratio(t_ov[k], t_ov["baseline"]) if t_ov else None
+        r_pt, r_ort, r_ov = (ratio_ci(t, k) for t in (t_pt, t_ort, t_ov))
+        own = median_ms(t_own[k]) if k != "baseline" else None
+        share = paired_ratio(t_own[k], t_pt["baseline"]) if k != "baseline" else None
         rows.append(
             [
                 k,
                 f"{p / 1e6:.3f}",
                 fmt(g),
                 fmt(median_ms(t_pt[k])),
-                fmt(r_pt),
+                ratio_cell(r_pt),
+                fmt(own),
+                f"{share:+.1%}" if share is not None else None,
                 fmt(median_ms(t_ort[k])) if t_ort else None,
-                fmt(r_ort),
+                ratio_cell(r_ort),
                 fmt(median_ms(t_ov[k])) if t_ov else None,
-                fmt(r_ov),
+                ratio_cell(r_ov),
             ]
         )
         lim = VARIANTS[k].max_overhead if k in VARIANTS else None  # the baseline has none
         if lim is not None:
-            ok = ("met" if r_pt <= 1 + lim else "missed") if imgsz == 640 else "n/a (target is at 640)"
+            ok = ("met" if r_pt[0] <= 1 + lim else "missed") if imgsz == 640 else "n/a (target is at 640)"
             s.targets.append(
                 (
                     f"{k.upper()} overhead on yolo11n at {imgsz} ≤ {lim:.0%} (PyTorch)",
-                    f"{r_pt - 1:+.1%}" + (f" (ORT {r_ort - 1:+.1%})" if r_ort else "")
-                    + (f" (OpenVINO {r_ov - 1:+.1%})" if r_ov else ""),
+                    f"{overhead_text(r_pt)}; blocks' own time {share:+.1%}"
+                    + (f"; ORT {overhead_text(r_ort)}" if r_ort else "")
+                    + (f"; OpenVINO {overhead_text(r_ov)}" if r_ov else ""),
                     ok,
                     VARIANTS[k].hint if ok == "missed" else "",
                 )
@@ -302,12 +360,17 @@ def blocks_section(cfg: dict) -> Section:
     s.body += [
         f"Fused (Conv+BN), eval, random weights, input 1×3×{imgsz}×{imgsz}, {threads} threads. Each "
         f"round runs every model once (round-robin, start rotated); {rounds} rounds after one warm-up round. "
-        "Ratio = median over rounds of variant/baseline time from the same round. GFLOPs: Ultralytics' `get_flops` "
-        f"at {imgsz}.",
+        "Ratio = median over rounds of variant/baseline time from the same round, in brackets its 95% CI, "
+        "distribution-free (order statistics of the per-round ratios, `scipy.stats.quantile_test`). Blocks' own "
+        "ms: the time spent inside the attention blocks (forward hooks on the blocks, in the same runs), median "
+        "over rounds; as share: "
+        "median over rounds of that time / the baseline's time in the same round, the overhead without what the "
+        "rest of the model does differently around the blocks (allocator state, cache). GFLOPs: Ultralytics' "
+        f"`get_flops` at {imgsz}.",
         "",
         md_table(
-            ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline", "ORT ms", "ORT × baseline",
-             "OpenVINO ms", "OpenVINO × baseline"],
+            ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline (95% CI)", "blocks' own ms",
+             "blocks' own, share", "ORT ms", "ORT × baseline (95% CI)", "OpenVINO ms", "OpenVINO × baseline (95% CI)"],
             rows,
         ),
         "",

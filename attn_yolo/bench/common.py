@@ -97,6 +97,15 @@ def paired_ratio(times: list[float], base: list[float]) -> float:
     return statistics.median(t / b for t, b in zip(times, base))
 
 
+def median_ci(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval for the median of ``values`` (order statistics,
+    ``scipy.stats.quantile_test``); ``(nan, nan)`` when there are too few values for that confidence."""
+    from scipy.stats import quantile_test
+
+    ci = quantile_test(values, q=statistics.median(values), p=0.5).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
+
+
 def median_ms(times: list[float]) -> float:
     """Median of durations in seconds, in ms."""
     return statistics.median(times) * 1e3

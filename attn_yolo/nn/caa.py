@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, conv1x1, in_place_ok, is_int, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, conv1x1, gate_product, in_place_ok, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -108,7 +108,7 @@ class CAA(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fast_path_ok(x):
-            return gated(x, x * self.gate(self.fast_logits(x)), self.scale)
+            return gated(x, gate_product(self.gate, self.fast_logits(x), x), self.scale)
         f = self.conv_bn_act(self.conv1, self.box_mean(x))
         a = self.gate(self.conv_bn_act(self.conv2, self.v_conv(self.h_conv(f))))
         return gated(x, x * a, self.scale)

@@ -61,6 +61,23 @@ def hooked(*modules: torch.nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
+def gate_product(gate: torch.nn.Module, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``x ⊙ gate(a)``, the gate applied to a full-size map ``a`` that the block made itself (``a`` is
+    overwritten when no autograd, tracing or hook on ``gate`` can see it: ``in_place_ok``, ``hooked``).
+
+    In place, a sigmoid or identity ``gate`` and the product run in ``a``'s buffer: no new full-size tensors,
+    which on CPU matters beyond the two passes saved (a fresh multi-MiB buffer is often fresh pages from the OS,
+    zeroed on first touch). Otherwise ``x * gate(a)``, the same values. Shapes: ``a`` and ``x`` ``(B, C, H, W)``.
+    """
+    if a.shape != x.shape or not in_place_ok() or hooked(gate):
+        return x * gate(a)
+    if isinstance(gate, torch.nn.Sigmoid):
+        a = a.sigmoid_()
+    elif not isinstance(gate, torch.nn.Identity):
+        a = gate(a)
+    return a.mul_(x)
+
+
 def conv1x1(x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
     """1×1 conv without bias, ``w`` ``(C_out, C_in)``, as one GEMM whose output has the layout asked for, whatever
     ``x``'s (NCHW or channels-last; the GEMM reads either operand transposed without a copy). So a block's fast path

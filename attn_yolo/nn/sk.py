@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, group_count, hooked, is_int, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, group_count, hooked, in_place_ok, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_BRANCHES = 4
@@ -187,7 +187,8 @@ class SKAttention(nn.Module):
         us = self.branches(x)  # M × (B, C, H, W)
         z = self.fuse(sum(u.mean((2, 3), keepdim=True) for u in us))  # from GAP(Σ_i U_i) = Σ_i GAP(U_i): (B, d, 1, 1)
         a = self.select(self.fc(z).view(b, len(us), c, 1, 1))  # (B, M, C, 1, 1)
-        v = us[0] * a[:, 0]
+        own = in_place_ok() and not hooked(*self.branches.convs[0])  # U_1 is a buffer no one else sees: reuse it
+        v = us[0].mul_(a[:, 0]) if own else us[0] * a[:, 0]
         for i in range(1, len(us)):  # V = Σ_i a_i ⊙ U_i, accumulated in place into the first product
             v = v.addcmul_(us[i], a[:, i])
         return gated(x, v, self.scale)

@@ -86,7 +86,8 @@ class TripletAttention(nn.Module):
         s_cw = self.cw(z_pool(x, 2)).transpose(1, 2)  # (B, 2, C, W) → (B, C, 1, W)
         s_hc = self.hc(z_pool(x, 3).transpose(2, 3)).permute(0, 3, 2, 1)  # (B, 2, H, C) → (B, C, H, 1)
         s_hw = self.hw(z_pool(x, 1))  # (B, 1, H, W)
-        s = s_cw / 3 + s_hc / 3  # the 1/3 on the small gates; s is the first full-size (B, C, H, W) tensor
-        if in_place_ok():  # no autograd: the sum and the product in s's buffer
+        if in_place_ok():  # no autograd: the sum and the product in one buffer of x's layout (the broadcast sum
+            s = torch.add(s_cw / 3, s_hc / 3, out=torch.empty_like(x))  # alone would lay it out (B, H, C, W))
             return gated(x, s.add_(s_hw / 3).mul_(x), self.scale)
+        s = s_cw / 3 + s_hc / 3  # the 1/3 on the small gates; s is the first full-size (B, C, H, W) tensor
         return gated(x, x * (s + s_hw / 3), self.scale)
