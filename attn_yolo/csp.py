@@ -35,7 +35,7 @@ from torch import nn
 from ultralytics.nn.modules.block import SPPF, Bottleneck, C2f, C3k2
 
 from attn_yolo.conventions import fmt, yaml_params
-from attn_yolo.nn.common import AttnBuildError
+from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.mhsa import MHSA
 
 BASES: dict[str, type[nn.Module]] = {"C2f": C2f, "C3k2": C3k2, "SPPF": SPPF}
@@ -47,7 +47,7 @@ BASE_ARGS = {"C2f": ["c2", "shortcut", "g", "e"], "C3k2": ["c2", "c3k", "e", "at
 
 
 def _is_int(v, low: int = 1) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+    return is_int(v) and v >= low
 
 
 _BOOL = (lambda v: isinstance(v, bool), "True or False")

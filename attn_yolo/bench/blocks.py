@@ -7,6 +7,7 @@ import hashlib
 import math
 import re
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -254,13 +255,14 @@ def _quiet_ultralytics():
 
 
 def ratio_ci(times: dict, k: str) -> tuple[float, float, float] | None:
-    """``(median, ci_low, ci_high)`` of the per-round ratios ``times[k] / times["baseline"]`` (``paired_ratio`` and
-    ``median_ci``); None when ``times`` is empty (a runtime not measured); the CI is NaN for the baseline itself."""
+    """``(median, ci_low, ci_high)`` of the per-round ratios ``times[k] / times["baseline"]`` (the median as
+    ``paired_ratio``, the CI by ``median_ci``); None when ``times`` is empty (a runtime not measured); the CI is NaN
+    for the baseline itself."""
     if not times:
         return None
     r = [t / b for t, b in zip(times[k], times["baseline"])]
     lo, hi = median_ci(r) if k != "baseline" else (math.nan, math.nan)
-    return paired_ratio(times[k], times["baseline"]), lo, hi
+    return statistics.median(r), lo, hi
 
 
 def ratio_cell(r: tuple[float, float, float] | None) -> str | None:

@@ -6,7 +6,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, conv1x1, gate_product, in_place_ok, is_int, resolve
+from attn_yolo.nn.common import (
+    C1,
+    check,
+    check_init_values,
+    conv1x1,
+    fold_bn,
+    gate_product,
+    in_place_ok,
+    is_int,
+    resolve,
+)
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -71,8 +81,7 @@ class CAA(nn.Module):
     def folded(seq: nn.Sequential) -> tuple[torch.Tensor, torch.Tensor]:
         """The eval-mode 1×1 conv + BatchNorm of ``seq`` as one affine map: weight ``(C, C)`` and bias ``(C,)``."""
         conv, bn, _ = seq
-        s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
-        return conv.weight.flatten(1) * s[:, None], bn.bias - bn.running_mean * s
+        return fold_bn(conv.weight.flatten(1), bn)
 
     @staticmethod
     def conv_bn_act(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:

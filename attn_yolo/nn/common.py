@@ -61,6 +61,13 @@ def hooked(*modules: torch.nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
+def fold_bn(w: torch.Tensor, bn: torch.nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    """A bias-free conv of weight ``w`` ``(C_out, ...)`` followed by an eval-mode BatchNorm, as one conv: weight
+    ``w · s`` and bias ``β − μ · s`` with ``s = γ / √(σ² + ε)`` (per output channel)."""
+    s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
+    return w * s.view(-1, *([1] * (w.dim() - 1))), bn.bias - bn.running_mean * s
+
+
 def gate_product(gate: torch.nn.Module, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``x ⊙ gate(a)``, the gate applied to a full-size map ``a`` that the block made itself (``a`` is
     overwritten when no autograd, tracing or hook on ``gate`` can see it: ``in_place_ok``, ``hooked``).

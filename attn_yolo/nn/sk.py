@@ -6,7 +6,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, group_count, hooked, in_place_ok, is_int, resolve
+from attn_yolo.nn.common import (
+    C1,
+    check,
+    check_init_values,
+    fold_bn,
+    group_count,
+    hooked,
+    in_place_ok,
+    is_int,
+    resolve,
+)
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_BRANCHES = 4
@@ -84,8 +94,7 @@ class SKBranches(nn.Module):
             return seq(x)
         w, b, fold = conv.weight, None, not norm.training and norm.running_var is not None
         if fold:
-            s = norm.weight * torch.rsqrt(norm.running_var + norm.eps)
-            w, b = w * s.view(-1, 1, 1, 1), norm.bias - norm.running_mean * s
+            w, b = fold_bn(w, norm)
         f = merge_factor(conv.in_channels, conv.groups)
         u = F.conv2d(x, self.widened(w, conv.groups, f), b, conv.stride, conv.padding, conv.dilation, conv.groups // f)
         return act(u if fold else norm(u))
