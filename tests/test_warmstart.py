@@ -174,7 +174,8 @@ def designed_runner(spec: RunSpec, device):
     return {"variant": spec.variant, "seed": spec.seed, "status": "ok", "params": spec.params, "gflops": spec.gflops,
             "precision": 0.5, "recall": 0.5, "map50": m + 0.2, "map50_95": m, "best_epoch": 1, "epochs": 1,
             "train_time_s": 0.1, "latency_ms": 1.0, "device": device, "run_dir": spec.run_dir, "model": spec.model,
-            "error": "", "fingerprint": spec.fingerprint}
+            "error": "", "fingerprint": spec.fingerprint,
+            **({"treatment_map50_95": 0.02} if spec.new_blocks else {})}  # blocks that matter: the check passes
 
 
 def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo(tiny_data, tmp_path, capsys):
@@ -201,9 +202,12 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
         assert ablate.run_ablation(ab, runner=runner) == 0
         assert calls[:2] == [("start", 0), ("start-yolo11s", 0)]
         arms = {(v, s) for v, s in calls[2:]}
-        assert arms == {(v, s) for v in EFFECT if v != "reference" for s in range(3)}  # settled at the minimum
+        # 4 comparisons (3 arms, cbam − placebo): each joint interval at 98.75 %, bounded from 4 seeds on
+        assert arms == {(v, s) for v in EFFECT if v != "reference" for s in range(4)}  # settled when first bounded
         text = (ab.out / "summary.md").read_text()
-        assert "- seeds chosen by the data: stopped after 3 paired seeds: every arm settled" in text
+        assert "- seeds chosen by the data: stopped after 4 paired seeds: every arm settled" in text
+        assert "the 4 comparisons' verdicts hold jointly at 95 % (Bonferroni: each interval at 98.8 %)" in text
+        assert "- **cbam**: **passed**: knock-out Δ mAP50-95 0.0200" in text.split("## Verdict")[0]
         g = {v.name: v.gflops for v in ab.variants}
         frac_g = (g["cbam"] - g["baseline"]) / (g["yolo11s"] - g["baseline"])
         yard = text.split("## Yardstick")[1].split("\n## ")[0]
@@ -217,10 +221,10 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
 
         # a rerun reuses the starts and every run; with a larger min the rule asks for more seeds: only those run
         calls.clear()
-        ab2 = ablate.validate({**raw, "seeds": {"min": 4, "max": 6}}, base, name, source)
+        ab2 = ablate.validate({**raw, "seeds": {"min": 5, "max": 6}}, base, name, source)
         assert ablate.run_ablation(ab2, runner=runner) == 0
-        assert sorted(calls) == sorted((v, 3) for v in ("baseline", "cbam", "cbam-placebo", "yolo11s"))
-        assert "stopped after 4 paired seeds" in (ab.out / "summary.md").read_text()
+        assert sorted(calls) == sorted((v, 4) for v in ("baseline", "cbam", "cbam-placebo", "yolo11s"))
+        assert "stopped after 5 paired seeds" in (ab.out / "summary.md").read_text()
     finally:
         EFFECT.pop("yolo11s", None)
 

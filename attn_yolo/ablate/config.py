@@ -56,11 +56,12 @@ latency: {repeats: 50, warmup: 10}
 """
 
 CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices", "copy_data", "trust", "backend",
-               "ray_address", "resources", "bootstrap", "health", "start", "reference", "placebo")
+               "ray_address", "resources", "bootstrap", "health", "start", "reference", "placebo", "new_blocks",
+               "treatment")
 BACKENDS = ("local", "ray")
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
-MODEL_VARIANT_KEYS = ("name", "model", "baseline")
-INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline")
+MODEL_VARIANT_KEYS = ("name", "model", "baseline", "new_blocks")
+INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline", "new_blocks")
 LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
 BOOTSTRAP_DEFAULTS = {"resamples": 2000, "seed": 0}  # image resamples of the per-image bootstrap, and their seed
 RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
@@ -101,6 +102,9 @@ class Variant:
     spec: dict | None = None  # an insert spec's {base (resolved), module, at, args}; None for a model YAML
     params: int | None = None  # parameters of the model built with the dataset's nc (None until built)
     gflops: float | None = None  # Ultralytics get_flops at the config's imgsz (None until built)
+    new_blocks: list[str] | None = None  # module paths of the blocks it adds to the baseline ([] for the baseline,
+    # None for another model); set by prepare (attn_yolo.ablate.treatment.new_block_paths)
+    block_training: object = None  # design.NewBlocks of this arm's own `new_blocks:` (None: the config's)
 
 
 @dataclasses.dataclass
@@ -134,6 +138,8 @@ class Ablation:
     reference: str | None = None  # the reference arm (the yardstick), one of `variants`
     placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
     arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
+    new_blocks: object = None  # design.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
+    treatment: object = None  # design.Treatment: the treatment check's threshold (attn_yolo.ablate.treatment)
     prepared: bool = False  # set by prepare: the dataset exists, every arm is built and sized
 
 

@@ -9,6 +9,8 @@
   spec through ``insert_dict`` (so that a hyperparameter that does not fit its layer names the inserted row), then
   ``DetectionModel``; its parameters and GFLOPs (Ultralytics ``get_num_params``, ``get_flops``) go into the
   ``Variant`` and each run's record.
+- every arm's new blocks (``attn_yolo.ablate.treatment.new_block_paths``): the blocks it adds to the baseline,
+  which the training gives their own learning rate (``new_blocks``) and the treatment check knocks out.
 - ``placebo``: each placebo arm's ``Placebo`` blocks are sized to the blocks of the variant it controls, which needs
   that variant built (``design.placebo_spec``); the arms join ``variants`` before the reference.
 """
@@ -23,11 +25,13 @@ from attn_yolo.ablate import design
 from attn_yolo.ablate.config import SYNTHETIC, Ablation, ConfigError, Variant, first_line
 from attn_yolo.ablate.variants import check_variants
 
-_SIZES: dict[tuple, tuple[int, float]] = {}  # (model definition, nc, imgsz) → (params, GFLOPs) of models built here
+_SIZES: dict[tuple, tuple[int, float, list[str] | None]] = {}  # (definition, nc, imgsz, baseline) → what build sets
 
 
-def build(v: Variant, nc: int, imgsz: int) -> None:
-    """Build variant ``v`` at ``imgsz`` with ``nc`` classes, run one forward pass, and set ``v.params``, ``v.gflops``.
+def build(v: Variant, nc: int, imgsz: int, base_dict: dict | None = None) -> None:
+    """Build variant ``v`` at ``imgsz`` with ``nc`` classes, run one forward pass, and set ``v.params``, ``v.gflops``
+    and ``v.new_blocks`` (the blocks it adds to ``base_dict``, the baseline's model dict: ``treatment.new_block_paths``;
+    None without ``base_dict``).
 
     Raises:
         Exception: whatever the build raises (``InsertionError`` for an insert spec naming the inserted row,
@@ -37,25 +41,27 @@ def build(v: Variant, nc: int, imgsz: int) -> None:
     from ultralytics.nn.tasks import DetectionModel
     from ultralytics.utils.torch_utils import get_flops, get_num_params
 
+    from attn_yolo.ablate.treatment import new_block_paths
     from attn_yolo.insertion import insert_dict
 
-    size_key = (v.definition, nc, imgsz)
+    size_key = (v.definition, nc, imgsz, design.fingerprint(base_dict))
     if size_key not in _SIZES:  # built and measured before in this process: same answer
         if v.spec is not None:
             insert_dict(**v.spec)  # builds at 64 px: an error names the inserted block and the base layer it follows
         m = DetectionModel(copy.deepcopy(v.model_dict) if v.model_dict else v.model, nc=nc, verbose=False).eval()
         with torch.no_grad():
             m(torch.zeros(1, 3, imgsz, imgsz))  # runs at the config's imgsz too
-            _SIZES[size_key] = get_num_params(m), get_flops(m, imgsz)
-    v.params, v.gflops = _SIZES[size_key]
+        paths = None if base_dict is None else new_block_paths(base_dict, design.arm_dict(v), m)
+        _SIZES[size_key] = get_num_params(m), get_flops(m, imgsz), paths
+    v.params, v.gflops, v.new_blocks = _SIZES[size_key]
 
 
-def _build_all(variants: list[Variant], nc: int, imgsz: int) -> list[str]:
+def _build_all(variants: list[Variant], nc: int, imgsz: int, base_dict: dict | None = None) -> list[str]:
     """Build each variant; one problem per variant that does not build, named by its config key."""
     problems = []
     for v in variants:
         try:
-            build(v, nc, imgsz)
+            build(v, nc, imgsz, base_dict)
         except Exception as e:  # noqa: BLE001  any build failure is a config problem of that variant
             problems.append(f"{v.key}{'' if v.spec is not None else '.model'}: does not build: {first_line(e)}")
     return problems
@@ -96,10 +102,11 @@ def prepare(ab: Ablation) -> Ablation:
         print("attn-yolo ablate: preparing the synthetic-shapes dataset (generated once, then cached) ...", flush=True)
         ab.data = ab.config["data"] = str(default_data_yaml())
     by_name = {v.name: v for v in ab.variants}
-    problems = _build_all(ab.variants, ab.nc, ab.imgsz)
+    base_dict = design.arm_dict(by_name[ab.baseline])
+    problems = _build_all(ab.variants, ab.nc, ab.imgsz, base_dict)
     if not problems and ab.placebos:
         arms, problems = _placebo_arms(ab, by_name)
-        problems += _build_all(arms, ab.nc, ab.imgsz)
+        problems += _build_all(arms, ab.nc, ab.imgsz, base_dict)
         if not problems:
             at = next((k for k, v in enumerate(ab.variants) if v.name == ab.reference), len(ab.variants))
             ab.variants[at:at] = arms

@@ -39,6 +39,32 @@ def arms(ab: Ablation) -> list[str]:
     return [v.name for v in ab.variants if v.name != ab.baseline]
 
 
+def family_size(ab: Ablation) -> int:
+    """K, the comparisons whose verdicts hold jointly: every arm against the baseline (the placebo arms, before or after
+    ``prepare`` adds them, included) and every variant against its placebo."""
+    others = [v.name for v in ab.variants if v.name != ab.baseline and v.name not in ab.placebos]
+    return max(1, len(others) + 2 * len(ab.placebos))
+
+
+def joint_level(ab: Ablation) -> float:
+    """The level of each of the ablation's K intervals so that all K hold at once with probability 95 %
+    (``sequential.joint_confidence``)."""
+    from attn_yolo.ablate.sequential import joint_confidence
+
+    return joint_confidence(ab.seed_rule.confidence if ab.seed_rule else CONFIDENCE, family_size(ab))
+
+
+def joint_words(ab: Ablation) -> str:
+    """How the verdicts hold jointly, one sentence for the summary."""
+    k = family_size(ab)
+    conf = ab.seed_rule.confidence if ab.seed_rule else CONFIDENCE
+    if k == 1:
+        return f"one comparison: its interval is at {100 * conf:g} %"
+    return (f"the {k} comparisons' verdicts hold jointly at {100 * conf:g} % (Bonferroni: each interval at "
+            f"{100 * joint_level(ab):.3g} %): the chance of any false better / worse among them is at most "
+            f"{100 * (1 - conf):g} %")
+
+
 def decision(ab: Ablation, rows: list[dict], boot: dict | None = None) -> dict | None:
     """The stopping rule over every arm (``sequential.decide_all``) on the runs so far; None for a fixed list of
     seeds. ``{"stop", "n", "variants": {arm: decide(...)}, "text": why it stopped or goes on}``."""
@@ -48,7 +74,7 @@ def decision(ab: Ablation, rows: list[dict], boot: dict | None = None) -> dict |
 
     names = arms(ab)
     out = decide_all({a: paired_diffs(ab, rows, a) for a in names}, ab.seed_rule,
-                     {a: test_var(boot, a) for a in names})
+                     {a: test_var(boot, a) for a in names}, family_size(ab))
     per = out["variants"]
     n = out["n"]
     if not per:
@@ -83,8 +109,47 @@ def reading(ab: Ablation, rows: list[dict], boot: dict | None, arm: str, dec: di
         h = c["hier"]
         return {"mean": h["mean"], "lo": h["lo"], "hi": h["hi"], "n": h["n"], "verdict": c["verdict"],
                 "interval": "hierarchical"}  # fmt: skip
-    d = paired_difference(paired_diffs(ab, rows, arm))
+    d = paired_difference(paired_diffs(ab, rows, arm), joint_level(ab))
     return {**d, "verdict": verdict(d), "interval": "seeds only"}
+
+
+def paired_seeds(ab: Ablation, rows: list[dict], arm: str, n: int | None = None) -> list[int]:
+    """The first ``n`` (all: None) seeds at which ``arm`` and the baseline both ran ok, in seed order."""
+    ok = _ok(rows)
+    seeds = [s for s in ab.seeds if (arm, s) in ok and (ab.baseline, s) in ok]
+    return seeds if n is None else seeds[:n]
+
+
+def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
+    """The treatment check of ``arm`` (``attn_yolo.ablate.treatment``) against its reading ``r``: ``{"status":
+    "passed" | "failed" | "n/a" | "not applicable", ...}`` with its figures and, when failed, the likely cause from
+    the arm's attention health. ``not applicable`` for an arm that adds no blocks to the baseline (another model)."""
+    from attn_yolo.ablate import treatment
+    from attn_yolo.health.report import arm_health
+
+    v = next((x for x in ab.variants if x.name == arm), None)
+    if v is None or not v.new_blocks:
+        return {"status": "not applicable"}
+    seeds = paired_seeds(ab, rows, arm, r["n"])
+    out = treatment.check(treatment.effect(rows, arm, seeds), r["lo"], r["hi"],
+                          (ab.treatment.threshold if ab.treatment else treatment.THRESHOLD))
+    health = arm_health([x for x in rows if x["variant"] == arm and x["seed"] in seeds])
+    out["health"] = health
+    if out["status"] == "failed":
+        out["cause"] = treatment.likely_cause(health)
+    return out
+
+
+def not_tested(t: dict) -> str:
+    """The words of a failed treatment check: ``not tested (<figures>; <cause>)``."""
+    h = t.get("health", {})
+    figs = ["knocking its blocks out changes nothing (Δ mAP50-95 0 in every seed)" if t["T"] == 0 else
+            f"knock-out Δ mAP50-95 {t['T']:.4f} < the ±{t['resolution']:.4f} this design resolves"]
+    if math.isfinite(h.get("gamma", math.nan)):
+        figs.append(f"|γ| {h['gamma']:.3g}")
+    if math.isfinite(h.get("knockout", math.nan)):
+        figs.append(f"raw-output knock-out {h['knockout']:.3g}")
+    return f"not tested ({', '.join(figs)}: {t['cause']})"
 
 
 def _ci(lo: float, hi: float) -> str:
@@ -119,6 +184,9 @@ def yardstick(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, de
         x = reading(ab, rows, boot, v, dec)
         if not x["n"]:
             continue
+        if treated(ab, rows, v, x)["status"] == "failed":
+            lines.append(f"- **{v}**: not tested (see the Treatment check): no fraction of the `{ref}` gain")
+            continue
         frac = x["mean"] / r["mean"]
         extra = (g.get(v) or 0) - (g.get(ab.baseline) or 0)
         cost = (f"at {_pct(extra / extra_ref)} of its extra GFLOPs ({extra:+.4f} vs {extra_ref:+.4f})"
@@ -138,6 +206,11 @@ def placebo(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec:
               "matches is extra capacity, not attention."), ""]
     for p, v in ab.placebos.items():
         x, y = reading(ab, rows, boot, p, dec), reading(ab, rows, boot, v, dec)
+        untested = [a for a, r in ((v, y), (p, x)) if r["n"] and treated(ab, rows, a, r)["status"] == "failed"]
+        if untested:
+            lines.append(f"- **{p}**: not tested: the treatment check failed for {' and '.join(untested)} (see the "
+                         "Treatment check); no placebo comparison")
+            continue
         sv, sp, sb = (stats["variants"][k] for k in (v, p, ab.baseline))
         size = ""
         if sv["params"] and sp["params"] and sb["params"]:
@@ -151,10 +224,10 @@ def placebo(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec:
         if ab.seed_rule is not None:
             from attn_yolo.ablate.sequential import confidence_sequence
 
-            lo, hi = confidence_sequence(diffs, ab.seed_rule.confidence)
-            kind = "anytime-valid"
+            lo, hi = confidence_sequence(diffs, joint_level(ab))
+            kind = "joint anytime-valid"
         else:
-            d = paired_difference(diffs)
+            d = paired_difference(diffs, joint_level(ab))
             lo, hi, kind = d["lo"], d["hi"], "seeds only"
         mean = sum(diffs) / len(diffs)
         if y["verdict"] != "better":
@@ -175,7 +248,48 @@ def stopping(ab: Ablation, dec: dict | None) -> list[str]:
     prec = f", precision {rule.precision:g}" if rule.precision is not None else ""
     lines = ["", "## Seeds chosen by the data", "",
              (f"Rule: min {rule.min}, max {rule.max} paired seeds{prec}, {int(rule.confidence * 100)}% anytime-valid "
-              "confidence sequence (valid whenever it stops; the verdicts above use it)."), "",
+              "confidence sequence (valid whenever it stops; the verdicts above use it); each arm stops on its own "
+              f"when its interval excludes 0, is narrower than the precision, or reaches the maximum; "
+              f"{joint_words(ab)}."), "",
              f"**{dec['text'][0].upper() + dec['text'][1:]}**", ""]
     lines += [f"- `{a}`: {d['text']}" for a, d in dec["variants"].items()]
     return lines
+
+
+def treatment_lines(ab: Ablation, rows: list[dict], boot: dict | None, dec: dict | None) -> list[str]:
+    """The summary's first section: per arm that adds blocks, whether they mattered to its model enough for a
+    verdict (``treated``), with the criterion in one sentence."""
+    from attn_yolo.ablate.treatment import THRESHOLD
+
+    th = ab.treatment.threshold if ab.treatment else THRESHOLD
+    lines = ["## Treatment check: did the blocks train?", "",
+             (f"An arm's verdict needs its blocks to matter to its own model: its knock-out effect (mean over seeds of "
+              f"|mAP50-95 of its best.pt − the same with every new block replaced by the identity|, on the validation "
+              f"images) must be at least {th:g} × the half-width of the interval that decides its verdict (the "
+              f"resolution of this design); otherwise the arm is **not tested**: its Δ says nothing about the "
+              f"blocks."), ""]
+    shown = 0
+    for arm in arms(ab):
+        r = reading(ab, rows, boot, arm, dec)
+        if not r["n"]:
+            continue
+        t = treated(ab, rows, arm, r)
+        if t["status"] == "not applicable":
+            continue
+        shown += 1
+        h = t.get("health", {})
+        health = ", ".join(x for x in (
+            f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) else "",
+            f"raw-output knock-out {h['knockout']:.3g}" if math.isfinite(h.get("knockout", math.nan)) else "",
+            f"switched off in {round(h['switched_off'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
+        ) if x)  # fmt: skip
+        health = f"; attention health: {health}" if health else ""
+        if t["status"] == "passed":
+            what = (f"**passed**: knock-out Δ mAP50-95 {t['T']:.4f} >= {th:g} × ±{t['resolution']:.4f}"
+                    f"{health}")
+        elif t["status"] == "failed":
+            what = f"**{not_tested(t)}**{health}"
+        else:
+            what = f"n/a: {t['why']} (the verdict stands without the check){health}"
+        lines.append(f"- **{arm}**: {what}")
+    return lines + [""] if shown else []

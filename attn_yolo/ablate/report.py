@@ -89,7 +89,8 @@ def analyze(ab: Ablation, rows: list[dict], cache: dict | None = None) -> dict:
         out["why"] |= {v: f"the runs' per-image records cannot be paired: {e}" for v in todo}
         return out
     first = records[next(iter(sorted(keys)))]
-    out |= {"compare": bootstrap_compare(resampled, [base, *todo], base, ab.seeds), "names": first.names,
+    out |= {"compare": bootstrap_compare(resampled, [base, *todo], base, ab.seeds, readings.joint_level(ab)),
+            "names": first.names,
             "n_images": first.n_images}
     return out
 
@@ -155,7 +156,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     if cmp_:
         setup.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
                      f"{boot['n_images']} validation images, the same resamples for every run")
-    lines = [f"# Ablation `{ab.name}`", "", f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
+    lines = [f"# Ablation `{ab.name}`", "", *readings.treatment_lines(ab, rows, boot, dec),
+             f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
+             f"Verdicts hold jointly: {readings.joint_words(ab)}. An arm whose blocks failed the treatment check is "
+             "**not tested**, whatever its interval.", "",
              (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
@@ -164,7 +168,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
              + (" Seeds were chosen by the data: the verdict is the anytime-valid confidence sequence's, valid "
                 "whenever the rule stopped; the fixed-n intervals beside it are not (see Seeds chosen by the data)."
                 if dec is not None else ""), ""]
-    power = []
+    power, words_of = [], {}
+    joint = "joint " if readings.family_size(ab) > 1 else ""
     for v in names:
         if v == ab.baseline:
             continue
@@ -185,14 +190,19 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         cost = f"; cost: {', '.join(cost)}" if cost else ""
         c = cmp_.get(v, {}).get(PRIMARY)
         seq = dec["variants"].get(v) if dec is not None else None
+        t = readings.treated(ab, rows, v, readings.reading(ab, rows, boot, v, dec))
+        untested = readings.not_tested(t) if t["status"] == "failed" else None
+        if untested:
+            words_of[v] = untested
         if c is None and seq is not None:
-            words = verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan)
-            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, anytime-valid {conf}% CI "
+            words = untested or verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan)
+            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, {joint}anytime-valid {conf}% CI "
                          f"{_ci(seq['lo'], seq['hi'], 4)}, n = {d['n']} paired seeds; no image-level interval: "
                          f"{boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         if c is None:
-            words = verdict_words(d["verdict"], d["lo"], d["hi"], detectable_from_t(d["lo"], d["hi"], d["n"]))
+            words = untested or verdict_words(d["verdict"], d["lo"], d["hi"],
+                                             detectable_from_t(d["lo"], d["hi"], d["n"]))
             lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
                          f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no "
                          f"image-level interval: {boot['why'].get(v, 'no per-image records')}){cost}")
@@ -200,12 +210,13 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         h = c["hier"]
         mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
         lines.append(
-            (f"- **{v}**: **{verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** "
-             f"(Δ {_fmt(h['mean'], 4, True)}; anytime-valid {conf}% CI "
+            (f"- **{v}**: **{untested or verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** "
+             f"(Δ {_fmt(h['mean'], 4, True)}; {joint}anytime-valid {conf}% CI "
              f"{_ci(seq['lo'], seq['hi'], 4)}; fixed-n hierarchical {_ci(h['lo'], h['hi'], 4)}, p = "
              f"{_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; images only {_ci(*c['image'], 4)}; "
              f"n = {h['n']} paired seeds){cost}") if seq is not None else
-            f"- **{v}**: **{verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** (Δ {_fmt(h['mean'], 4, True)}; "
+            f"- **{v}**: **{untested or verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** "
+            f"(Δ {_fmt(h['mean'], 4, True)}; "
             f"hierarchical {conf}% CI "
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
@@ -293,8 +304,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     ]
     for v, why in boot["why"].items():
         lines.append(f"- `{v}`: seeds-only t-interval only: {why}.")
-    verdicts = {v: "learned nothing" if v in boot["nothing"] else (cmp_.get(v, {}).get(PRIMARY)
-                or stats["diffs"][v][PRIMARY]).get("verdict", "n/a") for v in names if v != ab.baseline}
+    verdicts = {v: "learned nothing" if v in boot["nothing"] else "not tested" if v in words_of else
+                (cmp_.get(v, {}).get(PRIMARY) or stats["diffs"][v][PRIMARY]).get("verdict", "n/a")
+                for v in names if v != ab.baseline}
     lines += health_section(names, rows, {**verdicts, ab.baseline: "baseline"})
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:

@@ -17,6 +17,7 @@ import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
+from attn_yolo.ablate.design import NewBlocks
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
@@ -107,14 +108,18 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
     specs = []
     for v in ab.variants:
         begin = arm_start(ab, v.name)
+        nb = v.block_training or ab.new_blocks or NewBlocks()
+        how = {"new_blocks": dataclasses.asdict(nb)} if v.new_blocks else {}  # changes only arms with new blocks
         for seed in ab.seeds:
-            parts = [v.definition, ab.data_id, train_id, seed] + ([begin.fingerprint] if begin else [])
+            parts = [v.definition, ab.data_id, train_id, seed] + ([begin.fingerprint] if begin else []) + (
+                [how] if how else [])
             key = json.dumps(parts, sort_keys=True, default=str)
             specs.append(RunSpec(
                 variant=v.name, seed=seed, model=v.model, model_dict=v.model_dict, data=data, train=dict(ab.train),
                 imgsz=ab.imgsz, latency=dict(ab.latency), run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
                 trust=ab.trust, health=ab.health, start=begin.weights if begin else None,
+                new_blocks=v.new_blocks or None, lr_mult=nb.lr_mult, gamma=nb.gamma if begin else 0.0,
             ))  # fmt: skip
     return specs
 
@@ -360,7 +365,8 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
                say=print) -> dict:
     """Seeds chosen by the data: run paired seeds in rounds (every arm of a seed), and after each round ask the
     stopping rule (``readings.decision``) whether to go on. The first round brings the paired seeds up to the rule's
-    ``min``; later rounds add as many seeds as the workers hold at once (one, in this process). Seeds already
+    ``min``; later rounds add as many seeds as the workers hold at once (one, in this process), for the arms still
+    undecided (and the baseline): an arm whose comparison stopped runs no more seeds. Seeds already
     finished (a rerun) count without running again; a seed with a failed run is not paired and the next one is
     tried. ``say`` prints a line (above the progress bar). Returns the last decision."""
     from attn_yolo.ablate.report import analyze
@@ -382,7 +388,8 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
             say(f"attn-yolo ablate: seeds: all {len(ab.seeds)} seeds tried; {paired} paired")
             return dec
         say(f"attn-yolo ablate: seeds: {progress(dec, paired, batch_seeds, ab.seed_rule.min)}")
-        batch = [sp for s in batch_seeds for sp in left[s]]
+        done = {a for a, d in dec["variants"].items() if d["stop"]}  # decided: no more seeds (sequential.first_stop)
+        batch = [sp for s in batch_seeds for sp in left[s] if sp.variant not in done]
         for s in batch_seeds:
             left[s] = []
         schedule(batch)

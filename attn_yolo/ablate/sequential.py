@@ -34,9 +34,18 @@ interval, valid at every n since the offset does not change with n); by a union 
 once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' sequence at the full α. The 1/5 share is
 fixed before the data (a data-chosen split would break the guarantee): at the warm-start figures (seed SD ≈ 0.008)
 the seeds' term dominates, and it costs 6 % of width at 5 seeds. ``test_var`` is the bootstrap's estimate,
-re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval). Several variants:
-each has its own sequence at 1 − α (as the summary's per-variant verdicts; no correction for multiplicity), and
-``decide_all`` runs another seed while any of them continues.
+re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval).
+
+Several comparisons (variants, placebos, the reference, each variant against its placebo): the verdicts hold
+*jointly*. Each of the K comparisons of one ablation gets its confidence sequence at level 1 − α/K (Bonferroni's
+split of α, ``joint_confidence``); by the union bound all K sequences hold, at every number of seeds at once, with
+probability ≥ 1 − α, so the family-wise error rate (the chance of any false better / worse verdict among all K) is
+≤ α whatever made the rule stop. A one-comparison ablation (K = 1) is unchanged. The family-wise rate, rather than
+the false discovery rate (e-BH), because an ablation reports every verdict it reaches as a finding and K is small
+(a handful of arms): a user reads "CBAM better, SE worse" as two claims, each of which should hold. The split
+needs no assumption about how the comparisons depend on each other (they share the baseline's runs).
+``decide_all`` runs another seed while any comparison continues. ``simulate_family`` checks the joint rate, with the
+baseline's seed noise shared by every variant as in a real ablation.
 """
 
 from __future__ import annotations
@@ -220,7 +229,8 @@ def _decision(x: np.ndarray, rule: SeedRule, lo: float, hi: float) -> dict:
         text = (f"stopped after {n} seeds: {iv} is {hi - lo:.4f} wide, narrower than the requested precision "
                 f"{rule.precision:g}, and includes 0 (no detectable difference)")
     elif reason == "max":
-        text = f"stopped at the maximum of {rule.max} seeds: {iv} " + ("excludes 0" if settled else "includes 0")
+        text = f"stopped at the maximum of {rule.max} seeds: {iv}" + (
+            "" if not math.isfinite(hi - lo) else " excludes 0" if settled else " includes 0")
     elif n < rule.min:
         text = f"continue: {n} of the minimum {rule.min} seeds run"
     else:
@@ -262,20 +272,60 @@ def naive_decide(diffs: Sequence[float], rule: SeedRule, test_var: float = 0.0) 
     return _decision(x, rule, float(lo[0, -1]), float(hi[0, -1]))
 
 
-def decide_all(diffs: dict[str, Sequence[float]], rule: SeedRule, test_var: dict[str, float] | None = None) -> dict:
-    """The rule over several variants: another seed is run while any variant's decision is ``continue``.
+def joint_confidence(confidence: float, family: int) -> float:
+    """The level of each of ``family`` intervals so that all hold at once with probability ≥ ``confidence``:
+    1 − (1 − confidence) / family (Bonferroni; module docstring)."""
+    if isinstance(family, bool) or not isinstance(family, int) or family < 1:
+        raise ValueError(f"family must be an int >= 1 (the number of comparisons), got {family!r}")
+    return 1 - (1 - confidence) / family
+
+
+def first_bounded(confidence: float, limit: int = 10_000) -> int | None:
+    """The fewest seeds at which the confidence sequence at ``confidence`` is bounded (3 at 95 %), None past
+    ``limit``."""
+    n = np.arange(2, limit + 1)
+    ok = np.isfinite(radius_factor(n, 1 - confidence))
+    return int(n[np.argmax(ok)]) if ok.any() else None
+
+
+def first_stop(diffs: Sequence[float], rule: SeedRule, test_var: float = 0.0) -> dict:
+    """``decide`` at the first number of seeds at which the rule stops for these diffs (a stopping time: it depends
+    only on the seeds before it), or after all of them while it does not. A comparison that stopped keeps that
+    decision: seeds run after it (a round that ran on for the other arms) do not reopen it."""
+    x = _checked(diffs)
+    for m in range(rule.min, len(x) + 1):
+        d = decide(x[:m], rule, test_var)
+        if d["stop"]:
+            return d
+    return decide(x, rule, test_var)
+
+
+def decide_all(diffs: dict[str, Sequence[float]], rule: SeedRule, test_var: dict[str, float] | None = None,
+               family: int | None = None) -> dict:
+    """The rule over several comparisons, each stopping on its own (``first_stop``): an arm whose comparison
+    stopped needs no more seeds; another round runs while any comparison continues.
+
+    Args:
+        diffs: per comparison, its per-seed Δ in seed order.
+        rule: the stopping rule; its ``confidence`` is the joint level of the family.
+        test_var: per comparison, the validation set's common variance (0 if absent).
+        family: comparisons whose verdicts must hold jointly (default: ``len(diffs)``); each interval is at
+            ``joint_confidence(rule.confidence, family)``.
 
     Returns:
-        ``{"stop": bool, "n": seeds so far, "variants": {name: decide(...)}}``; each variant's interval is at
-        ``rule.confidence`` on its own (as the summary's per-variant verdicts).
+        ``{"stop": bool, "n": the most seeds any comparison used, "family": K, "confidence": each interval's
+        level, "variants": {name: decide(...) at its own stop}}``.
     """
     test_var = test_var or {}
-    per = {v: decide(d, rule, test_var.get(v, 0.0)) for v, d in diffs.items()}
-    return {"stop": all(d["stop"] for d in per.values()), "n": min((d["n"] for d in per.values()), default=0),
-            "variants": per}  # fmt: skip
+    k = max(1, len(diffs)) if family is None else family
+    each = dataclasses.replace(rule, confidence=joint_confidence(rule.confidence, k))
+    per = {v: first_stop(d, each, test_var.get(v, 0.0)) for v, d in diffs.items()}
+    return {"stop": all(d["stop"] for d in per.values()), "n": max((d["n"] for d in per.values()), default=0),
+            "family": k, "confidence": each.confidence, "variants": per}  # fmt: skip
 
 
-def decide_from_bootstrap(compared: dict, rule: SeedRule, metric: str = "map50_95") -> dict:
+def decide_from_bootstrap(compared: dict, rule: SeedRule, metric: str = "map50_95", family: int | None = None
+                          ) -> dict:
     """``decide_all`` on ``stats.bootstrap_compare``'s output: each variant's per-seed Δ of ``metric`` (in seed order)
     with the validation set's common variance of its hierarchical interval as ``test_var``.
 
@@ -289,7 +339,7 @@ def decide_from_bootstrap(compared: dict, rule: SeedRule, metric: str = "map50_9
         diffs[v] = res[metric]["deltas"]
         g = res[metric]["hier"].get("test_var", 0.0)
         test_var[v] = g if g is not None and math.isfinite(g) else 0.0  # fewer than 2 seeds: unbounded anyway
-    return decide_all(diffs, rule, test_var)
+    return decide_all(diffs, rule, test_var, family)
 
 
 # ------------------------------------------------------------------------------------------------ simulation
@@ -324,6 +374,47 @@ def simulate(rule: SeedRule, delta: float, sd: float, test_var: float = 0.0, exp
         "coverage": float(((lo_s <= delta) & (delta <= hi_s)).mean()),
         "reasons": {r: float((code_s == i).mean()) for i, r in enumerate(REASONS) if i},
     }
+
+
+def simulate_family(rule: SeedRule, deltas: Sequence[float], sd: float, experiments: int = 1000, seed: int = 0,
+                    joint: bool = True) -> dict:
+    """Run ``decide_all`` on simulated ablations of K = ``len(deltas)`` variants against one baseline, vectorised.
+
+    Per seed i the baseline's run draws b_i ~ N(0, sd²/2) and variant k's v_ki ~ N(0, sd²/2), so that Δ_ki =
+    δ_k + v_ki − b_i has SD ``sd`` and every two variants share the baseline's noise (correlation 1/2), as in an
+    ablation. Each variant stops on its own (``first_stop``: settled, narrower than ``rule.precision``, or
+    ``rule.max``, never before ``rule.min``) and its verdict is its interval's there.
+
+    Args:
+        joint: each interval at ``joint_confidence(rule.confidence, K)``; False: each at ``rule.confidence`` (the
+            uncorrected per-variant rule).
+
+    Returns:
+        ``any_false`` (rate of ablations with at least one false verdict: better / worse where δ = 0, or of the
+        wrong sign), ``power`` ({k: rate of the right verdict} for each δ_k ≠ 0), ``runs`` (mean training runs per
+        ablation, the baseline's included) against ``full_runs`` (every arm to ``rule.max``), ``experiments``,
+        ``family``, ``confidence`` (of each interval).
+    """
+    d = np.asarray(deltas, np.float64)
+    k = len(d)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, sd / math.sqrt(2), (experiments, 1, rule.max))
+    x = d[None, :, None] + rng.normal(0.0, sd / math.sqrt(2), (experiments, k, rule.max)) - base
+    conf = joint_confidence(rule.confidence, k) if joint else rule.confidence
+    lo, hi = _intervals(x.reshape(experiments * k, rule.max), conf, 0.0, naive=False)
+    lo, hi = lo.reshape(experiments, k, rule.max), hi.reshape(experiments, k, rule.max)
+    n = np.arange(1, rule.max + 1)
+    codes = _reason_codes(lo, hi, n[None, None], dataclasses.replace(rule, confidence=conf))
+    stop = np.argmax(codes > 0, axis=2)  # (E, K): each variant's own stop; always by max
+    e, j = np.meshgrid(np.arange(experiments), np.arange(k), indexing="ij")
+    lo_s, hi_s = lo[e, j, stop], hi[e, j, stop]
+    better, worse = lo_s > 0, hi_s < 0
+    false = np.where(d[None] > 0, worse, np.where(d[None] < 0, better, better | worse))
+    right = np.where(d[None] > 0, better, worse)
+    runs = (stop + 1).sum(axis=1) + stop.max(axis=1) + 1  # the variants' runs and the baseline's
+    return {"experiments": experiments, "family": k, "confidence": conf, "any_false": float(false.any(axis=1).mean()),
+            "power": {i: float(right[:, i].mean()) for i in range(k) if d[i] != 0},
+            "runs": float(runs.mean()), "full_runs": (k + 1) * rule.max}  # fmt: skip
 
 
 def power_sentence(rule: SeedRule, sd: float, delta: float = 0.01, test_var: float = 0.0,

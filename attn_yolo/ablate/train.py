@@ -23,6 +23,7 @@ from attn_yolo.ablate.perimage import (
     save_record,
 )
 from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_record
+from attn_yolo.ablate.treatment import KNOCKOUT_NAME, block_parameters, knocked_out, set_gamma
 from attn_yolo.ablate.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
 from attn_yolo.health import attach
@@ -214,7 +215,53 @@ def build_arm(spec: RunSpec, model: str, train: dict):
 
         report = transfer(carry, yolo, strict=spec.start is not None, verbose=False, trust=spec.trust)
         print(f"attn-yolo ablate: {'start' if spec.start else 'pretrained'}: {report}")
+        if spec.new_blocks and spec.gamma:  # the design's new_blocks.gamma: γ ≠ 0 at step 0
+            n = set_gamma(yolo.model, spec.new_blocks, spec.gamma)
+            print(f"attn-yolo ablate: new blocks: {n} residual gates start at γ = {spec.gamma:g}")
     return yolo
+
+
+def arm_trainer(spec: RunSpec) -> type:
+    """The trainer class of a run: ``RecordingTrainer``, whose optimizer gives the arm's new blocks
+    (``spec.new_blocks``) ``spec.lr_mult`` × lr0 (``ultralytics_api.boost_params``) where that is not 1."""
+    if not spec.new_blocks or spec.lr_mult == 1:
+        return RecordingTrainer
+    paths, mult = tuple(spec.new_blocks), spec.lr_mult
+
+    class ArmTrainer(RecordingTrainer):
+        """``RecordingTrainer`` with the new blocks' parameters in parameter groups of their own at ``mult`` × lr."""
+
+        def build_optimizer(self, model, *args, **kwargs):
+            optimizer = super().build_optimizer(model, *args, **kwargs)
+            names = set(block_parameters(model, list(paths)))
+            moved = api.boost_params(optimizer, {id(p) for n, p in model.named_parameters() if n in names}, mult)
+            print(f"attn-yolo ablate: new blocks: {moved} parameter tensors at {mult:g} × lr0", flush=True)
+            return optimizer
+
+    return ArmTrainer
+
+
+def knockout_figures(spec: RunSpec, best: Path, train: dict) -> dict:
+    """The treatment check's figures of a run (``attn_yolo.ablate.treatment``): its ``best.pt`` validated as trained
+    and with every new block knocked out, with the same standalone validator settings; the knocked-out validation
+    image by image in ``perimage-knockout.npz``.
+
+    Returns:
+        ``{"standalone_map50_95", "knockout_map50_95", "treatment_map50_95": their difference}``.
+    """
+    model = load_model(best, "weights", suffixes=(".pt",))
+    args = {"model": str(best), "data": spec.data, "imgsz": spec.imgsz, "batch": train.get("batch", 16), "rect": True,
+            "device": str(train.get("device", "")).split(",")[0], "plots": False, "mode": "val", "verbose": False,
+            "project": str(Path(spec.run_dir)), "name": "val-knockout", "exist_ok": True}
+    out = {}
+    for tag, m in (("standalone", model), ("knockout", knocked_out(model, spec.new_blocks))):
+        validator = RecordingValidator(args=args)
+        box = box_metrics(validator(model=m))
+        out[f"{tag}_map50_95"] = box["map50_95"]
+        if tag == "knockout":
+            save_record(record_from_validator(validator, box), Path(spec.run_dir) / KNOCKOUT_NAME)
+    out["treatment_map50_95"] = out["standalone_map50_95"] - out["knockout_map50_95"]
+    return out
 
 
 def execute_run(spec: RunSpec, device: str | None = None) -> dict:
@@ -252,7 +299,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             if sdpa:
                 fuse_attention(yolo)  # its trainer's model and EMA, also in DDP workers
             metrics = yolo.train(data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name,
-                                 exist_ok=True, trainer=RecordingTrainer, **train)
+                                 exist_ok=True, trainer=arm_trainer(spec), **train)
             row["train_time_s"] = time.perf_counter() - t0
             best = run_dir / "weights" / "best.pt"
             if not best.exists():
@@ -276,6 +323,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             row.update(epoch_fields(run_dir))
             if not all(math.isfinite(v) for v in box.values()):
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
+            if spec.new_blocks:  # the treatment check: do the arm's own blocks matter to its model?
+                row.update(knockout_figures(spec, best, train))
             row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency, sdpa=sdpa)
             row["status"] = "ok"
         except Exception as e:

@@ -72,6 +72,10 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
         problems.append(f"seeds: {why}")
+    new_blocks, p = design.check_new_blocks(raw.get("new_blocks"))
+    problems += p
+    treatment, p = design.check_treatment(raw.get("treatment"))
+    problems += p
     latency, p = check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
     problems += p
     bootstrap, p = check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
@@ -113,12 +117,23 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
                                            "start" if start else "train.pretrained")
     problems += p
+    by_name = {v.name: v for v in variants}
+    for i, rv in enumerate(raw.get("variants") or []):  # an arm's own `new_blocks` (a study of how blocks train)
+        if isinstance(rv, dict) and "new_blocks" in rv and rv.get("name") in by_name:
+            own, q = design.check_new_blocks(rv["new_blocks"])
+            problems += [f"variants[{i}] ({rv['name']}).{x}" for x in q]
+            by_name[rv["name"]].block_training = own
+            if rv["name"] == baseline:
+                problems.append(f"variants[{i}] ({rv['name']}).new_blocks: the baseline adds no blocks")
     if not p and len(variants) == 1:
         problems.append(f"variants: only the baseline ({baseline!r}); an ablation compares variants with it: add "
                         "one, e.g. {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone}")
     arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
         else ({}, [])
     problems += p
+    if seed_rule is not None and not problems:
+        problems += design.family_problems(seed_rule, len(variants) - 1 + len(arms.get("variants", [])),
+                                           len(arms.get("placebos", {})))
     if problems:
         raise ConfigError(source, problems)
     config = {
@@ -139,6 +154,8 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "source": source,
     }
     config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
+    config["new_blocks"] = dataclasses.asdict(new_blocks)
+    config["treatment"] = dataclasses.asdict(treatment)
     if seed_rule is not None:
         config["seeds"] = dataclasses.asdict(seed_rule)
     if start is not None and start.kind == "recipe":
@@ -149,4 +166,4 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
                     imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
                     ray_address, resources, bootstrap, health=health is not False, start=start, seed_rule=seed_rule,
                     reference=arms.get("reference"), placebos=arms.get("placebos", {}),
-                    arm_starts=arms.get("starts", {}))
+                    arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=treatment)

@@ -78,6 +78,23 @@ def _run_health(row: dict) -> tuple[list[dict], str]:
     return last_epoch(read_csv(csv_path)), ""
 
 
+def arm_health(rows: list[dict]) -> dict:
+    """Mean last-epoch ``gamma`` and ``knockout`` over the blocks of the runs ``rows`` (their ``gates.csv``), and
+    ``switched_off``: the share of runs with a block flagged ``switched off``; NaN where nothing was measured."""
+    vals: dict[str, list[float]] = {"gamma": [], "knockout": []}
+    off, runs = 0, 0
+    for r in rows:
+        last, _ = _run_health(r)
+        if not last:
+            continue
+        runs += 1
+        off += any("switched off" in b["flags"] for b in last)
+        for k in vals:
+            vals[k] += [b[k] for b in last if not math.isnan(b[k])]
+    out = {k: (sum(v) / len(v) if v else math.nan) for k, v in vals.items()}
+    return {**out, "switched_off": off / runs if runs else math.nan, "runs": runs}
+
+
 def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> list[str]:
     """The ablation summary's "Attention health" section (Markdown lines): per variant its verdict beside the health
     of each of its blocks at the last epoch, averaged over the seeds whose run folder has a ``gates.csv``; each flag

@@ -388,6 +388,24 @@ def export_named(yolo, pt_path: Path | str) -> Iterator[None]:
             m.pt_path = saved
 
 
+def boost_params(optimizer, params: set[int], lr_mult: float) -> int:
+    """Give the parameters ``params`` (their ``id``) of an optimizer from Ultralytics' ``build_optimizer`` a learning
+    rate ``lr_mult`` × their group's: each of its groups (``param_group`` weight / bn / bias, their options) is split
+    in two, as Ultralytics' own MuSGD boost of the head's classifier does. Call it before the scheduler exists
+    (``LambdaLR`` takes each group's ``lr`` as its ``initial_lr``, which warmup and the schedule scale). Returns the
+    number of parameter tensors moved."""
+    moved = 0
+    for g in list(optimizer.param_groups):
+        own = [p for p in g["params"] if id(p) in params]
+        if not own:
+            continue
+        g["params"] = [p for p in g["params"] if id(p) not in params]
+        optimizer.add_param_group({**{k: v for k, v in g.items() if k != "params"}, "params": own,
+                                   "lr": g["lr"] * lr_mult})
+        moved += len(own)
+    return moved
+
+
 def reset_anchor_cache(head) -> None:
     """Make a ``Detect`` head rebuild its anchors and strides on its next forward (``Detect.shape``), e.g. inside a
     graph with gradients after a cache made under ``inference_mode``."""

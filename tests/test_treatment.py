@@ -1,0 +1,214 @@
+"""The treatment check: which blocks an arm adds (golden paths), the identity in their place (against hooks by hand),
+the criterion and its edge cases, the new blocks' own learning rate and γ, and the design keys' bad input."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import yaml
+from conftest import randomized, write_config
+
+from attn_yolo import ablate
+from attn_yolo.ablate import treatment
+from attn_yolo.ablate.design import NewBlocks, check_new_blocks, check_treatment
+from attn_yolo.cli import main as cli_main
+
+
+def model_of(d: dict):
+    from ultralytics.nn.tasks import DetectionModel
+
+    return DetectionModel(copy.deepcopy(d), nc=4, verbose=False).eval()
+
+
+@pytest.fixture(scope="module")
+def dicts():
+    from ultralytics.nn.tasks import yaml_model_load
+
+    from attn_yolo.insertion import insert_dict
+
+    base = yaml_model_load("yolo11n.yaml")
+    return {
+        "base": base,
+        "cbam": insert_dict("yolo11n.yaml", "CBAM", "backbone", [16, 7], identity=True),
+        "csp": insert_dict("yolo11n.yaml", "C3k2_CBAM", 4, identity=True),
+        "s": yaml_model_load("yolo11s.yaml"),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ which blocks
+
+
+def test_new_block_paths_are_the_inserted_rows_and_the_blocks_inside_replaced_rows(dicts):
+    """Golden lists: CBAM after the backbone's P3/P4/P5 outputs (yolo11n rows 4, 6, 10 → arm rows 5, 8, 13); C3k2_CBAM
+    in place of row 4: the CBAM of its bottleneck; the baseline adds nothing; another model: not applicable."""
+    b = dicts["base"]
+    assert treatment.new_block_paths(b, dicts["cbam"], model_of(dicts["cbam"])) == ["model.5", "model.8", "model.13"]
+    csp = model_of(dicts["csp"])
+    paths = treatment.new_block_paths(b, dicts["csp"], csp)
+    assert paths and all(p.startswith("model.4.") for p in paths)
+    assert all(type(csp.get_submodule(p)).__name__ == "CBAM" for p in paths)
+    assert treatment.new_block_paths(b, b, model_of(b)) == []
+    assert treatment.new_block_paths(b, dicts["s"], model_of(dicts["s"])) is None
+
+
+def test_knocked_out_equals_the_blocks_replaced_by_the_identity_with_hooks(dicts):
+    """knocked_out (modules replaced) against an independent knock-out: forward hooks that return each block's input;
+    with random blocks at γ = 1 both differ from the model itself, and agree with each other exactly."""
+    for key in ("cbam", "csp"):
+        m = model_of(dicts[key])
+        paths = treatment.new_block_paths(dicts["base"], dicts[key], m)
+        m = randomized(m, std=0.3).eval()  # float64, no weight at its init value (γ = 1 is set below)
+        assert treatment.set_gamma(m, paths, 1.0) == len(paths)
+        x = torch.rand(2, 3, 64, 64, dtype=torch.float64)
+        with torch.no_grad():
+            full = m(x)[0]
+            ko = treatment.knocked_out(m, paths)(x)[0]
+            hooks = [m.get_submodule(p).register_forward_hook(lambda mod, a, o: a[0]) for p in paths]
+            by_hand = m(x)[0]
+            for h in hooks:
+                h.remove()
+        assert torch.equal(ko, by_hand), key
+        assert float((full - ko).norm() / full.norm()) > 1e-3, key
+        assert torch.equal(m(x)[0], full)  # the model itself is untouched
+
+
+def test_block_parameters_and_gamma(dicts):
+    m = model_of(dicts["cbam"])
+    names = treatment.block_parameters(m, ["model.5", "model.8"])
+    assert names and all(n.startswith(("model.5.", "model.8.")) for n in names)
+    assert not any(n.startswith("model.13.") for n in names)
+    assert treatment.set_gamma(m, ["model.5"], 0.25) == 1
+    g5, g8 = (m.model[i].scale.gamma.detach() for i in (5, 8))
+    assert float(g5.abs().mean()) == 0.25 and float(g8.abs().max()) == 0
+
+
+# ------------------------------------------------------------------------------------------------ the criterion
+
+
+def rows_with(ts: list[float], arm: str = "cbam") -> list[dict]:
+    return [{"variant": arm, "seed": s, "status": "ok", "treatment_map50_95": t} for s, t in enumerate(ts)]
+
+
+@pytest.mark.parametrize("ts, lo, hi, status", [
+    ([0.02, 0.03, 0.025], -0.01, 0.01, "passed"),      # T = 0.025 >= 0.01
+    ([0.0003, -0.0001, 0.0002], -0.003, 0.002, "failed"),  # T = 0.0002 < 0.0025: near the identity
+    ([0.0, 0.0, 0.0], 0.0, 0.0, "failed"),            # identical arms: width 0, and the blocks change nothing
+    ([0.01, -0.01, 0.012], -0.005, 0.005, "passed"),  # |t|: a block that matters either way
+    ([0.02, 0.02, 0.02], -math.inf, math.inf, "n/a"),  # unbounded: no verdict to check
+])
+def test_criterion(ts, lo, hi, status):
+    fx = treatment.effect(rows_with(ts), "cbam", [0, 1, 2])
+    assert fx["T"] == pytest.approx(sum(map(abs, ts)) / 3)
+    assert treatment.check(fx, lo, hi)["status"] == status
+
+
+def test_criterion_threshold_and_missing_figures():
+    fx = treatment.effect(rows_with([0.006, 0.006]), "cbam", [0, 1])
+    assert treatment.check(fx, -0.005, 0.005, 1.0)["status"] == "passed"
+    assert treatment.check(fx, -0.005, 0.005, 2.0)["status"] == "failed"
+    none = treatment.effect([{"variant": "cbam", "seed": 0, "status": "ok"}], "cbam", [0])
+    assert none["n"] == 0 and treatment.check(none, -0.01, 0.01)["status"] == "n/a"
+
+
+def test_likely_cause_reads_the_health():
+    assert "near the identity" in treatment.likely_cause({"gamma": 0.002, "knockout": 0.0003})
+    assert "barely differs" in treatment.likely_cause({"gamma": 0.2, "knockout": 1e-4})
+    assert "does not rely" in treatment.likely_cause({"gamma": 0.2, "knockout": 0.3})
+
+
+# ------------------------------------------------------------------------------------------------ new blocks' lr
+
+
+def test_boost_params_gives_the_new_blocks_their_own_groups_on_the_schedule(dicts):
+    """Every Ultralytics group (weight / bn / bias) is split: the new blocks' parameters at lr_mult × lr0 with the
+    group's tag and options; LambdaLR then scales each group from its own initial_lr."""
+    from ultralytics.models.yolo.detect import DetectionTrainer
+
+    from attn_yolo import ultralytics_api as api
+
+    m = model_of(dicts["cbam"])
+    trainer = DetectionTrainer.__new__(DetectionTrainer)
+    trainer.args = type("A", (), {"lr0": 0.001, "optimizer": "AdamW"})()
+    opt = DetectionTrainer.build_optimizer(trainer, m, name="AdamW", lr=0.001, momentum=0.9, decay=5e-4)
+    names = set(treatment.block_parameters(m, ["model.5", "model.8", "model.13"]))
+    ids = {id(p) for n, p in m.named_parameters() if n in names}
+    moved = api.boost_params(opt, ids, 20.0)
+    assert moved == len(names)
+    new = [g for g in opt.param_groups if any(id(p) in ids for p in g["params"])]
+    assert all(g["lr"] == pytest.approx(0.02) and all(id(p) in ids for p in g["params"]) for g in new)
+    assert {g["param_group"] for g in new} <= {"weight", "bn", "bias"}
+    assert all(g["lr"] == 0.001 for g in opt.param_groups if g not in new)
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(m.parameters()))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda=lambda e: 0.5 ** e)
+    opt.step()
+    sched.step()
+    assert all(g["lr"] == pytest.approx(0.01) for g in new)
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({"lr_mult": 0}, "new_blocks.lr_mult"), ({"lr_mult": -3}, "new_blocks.lr_mult"),
+    ({"lr_mult": "fast"}, "new_blocks.lr_mult"), ({"gamma": 2}, "new_blocks.gamma"),
+    ({"lr": 10}, "new_blocks.lr"), ("20", "new_blocks"),
+])
+def test_bad_new_blocks_names_the_key(raw, key):
+    _, problems = check_new_blocks(raw)
+    assert problems and problems[0].startswith(key + ":")
+
+
+@pytest.mark.parametrize("raw, key", [({"threshold": 0}, "treatment.threshold"), ({"threshold": 11},
+                                      "treatment.threshold"), ({"min": 1}, "treatment.min"), (True, "treatment")])
+def test_bad_treatment_names_the_key(raw, key):
+    _, problems = check_treatment(raw)
+    assert problems and problems[0].startswith(key + ":")
+
+
+@pytest.mark.parametrize("over, key", [
+    ({"new_blocks": {"lr_mult": -1}}, "new_blocks.lr_mult"),
+    ({"treatment": {"threshold": 50}}, "treatment.threshold"),
+    ({"new_blok": {"lr_mult": 2}}, "new_blok"),
+])
+def test_cli_exits_2_before_any_training(tmp_path, tiny_data, capsys, over, key):
+    cfg = write_config(tmp_path, tiny_data, **over)
+    assert cli_main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert key in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_arms_own_new_blocks_and_the_fingerprint(tmp_path, tiny_data):
+    """A variant's own new_blocks is its arm's; the baseline's runs do not depend on it, the arm's do; a baseline with
+    new_blocks is refused."""
+    cfg = write_config(tmp_path, tiny_data, new_blocks={"lr_mult": 5})
+    raw = yaml.safe_load(cfg.read_text())
+    raw["variants"].append({**raw["variants"][1], "name": "cbam30", "new_blocks": {"lr_mult": 30, "gamma": 0.05}})
+    ab = ablate.validate(raw, tmp_path)
+    specs = {(s.variant, s.seed): s for s in ablate.runner.plan(ab, ab.data)}
+    assert specs[("cbam", 0)].lr_mult == 5 and specs[("cbam30", 0)].lr_mult == 30
+    assert specs[("cbam30", 0)].gamma == 0.0  # no start: γ stays as inserted
+    assert specs[("baseline", 0)].new_blocks is None and specs[("cbam", 0)].new_blocks == ["model.5", "model.8",
+                                                                                         "model.13"]
+    other = ablate.validate({**raw, "new_blocks": {"lr_mult": 7}}, tmp_path)
+    again = {(s.variant, s.seed): s for s in ablate.runner.plan(other, other.data)}
+    assert again[("baseline", 0)].fingerprint == specs[("baseline", 0)].fingerprint
+    assert again[("cbam", 0)].fingerprint != specs[("cbam", 0)].fingerprint
+    raw["variants"][0]["new_blocks"] = {"lr_mult": 2}
+    with pytest.raises(ablate.ConfigError, match=r"variants\[0\] \(baseline\)\.new_blocks"):
+        ablate.validate(raw, tmp_path)
+    assert NewBlocks().describe().endswith("identity at step 0")
+
+
+def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path, tiny_data):
+    """Two variants: each joint interval is at 97.5 %, unbounded until 4 seeds: max 3 is refused, max 4 accepted."""
+    cfg = write_config(tmp_path, tiny_data, seeds={"min": 2, "max": 3})
+    raw = yaml.safe_load(cfg.read_text())
+    raw["variants"].append({**raw["variants"][1], "name": "cbam2", "args": [8, 7]})
+    with pytest.raises(ablate.ConfigError, match=r"seeds\.max: 3; the 2 comparisons' joint intervals .* until 4"):
+        ablate.validate(raw, tmp_path)
+    raw["seeds"]["max"] = 4
+    assert ablate.validate(raw, tmp_path).seed_rule.max == 4
