@@ -148,6 +148,60 @@ def test_matches_is_ultralytics_matching():
         assert (got == ultralytics_tp(pb, pc, gb, gc)).all()
 
 
+def random_case(rng: np.random.Generator, n_img: int = 4, nc: int = 3):
+    """Random ground truth and detections: jittered copies of the boxes (30 % with a random class) and a few
+    background boxes, on 4 images."""
+    gts, preds = [], []
+    for i in range(n_img):
+        for _ in range(rng.integers(0, 5)):
+            x, y, w, h = *rng.uniform(0, 400, 2), *rng.uniform(10, 100, 2)
+            c = int(rng.integers(0, nc))
+            gts.append((i, c, [x, y, x + w, y + h]))
+            for _ in range(rng.integers(0, 3)):
+                j = rng.normal(0, 0.25, 4) * [w, h, w, h]
+                cls = int(rng.integers(0, nc)) if rng.random() < 0.3 else c
+                preds.append((i, cls, float(rng.random()), [x + j[0], y + j[1], x + w + j[2], y + h + j[3]]))
+        for _ in range(rng.integers(0, 3)):
+            x, y = rng.uniform(0, 400, 2)
+            preds.append((i, int(rng.integers(0, nc)), float(rng.random() / 2), [x, y, x + 40, y + 40]))
+    return gts, preds
+
+
+def test_error_types_equal_tidecv():
+    """On random records, at each threshold 0.50:0.95, every detection's error type and every missed box equal
+    TIDE's reference code (tidecv 1.0.1), on the images with ground truth (tidecv skips the others)."""
+    tidecv = pytest.importorskip("tidecv")
+    from tidecv.errors import main_errors as me
+
+    code = {me.ClassError: tide.CLS, me.BoxError: tide.LOC, me.OtherError: tide.BOTH, me.DuplicateError: tide.DUPE,
+            me.BackgroundError: tide.BKG}
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        gts, preds = random_case(rng)
+        if not gts or not preds:
+            continue
+        rec = make_record(gts, preds, nc=3)
+        err = tide.classify(rec)
+        xywh = lambda b: [float(b[0]), float(b[1]), float(b[2] - b[0]), float(b[3] - b[1])]  # noqa: E731
+        for t, thr in enumerate(perimage.IOU_THRESHOLDS):
+            g, p = tidecv.Data("gt"), tidecv.Data("pred")
+            for k in range(len(rec.gt_img)):
+                g.add_ground_truth(int(rec.gt_img[k]), int(rec.gt_cls[k]), xywh(rec.gt_box[k]))
+            for k in range(len(rec.pred_img)):
+                p.add_detection(int(rec.pred_img[k]), int(rec.pred_cls[k]), float(rec.pred_conf[k]),
+                                xywh(rec.pred_box[k]))
+            ref = tidecv.TIDE()
+            ref.evaluate(g, p, pos_threshold=float(thr), mode=tidecv.TIDE.BOX, name="x")
+            want, missed = np.zeros(len(rec.pred_img), np.int8), np.zeros(len(rec.gt_img), bool)
+            for e in ref.runs["x"].errors:
+                if isinstance(e, me.MissedError):
+                    missed[e.gt["_id"]] = True
+                else:
+                    want[e.pred["_id"]] = code[type(e)]
+            has_gt = np.isin(rec.pred_img, rec.gt_img)
+            assert (err.pred_type[has_gt, t] == want[has_gt]).all() and (err.missed[:, t] == missed).all()
+
+
 # ------------------------------------------------------------------------------------------ a tiny real ablation
 
 
