@@ -21,6 +21,7 @@ from attn_yolo.explain.changed import ChangedImage
 DRAW_CONF = 0.25  # detections drawn: Ultralytics' predict default
 MAX_MAPS = 6  # attention-map columns at most (the first ones in layer order)
 PANEL_IN = 2.3  # inches per panel
+PANEL_PX = 230  # pixels per panel at the figure's 100 dpi
 CAM = "eigencam"
 
 
@@ -69,13 +70,26 @@ def heat_items(runs, variant: str, item: ChangedImage, cam: str | None, models: 
     return out
 
 
+def show(ax, a: np.ndarray, **kw) -> None:
+    """``ax.imshow`` of ``a`` (H0, W0[, 3]) resized once to the panel's pixels (``PANEL_PX`` on its long side: the
+    drawing stays fast for large photos) and laid over original-image pixel coordinates, where the boxes are."""
+    import cv2
+
+    h0, w0 = a.shape[:2]
+    k = PANEL_PX / max(h0, w0)
+    if k < 1:
+        a = cv2.resize(np.ascontiguousarray(a), (max(1, round(w0 * k)), max(1, round(h0 * k))),
+                       interpolation=cv2.INTER_AREA)
+    ax.imshow(a, extent=(0, w0, h0, 0), interpolation="nearest" if k < 1 else "antialiased", **kw)
+
+
 def _overlay(ax, it, m) -> str:
     """Draw map ``m`` of ``it`` over its image on ``ax`` (heatmap colour range); returns the panel's title."""
     from attn_yolo.heatmap.figure import colour_range
 
     lo, hi = colour_range(m, "fixed")
-    ax.imshow(it.image[..., ::-1])
-    ax.imshow(it.on_image(m), cmap="jet", alpha=0.5, vmin=lo, vmax=hi)
+    show(ax, it.image[..., ::-1])
+    show(ax, it.on_image(m), cmap="jet", alpha=0.5, vmin=lo, vmax=hi)
     what = "CAM" if m.kind == "cam" else f"L{m.where} {m.block} {m.kind}"
     return f"{what} [{lo:.2g}, {hi:.2g}]"
 
@@ -113,7 +127,7 @@ def changed_figure(runs, variant: str, images: list[ChangedImage], cam: str | No
             ax.set_gid(f"{kind}|{model}|{im.index}|{im.seed}")
             rec = runs.records[(model, im.seed)]
             if kind == "det":
-                ax.imshow(h[model].image[..., ::-1])
+                show(ax, h[model].image[..., ::-1])
                 draw_detections(ax, rec, im.index)
                 ap = im.ap_baseline if model == runs.baseline else im.ap_variant
                 title = f"{model}: AP50-95 {ap:.3f}"
