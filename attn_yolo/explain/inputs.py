@@ -95,8 +95,11 @@ def read_runs(out, variants=None) -> Runs:
     if not ok:
         raise UsageError(f"{TOOL}: out={str(out)!r} holds no finished runs (runs/<variant>-seed<k>/result.json "
                          "with status ok); run attn-yolo ablate first")
+    names += sorted({v for v, _ in ok} - set(names))  # the design's arms (reference, <variant>-placebo) after them
     chosen = _chosen(variants, names, baseline, out)
     seeds = {v: sorted(s for (w, s) in ok if w == v and (baseline, s) in ok) for v in chosen}
+    if variants is None or variants == "all":  # all: those that can be paired
+        chosen = [v for v in chosen if seeds[v]] or chosen
     unpaired = [v for v in chosen if not seeds[v]]
     if unpaired or not chosen:
         raise UsageError(f"{TOOL}: variants {', '.join(unpaired) or '(none)'}: no finished run paired with a "
