@@ -317,6 +317,19 @@ def test_rerun_refuses_files_it_did_not_write(ablation, tmp_path, capsys):
     assert (out / "explain.md").read_text().startswith("<!-- written by attn-yolo explain -->")
 
 
+def test_an_ablation_running_in_out_is_refused(ablation, tmp_path, capsys, monkeypatch):
+    """While an ablation holds out's lock, explain exits 2 naming it, before any work."""
+    from attn_yolo.ablate.outdir import OutLock
+
+    monkeypatch.setattr(decompose, "fixed_maps", None)  # never reached
+    out = tmp_path / "out"
+    shutil.copytree(ablation, out, ignore=shutil.ignore_patterns("weights"))
+    with OutLock(out):
+        assert cli_main(["explain", f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is in use by another ablation" in err, err
+
+
 @pytest.mark.parametrize("case", ["no-out", "no-runs", "no-record", "variant", "key", "top"])
 def test_bad_input_is_one_line_before_any_work(case, ablation, tmp_path, capsys, monkeypatch):
     """Each bad input exits 2 with one line naming the key or file and what is allowed, before any TIDE work."""
@@ -343,8 +356,9 @@ def test_bad_input_is_one_line_before_any_work(case, ablation, tmp_path, capsys,
 
 
 def test_explain_of_many_seeds_and_images_is_quick(ablation, tmp_path):
-    """An ablation of 5 seeds × 200 images (records made from the real ones, tiled): the decomposition and the
-    changed images take seconds (2000 resamples would take ~7x this; see the report), the figure under 10 s."""
+    """An ablation of 5 seeds × 200 images (records made from the real ones, tiled 25 times): the decomposition (300
+    resamples here; README: 2000 measured) and the changed images well under a minute, the figure drawn and written
+    (models loaded from their checkpoints, maps and CAMs computed) under 10 s on 2 cores."""
     runs = read_runs(ablation)
     big = {}
     for (v, s), rec in runs.records.items():
@@ -356,7 +370,8 @@ def test_explain_of_many_seeds_and_images_is_quick(ablation, tmp_path):
     maps = {k: decompose.fixed_maps(big[k], wt) for k in big if k[1] in seeds}
     decompose.decompose(maps, "cbam", "baseline", seeds)
     up, down = changed_images({k: big[k] for k in maps}, "cbam", "baseline", seeds, top=3)
-    assert time.perf_counter() - t0 < 60
+    took = time.perf_counter() - t0
+    assert took < 60, f"decomposition and changed images took {took:.1f} s"
     rows = dict(runs.rows)
     runs.records = {k: big[k] for k in maps}
     runs.rows = {(v, s): rows[(v, s % 2)] for v, s in maps}
@@ -365,7 +380,9 @@ def test_explain_of_many_seeds_and_images_is_quick(ablation, tmp_path):
     from attn_yolo.ablate.plots import save_figure
 
     save_figure(fig, tmp_path / "changed.png")
-    assert time.perf_counter() - t0 < 10
+    took = time.perf_counter() - t0
+    assert took < 10, f"the figure took {took:.1f} s"
+    print(f"figure of 5 seeds x 200 images: {took:.1f} s")
 
 
 def tile(rec: perimage.Record, times: int) -> perimage.Record:

@@ -32,6 +32,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from attn_yolo.ablate.outdir import OutLock
 from attn_yolo.args import UsageError, kv_args
 from attn_yolo.explain import decompose
 from attn_yolo.explain.changed import changed_images
@@ -76,15 +77,22 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
         "no_figure", "disagree"}}, "text": explain.md, "paths": [written files]}``.
 
     Raises:
-        UsageError: bad input (see ``inputs.read_runs``, ``inputs.check_writes``), before any heavy work.
+        UsageError: bad input (see ``inputs.read_runs``, ``inputs.check_writes``), or an ablation running in ``out``
+            (its lock, ``ablate.outdir.OutLock``), before any heavy work.
     """
+    runs = read_runs(out, variants)
+    check_writes(runs.out, runs.variants, overwrite)
+    with OutLock(runs.out):  # no ablation writes into out meanwhile (nor a second explain)
+        return _explain(runs, top, cam, figures)
+
+
+def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
+    """``explain`` once its input is checked and ``out`` locked."""
     from attn_yolo.ablate.plots import save_figure
     from attn_yolo.checkpoint import atomic_write
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path
 
-    runs = read_runs(out, variants)
-    check_writes(runs.out, runs.variants, overwrite)
     first = next(iter(runs.records.values()))
     wt = decompose.resample_weights(first.n_images, runs.resamples, runs.boot_seed)
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
