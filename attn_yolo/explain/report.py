@@ -65,6 +65,7 @@ def classes_table(dec: dict, names: list[str]) -> list[str]:
 
 
 def images_table(up: list, down: list) -> list[str]:
+    """The images that rose (``up``) and fell (``down``), ``changed.ChangedImage``s, as Markdown rows."""
     lines = ["| image | Δ AP50-95 (mean over seeds) | per seed | shown: seed, baseline → variant |",
              "|---|---|---|---|"]
     for im in up + down:
@@ -75,6 +76,7 @@ def images_table(up: list, down: list) -> list[str]:
 
 
 def health_table(rows: list[dict]) -> list[str]:
+    """``health.health_rows`` as Markdown rows (the largest |Δ| in bold), then ``health.largest_moved``."""
     if not any(r["block"] for r in rows):
         return ["No gates.csv in the variant's run folders (no attention blocks, or `health: false`)."]
     lines = ["| seed | Δ mAP50-95 | block | knock-out | (moved) | entropy | (moved) | gate mean | flags |",
@@ -129,4 +131,5 @@ def explain_markdown(runs, results: dict, names: list[str]) -> str:
 
 
 def figure_path(runs, v: str) -> Path:
+    """Where variant ``v``'s changed-images figure goes: ``out/changed-<v>.png``."""
     return runs.out / figure_name(v)
