@@ -49,7 +49,11 @@ def draw_detections(ax, rec, index: int, conf: float = DRAW_CONF) -> None:
 
 def heat_items(runs, variant: str, item: ChangedImage, cam: str | None, models: dict) -> dict:
     """``{model name: heatmap.ImageHeatmaps}`` of the image in the item's seed: the variant's attention maps (and
-    CAM), the baseline's CAM; ``models`` caches the loaded networks by (model, seed)."""
+    CAM), the baseline's CAM; ``models`` caches the loaded networks by (model, seed), and the image size by
+    ("imgsz", stride)."""
+    import torch
+    from ultralytics.utils.checks import check_imgsz
+
     from attn_yolo.heatmap import as_model, class_activation_map, predict_with_maps
     from attn_yolo.heatmap.model import attention_blocks
     from attn_yolo.images import read_image
@@ -62,10 +66,14 @@ def heat_items(runs, variant: str, item: ChangedImage, cam: str | None, models: 
             models[key] = as_model(str(best_weights(runs.rows[key])))
         net = models[key]
         capture = name == variant and bool(attention_blocks(net))
-        it = predict_with_maps(net, image, imgsz=runs.imgsz, path=item.path, capture=capture)
+        stride = int(max(getattr(net, "stride", torch.tensor([32.0])).max(), 32))
+        if ("imgsz", stride) not in models:  # as the heatmap tool and training round it (one warning)
+            models[("imgsz", stride)] = check_imgsz(runs.imgsz, stride=stride)
+        imgsz = models[("imgsz", stride)]
+        it = predict_with_maps(net, image, imgsz=imgsz, path=item.path, capture=capture)
         it.maps = it.maps[:MAX_MAPS]
         if cam:
-            it.maps.append(class_activation_map(net, image, cam, imgsz=runs.imgsz))
+            it.maps.append(class_activation_map(net, image, cam, imgsz=imgsz))
         out[name] = it
     return out
 
