@@ -5,6 +5,7 @@
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
+    attn-yolo explain out=runs/ablate/synthetic-quick                             # why an ablation's Δ
     attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
 
 Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys.
@@ -27,6 +28,7 @@ TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and retur
     "export": "attn_yolo.export:main",
     "heatmap": "attn_yolo.heatmap:main",
     "bench": "attn_yolo.bench:main",
+    "explain": "attn_yolo.explain:main",
 }
 
 

@@ -157,6 +157,9 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return BENCH
     if tool in ("export", "heatmap"):
         return ["imgsz=64"]
+    if tool == "explain":  # the README's ablations ran with the overrides above: their out folders carry suffixes
+        done = sorted(p.parent for p in (root / "runs" / "ablate").glob("*/config.yaml"))
+        return [f"out={done[0]}", "cam=none"] if done else []
     if tool == "scripts/export_matrix.py":  # one block, ONNX columns, BENCHMARKS.md left alone
         return ["blocks=SE", "formats=onnx", "write="]
     if tool == "scripts/gpu_check.py":  # exits 2 at once without CUDA (checked below)

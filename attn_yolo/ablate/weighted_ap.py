@@ -78,7 +78,8 @@ def reach_counts(n: np.ndarray, style: str) -> np.ndarray:
             _REACH.move_to_end(key)
             return q
     q = np.full((*n.shape, len(GRID) + 1), np.iinfo(np.int64).max, np.int64)
-    q[..., :-1] = grid_counts(n.ravel(), style).reshape(*n.shape, len(GRID))
+    values, where = np.unique(n.ravel(), return_inverse=True)  # counts repeat a lot: each distinct one once
+    q[..., :-1] = grid_counts(values, style)[where.ravel()].reshape(*n.shape, len(GRID))
     with _REACH_LOCK:
         _REACH[key] = q
         while len(_REACH) > REACH_CACHE:

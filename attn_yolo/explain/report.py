@@ -1,0 +1,135 @@
+"""explain.md: per variant the decomposition of Δ mAP50-95 by TIDE error type (with intervals), by object size and
+by class, the images that changed, and the blocks' health beside Δ."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from attn_yolo.ablate.perimage import SIZES
+from attn_yolo.explain import decompose, tide
+from attn_yolo.explain.health import largest_moved
+from attn_yolo.explain.inputs import REPORT_MARK, figure_name
+
+N_CLASSES = 5  # classes shown per variant: those whose AP moved most (either way)
+PART_LABELS = {**tide.LABELS, "interaction": "interaction (not one type's)", "ceiling": "ceiling (after all fixes)"}
+
+
+def _f(x, dec: int = 4, sign: bool = True) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.{dec}f}" if sign else f"{x:.{dec}f}"
+
+
+def _ci(h: dict) -> str:
+    return "n/a" if math.isnan(h["lo"]) else f"[{_f(h['lo'])}, {_f(h['hi'])}]"
+
+
+def parts_table(dec: dict) -> list[str]:
+    """The decomposition table: each part's mean over seeds, its hierarchical 95% CI, its share of Δ, per seed."""
+    total = dec["parts"]["total"]["mean"]
+    lines = ["| part | Δ mAP50-95 | hierarchical 95% CI | share of Δ | per seed |", "|---|---|---|---|---|"]
+    for k in (*decompose.PARTS, "total"):
+        h = dec["parts"][k]
+        share = f"{100 * h['mean'] / total:+.0f} %" if total and k != "total" else ""
+        seeds = ", ".join(_f(x) for x in dec["per_seed"][k])
+        label = "**total (the summary's Δ)**" if k == "total" else PART_LABELS[k]
+        lines.append(f"| {label} | {_f(h['mean'])} | {_ci(h)} | {share} | {seeds} |")
+    return lines
+
+
+def sizes_table(dec: dict) -> list[str]:
+    """Per error type and object size: the variant's gain when only that size's errors are fixed, with its CI."""
+    if not dec["sizes"]:
+        return []
+    lines = ["| error | " + " | ".join(SIZES) + " |", "|---|" + "---|" * len(SIZES)]
+    for e in tide.ERROR_NAMES:
+        cells = [f"{_f(dec['sizes'][(e, s)]['mean'])} {_ci(dec['sizes'][(e, s)])}" for s in SIZES]
+        lines.append(f"| {tide.LABELS[e]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def classes_table(dec: dict, names: list[str]) -> list[str]:
+    """The classes whose AP50-95 moved most: Δ with its CI, and its decomposition (means over seeds)."""
+    movers = sorted(dec["class_total"], key=lambda c: -abs(dec["class_total"][c]["mean"]))[:N_CLASSES]
+    if not movers:
+        return []
+    head = " | ".join(tide.ERROR_NAMES)
+    lines = [f"| class | Δ AP50-95 | 95% CI | {head} | interaction | ceiling |", "|---|---|---|" + "---|" * 8]
+    for c in movers:
+        p = dec["classes"][c]
+        cells = " | ".join(_f(p[k]) for k in decompose.PARTS)
+        lines.append(f"| {names[c] if c < len(names) else c} | {_f(p['total'])} | {_ci(dec['class_total'][c])} | "
+                     f"{cells} |")
+    return lines
+
+
+def images_table(up: list, down: list) -> list[str]:
+    """The images that rose (``up``) and fell (``down``), ``changed.ChangedImage``s, as Markdown rows."""
+    lines = ["| image | Δ AP50-95 (mean over seeds) | per seed | shown: seed, baseline → variant |",
+             "|---|---|---|---|"]
+    for im in up + down:
+        seeds = ", ".join(f"{s}: {_f(d, 3)}" for s, d in im.per_seed.items())
+        lines.append(f"| `{Path(im.path).name}` | {_f(im.delta, 3)} | {seeds} | seed {im.seed}: "
+                     f"{im.ap_baseline:.3f} → {im.ap_variant:.3f} |")
+    return lines
+
+
+def health_table(rows: list[dict]) -> list[str]:
+    """``health.health_rows`` as Markdown rows (the largest |Δ| in bold), then ``health.largest_moved``."""
+    if not any(r["block"] for r in rows):
+        return ["No gates.csv in the variant's run folders (no attention blocks, or `health: false`)."]
+    lines = ["| seed | Δ mAP50-95 | block | knock-out | (moved) | entropy | (moved) | gate mean | flags |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        seed = f"**{r['seed']}** (largest |Δ|)" if r["largest"] else str(r["seed"])
+        if not r["block"]:
+            lines.append(f"| {seed} | {_f(r['delta'])} | (no gates.csv) | | | | | | |")
+            continue
+        lines.append(f"| {seed} | {_f(r['delta'])} | {r['block']} | {r['knockout']:.3g} | {r['d_knockout']:+.3g} | "
+                     f"{_f(r['entropy'], 4, False)} | {_f(r['d_entropy'])} | {_f(r['gate_mean'], 3, False)} | "
+                     f"{', '.join(r['flags']) or '-'} |")
+    return lines + [""] + [f"- {s}" for s in largest_moved(rows)]
+
+
+def variant_section(v: str, res: dict, names: list[str], baseline: str) -> list[str]:
+    """The Markdown of one variant (``res``: ``decompose``'s result, ``images``, ``health``, ``figure``)."""
+    dec = res["decomposition"]
+    lines = [f"## {v} vs {baseline} ({len(dec['seeds'])} paired seeds: {', '.join(map(str, dec['seeds']))})", "",
+             "### Δ mAP50-95 by TIDE error type", "", *parts_table(dec), ""]
+    if res["disagree"]:
+        lines += [f"({res['disagree']} detection-threshold flags where the boxes as recorded, clipped to the image, "
+                  "match otherwise than Ultralytics' validation did: the record's flags are kept)", ""]
+    if dec["sizes"]:
+        lines += ["### By object size (only the errors on objects of that size fixed; mean over seeds and 95% CI)", "",
+                  *sizes_table(dec), ""]
+    lines += [f"### By class (the {N_CLASSES} that moved most; parts: means over seeds)", "",
+              *classes_table(dec, names), "", "### The images that changed", "", *images_table(*res["images"]), ""]
+    lines += [f"Figure: `{res['figure']}`" if res["figure"] else f"No figure: {res['no_figure']}", ""]
+    lines += ["### Attention health beside Δ (gates.csv, last epoch; moved: since the first measured epoch)", "",
+              *health_table(res["health"]), ""]
+    return lines
+
+
+HOW = ("How to read it: TIDE (Bolya et al., ECCV 2020) sorts each false positive and missed box into classification, "
+       "localisation, both, duplicate, background or missed, at each IoU threshold 0.50:0.95; ΔAP_e is the AP gained "
+       "by fixing every error of type e (an oracle). A part is ΔAP_e(baseline) − ΔAP_e(variant): positive when the "
+       "variant has less to gain from fixing that type, i.e. it makes fewer or cheaper such errors. Interaction: "
+       "what the fixes of single types leave unexplained (they overlap); ceiling: the difference after every fix. "
+       "The parts sum to the summary's Δ mAP50-95, seed by seed. Intervals: the summary's hierarchical 95% interval "
+       "(seeds and the same image resamples). Images: each image's own mAP50-95, variant − baseline, mean over "
+       "seeds (the seed shown is the one where it moved most).")
+
+
+def explain_markdown(runs, results: dict, names: list[str]) -> str:
+    """explain.md's text: ``REPORT_MARK``, then one section per variant (``variant_section``)."""
+    lines = [REPORT_MARK, f"# Why the Δ: {runs.out.name}", "", HOW, "",
+             f"- image bootstrap: {runs.resamples} resamples (seed {runs.boot_seed}), as the summary's", ""]
+    for v in runs.variants:
+        lines += variant_section(v, results[v], names, runs.baseline)
+    return "\n".join(lines)
+
+
+def figure_path(runs, v: str) -> Path:
+    """Where variant ``v``'s changed-images figure goes: ``out/changed-<v>.png``."""
+    return runs.out / figure_name(v)
