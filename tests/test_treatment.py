@@ -13,7 +13,7 @@ from conftest import randomized, write_config
 
 from attn_yolo import ablate
 from attn_yolo.ablate import treatment
-from attn_yolo.ablate.design import NewBlocks, check_new_blocks, check_treatment
+from attn_yolo.ablate.treatment import NewBlocks, check_new_blocks, check_treatment
 from attn_yolo.cli import main as cli_main
 
 
@@ -212,3 +212,53 @@ def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path,
         ablate.validate(raw, tmp_path)
     raw["seeds"]["max"] = 4
     assert ablate.validate(raw, tmp_path).seed_rule.max == 4
+
+
+# ------------------------------------------------------------------------------------------------ real training
+
+
+@pytest.mark.slow
+def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passes(tmp_path):
+    """Real training on the embedded data (a 2-epoch start that detects, then 1-epoch arms, 3 fixed seeds): a CBAM
+    whose γ stays at 0 (lr_mult 1e-6) gets "not tested", never a "no difference" verdict; a CBAM at γ = 1 from random
+    weights passes the check. Its knock-out figure equals an independent one: the blocks replaced by the identity
+    with forward hooks on the arm's best.pt, scored by Ultralytics' own DetectionValidator."""
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    from attn_yolo.ablate.results import collect_records
+    from attn_yolo.checkpoint import load_model
+    from attn_yolo.synthetic import default_data_yaml
+
+    cbam = {"base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]}
+    raw = {"data": str(default_data_yaml()),
+           "variants": [{"name": "baseline", "model": "yolo11n.yaml"},
+                        {"name": "frozen", **cbam, "new_blocks": {"lr_mult": 1e-6}},
+                        {"name": "matters", **cbam, "new_blocks": {"gamma": 1.0, "lr_mult": 1}}],
+           "start": {"epochs": 2, "fraction": 0.5, "lr0": 0.003, "warmup_epochs": 0.3, "val": False},
+           "seeds": [0, 1, 2], "devices": ["cpu", "cpu"], "health": True,
+           "train": {"epochs": 1, "fraction": 0.2, "imgsz": 96, "batch": 8, "nbs": 8, "optimizer": "AdamW",
+                     "lr0": 0.0005, "warmup_epochs": 0, "mosaic": 0.0, "val": False, "plots": False},
+           "out": str(tmp_path / "out"), "latency": {"repeats": 1, "warmup": 0}}
+    ab = ablate.validate(raw, tmp_path)
+    assert ablate.run_ablation(ab) == 0
+    text = (ab.out / "summary.md").read_text()
+    verdicts = {line.split("**")[1]: line for line in text.split("## Verdict")[1].split("\n## ")[0].splitlines()
+                if line.startswith("- **")}
+    assert "**not tested (" in verdicts["frozen"] and "no difference" not in verdicts["frozen"]
+    assert "not tested" not in verdicts["matters"]
+    check = text.split("## Verdict")[0]
+    assert "- **matters**: **passed**" in check and "- **frozen**: **not tested" in check
+
+    rows = {(r["variant"], r["seed"]): r for r in collect_records(ab.out)[0]}
+    r = rows[("matters", 0)]
+    assert r["map50_95"] > 0.05 and abs(r["treatment_map50_95"]) > 0  # the start detects; the blocks matter
+    model = load_model(f"{r['run_dir']}/weights/best.pt", "weights", suffixes=(".pt",))
+    spec = next(s for s in ablate.runner.plan(ab, ab.data) if s.variant == "matters")
+    hooks = [model.get_submodule(p).register_forward_hook(lambda mod, a, o: a[0]) for p in spec.new_blocks]
+    v = DetectionValidator(args={"model": f"{r['run_dir']}/weights/best.pt", "data": ab.data, "imgsz": 96,
+                                 "batch": 8, "rect": True, "device": "cpu", "plots": False, "mode": "val",
+                                 "project": str(tmp_path), "name": "by-hand", "verbose": False})
+    by_hand = v(model=model)["metrics/mAP50-95(B)"]
+    for h in hooks:
+        h.remove()
+    assert by_hand == pytest.approx(r["knockout_map50_95"], abs=1e-9)

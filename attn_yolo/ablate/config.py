@@ -104,7 +104,7 @@ class Variant:
     gflops: float | None = None  # Ultralytics get_flops at the config's imgsz (None until built)
     new_blocks: list[str] | None = None  # module paths of the blocks it adds to the baseline ([] for the baseline,
     # None for another model); set by prepare (attn_yolo.ablate.treatment.new_block_paths)
-    block_training: object = None  # design.NewBlocks of this arm's own `new_blocks:` (None: the config's)
+    block_training: object = None  # treatment.NewBlocks of this arm's own `new_blocks:` (None: the config's)
 
 
 @dataclasses.dataclass
@@ -138,8 +138,8 @@ class Ablation:
     reference: str | None = None  # the reference arm (the yardstick), one of `variants`
     placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
     arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
-    new_blocks: object = None  # design.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
-    treatment: object = None  # design.Treatment: the treatment check's threshold (attn_yolo.ablate.treatment)
+    new_blocks: object = None  # treatment.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
+    treatment: object = None  # treatment.Treatment: the treatment check's threshold
     prepared: bool = False  # set by prepare: the dataset exists, every arm is built and sized
 
 

@@ -16,15 +16,8 @@ before any training, and the arms they add.
 - ``placebo: true`` (every variant) or a list of variant names: per variant, an arm ``<variant>-placebo`` with a
   ``Placebo`` block (``attn_yolo.nn.placebo``: a residual pointwise MLP, no attention) where each of its blocks sits,
   sized to the block's parameter count.
-- ``new_blocks: {lr_mult: 20, gamma: 0.0}``: how the blocks an arm adds to the baseline train from the start. Their
-  parameters get ``lr_mult`` × ``lr0`` (a parameter group of their own, on Ultralytics' schedule and warmup), the
-  usual fine-tuning practice for new layers on a pretrained network; ``gamma`` is their residual gates' ``γ`` at
-  step 0 (0.0: every arm predicts exactly what the start predicts before its first step; > 0 gives up that identity
-  for a block whose own weights get gradient from the first step). Defaults: ``NewBlocks``, chosen by the study in
-  BENCHMARKS.md (``scripts/warmstart_study.py``).
-- ``treatment: {threshold: 1.0}``: the treatment check (``attn_yolo.ablate.treatment``): an arm's verdict needs its
-  blocks' knock-out effect on its own mAP50-95 to be at least ``threshold`` × the half-width of its deciding interval,
-  else the arm is "not tested".
+- ``new_blocks`` and ``treatment``: how an arm's new blocks train and the check that they mattered, in
+  ``attn_yolo.ablate.treatment``.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import re
 from pathlib import Path
 
@@ -43,8 +35,6 @@ from attn_yolo.ablate.variants import check_same_scale, check_variants, definiti
 from attn_yolo.checkpoint import load_model
 
 SEED_RULE_KEYS = ("min", "max", "precision", "confidence")
-NEW_BLOCKS_KEYS = ("lr_mult", "gamma")
-TREATMENT_KEYS = ("threshold",)
 START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
 PLACEBO_SUFFIX = "-placebo"
 REFERENCE_NAME = "reference"
@@ -76,75 +66,6 @@ class Start:
             return f"warm start from checkpoint {self.model}"
         tr = ", ".join(f"{k}={v}" for k, v in self.train.items() if k in ("epochs", "imgsz", "fraction", "batch"))
         return f"warm start from {Path(self.model).name} trained once ({tr}, seed {self.seed}) into {self.folder}"
-
-
-@dataclasses.dataclass(frozen=True)
-class NewBlocks:
-    """How an arm's new blocks train from the start (config ``new_blocks``, module docstring).
-
-    Args:
-        lr_mult: learning rate of the new blocks' parameters as a multiple of ``lr0`` (> 0, at most 1000).
-        gamma: their residual gates' ``γ`` at step 0, in [0, 1] (0: the arm starts as the start's exact copy).
-    """
-
-    lr_mult: float = 1.0
-    gamma: float = 0.0
-
-    def describe(self) -> str:
-        """One line for the plan and the summary."""
-        ident = "identity at step 0" if self.gamma == 0 else f"γ = {self.gamma:g} at step 0, not the identity"
-        return f"new blocks: learning rate {self.lr_mult:g} × lr0, {ident}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Treatment:
-    """The treatment check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
-    the knock-out effect an arm's blocks must reach (``attn_yolo.ablate.treatment``), in (0, 10]."""
-
-    threshold: float = 1.0
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
-    """``new_blocks: {lr_mult, gamma}`` → ``NewBlocks`` (defaults where absent), with problems naming each key."""
-    if raw is None:
-        return NewBlocks(), []
-    if not isinstance(raw, dict):
-        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 20, gamma: 0.0}}"]
-    problems = [f"new_blocks.{k}: unknown key; allowed: {', '.join(NEW_BLOCKS_KEYS)}" for k in raw
-                if k not in NEW_BLOCKS_KEYS]
-    got = {}
-    lr = raw.get("lr_mult", NewBlocks.lr_mult)
-    if not (_number(lr) and 0 < lr <= 1000):
-        problems.append(f"new_blocks.lr_mult: {lr!r}; expected a number > 0 and <= 1000 (the new blocks' learning "
-                        "rate as a multiple of lr0)")
-    else:
-        got["lr_mult"] = float(lr)
-    g = raw.get("gamma", NewBlocks.gamma)
-    if not (_number(g) and 0 <= g <= 1):
-        problems.append(f"new_blocks.gamma: {g!r}; expected a number in [0, 1] (the residual gates' γ at step 0)")
-    else:
-        got["gamma"] = float(g)
-    return NewBlocks(**got), problems
-
-
-def check_treatment(raw) -> tuple[Treatment, list[str]]:
-    """``treatment: {threshold}`` → ``Treatment``, with problems naming each key."""
-    if raw is None:
-        return Treatment(), []
-    if not isinstance(raw, dict):
-        return Treatment(), [f"treatment: {raw!r}; expected a mapping such as {{threshold: 1.0}}"]
-    problems = [f"treatment.{k}: unknown key; allowed: {', '.join(TREATMENT_KEYS)}" for k in raw
-                if k not in TREATMENT_KEYS]
-    t = raw.get("threshold", Treatment.threshold)
-    if not (_number(t) and 0 < t <= 10):
-        problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the knock-out effect an arm's "
-                        "blocks must reach, in half-widths of its deciding interval)")
-        return Treatment(), problems
-    return Treatment(float(t)), problems
 
 
 def fingerprint(*parts) -> str:
@@ -184,20 +105,6 @@ def check_seed_rule(raw: dict):
             key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
             problems.append(f"{key}: {msg}")
     return ([], None, problems) if problems else (list(range(rule.max)), rule, [])
-
-
-def family_problems(rule, arms: int, placebos: int) -> list[str]:
-    """A seed rule whose ``max`` is too small for the joint intervals of ``arms`` arms (against the baseline) and
-    ``placebos`` placebo arms (each also a variant − placebo comparison) ever to be bounded: ``seeds.max`` named."""
-    from attn_yolo.ablate.sequential import first_bounded, joint_confidence
-
-    k = max(1, arms + 2 * placebos)
-    need = first_bounded(joint_confidence(rule.confidence, k))
-    if need is not None and need <= rule.max:
-        return []
-    return [f"seeds.max: {rule.max}; the {k} comparisons' joint intervals (each at "
-            f"{100 * joint_confidence(rule.confidence, k):.3g} %) are unbounded until {need or 'over 10000'} seeds: "
-            f"set seeds.max >= {need} or compare fewer arms"]
 
 
 def loader_seed_problem() -> str | None:

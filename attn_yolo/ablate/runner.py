@@ -17,7 +17,6 @@ import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
-from attn_yolo.ablate.design import NewBlocks
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
@@ -27,6 +26,7 @@ from attn_yolo.ablate.results import check_index, collect_records, write_results
 from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
 from attn_yolo.ablate.start import arm_start, pending, start_spec
 from attn_yolo.ablate.train import execute_run, first_run_estimate
+from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.ablate.validate import validate
 from attn_yolo.checkpoint import atomic_write
 

@@ -300,6 +300,18 @@ def first_stop(diffs: Sequence[float], rule: SeedRule, test_var: float = 0.0) ->
     return decide(x, rule, test_var)
 
 
+def family_problems(rule, arms: int, placebos: int) -> list[str]:
+    """A seed rule whose ``max`` is too small for the joint intervals of ``arms`` arms (against the baseline) and
+    ``placebos`` placebo arms (each also a variant − placebo comparison) ever to be bounded: ``seeds.max`` named."""
+    k = max(1, arms + 2 * placebos)
+    need = first_bounded(joint_confidence(rule.confidence, k))
+    if need is not None and need <= rule.max:
+        return []
+    return [f"seeds.max: {rule.max}; the {k} comparisons' joint intervals (each at "
+            f"{100 * joint_confidence(rule.confidence, k):.3g} %) are unbounded until {need or 'over 10000'} seeds: "
+            f"set seeds.max >= {need} or compare fewer arms"]
+
+
 def decide_all(diffs: dict[str, Sequence[float]], rule: SeedRule, test_var: dict[str, float] | None = None,
                family: int | None = None) -> dict:
     """The rule over several comparisons, each stopping on its own (``first_stop``): an arm whose comparison

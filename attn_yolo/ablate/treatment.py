@@ -1,4 +1,16 @@
-"""The treatment check: whether an arm's own blocks matter to its trained model, so that a verdict about them is one.
+"""An arm's new blocks: which they are, how they train from the start, and whether they mattered (the treatment check).
+
+The config keys (``attn_yolo.ablate.design``'s design keys):
+
+- ``new_blocks: {lr_mult: 20, gamma: 0.0}``: how the blocks an arm adds to the baseline train from the start. Their
+  parameters get ``lr_mult`` × ``lr0`` (a parameter group of their own, on Ultralytics' schedule and warmup), the
+  usual fine-tuning practice for new layers on a pretrained network; ``gamma`` is their residual gates' ``γ`` at
+  step 0 (0.0: every arm predicts exactly what the start predicts before its first step; > 0 gives up that identity
+  for a block whose own weights get gradient from the first step). Defaults: ``NewBlocks``, chosen by the study in
+  BENCHMARKS.md (``scripts/warmstart_study.py``). A variant may carry its own ``new_blocks``.
+- ``treatment: {threshold: 1.0}``: the treatment check below.
+
+The treatment check: whether an arm's own blocks matter to its trained model, so that a verdict about them is one.
 
 An arm that adds blocks to the baseline (a variant, a placebo, an inserted-block reference) is a test of those blocks
 only if they changed the model it trained. With a warm start the blocks start as the identity (``γ = 0``); if they
@@ -30,6 +42,7 @@ differ from a standalone one, and the two figures must be paired exactly).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 from torch import nn
@@ -38,6 +51,82 @@ KNOCKOUT_NAME = "perimage-knockout.npz"
 THRESHOLD = 1.0  # T must be at least this × the deciding interval's half-width
 THRESHOLD_RANGE = (0.0, 10.0)  # (exclusive, inclusive)
 GAMMA_NEAR_IDENTITY = 0.01  # a mean |γ| below this: "the blocks stayed near the identity"
+NEW_BLOCKS_KEYS = ("lr_mult", "gamma")
+TREATMENT_KEYS = ("threshold",)
+
+
+# ------------------------------------------------------------------------------------------------ the config keys
+
+
+@dataclasses.dataclass(frozen=True)
+class NewBlocks:
+    """How an arm's new blocks train from the start (config ``new_blocks``, module docstring).
+
+    Args:
+        lr_mult: learning rate of the new blocks' parameters as a multiple of ``lr0`` (> 0, at most 1000).
+        gamma: their residual gates' ``γ`` at step 0, in [0, 1] (0: the arm starts as the start's exact copy).
+    """
+
+    lr_mult: float = 1.0
+    gamma: float = 0.0
+
+    def describe(self) -> str:
+        """One line for the plan and the summary."""
+        ident = "identity at step 0" if self.gamma == 0 else f"γ = {self.gamma:g} at step 0, not the identity"
+        return f"new blocks: learning rate {self.lr_mult:g} × lr0, {ident}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Treatment:
+    """The treatment check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
+    the knock-out effect an arm's blocks must reach (``attn_yolo.ablate.treatment``), in (0, 10]."""
+
+    threshold: float = 1.0
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
+    """``new_blocks: {lr_mult, gamma}`` → ``NewBlocks`` (defaults where absent), with problems naming each key."""
+    if raw is None:
+        return NewBlocks(), []
+    if not isinstance(raw, dict):
+        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 20, gamma: 0.0}}"]
+    problems = [f"new_blocks.{k}: unknown key; allowed: {', '.join(NEW_BLOCKS_KEYS)}" for k in raw
+                if k not in NEW_BLOCKS_KEYS]
+    got = {}
+    lr = raw.get("lr_mult", NewBlocks.lr_mult)
+    if not (_number(lr) and 0 < lr <= 1000):
+        problems.append(f"new_blocks.lr_mult: {lr!r}; expected a number > 0 and <= 1000 (the new blocks' learning "
+                        "rate as a multiple of lr0)")
+    else:
+        got["lr_mult"] = float(lr)
+    g = raw.get("gamma", NewBlocks.gamma)
+    if not (_number(g) and 0 <= g <= 1):
+        problems.append(f"new_blocks.gamma: {g!r}; expected a number in [0, 1] (the residual gates' γ at step 0)")
+    else:
+        got["gamma"] = float(g)
+    return NewBlocks(**got), problems
+
+
+def check_treatment(raw) -> tuple[Treatment, list[str]]:
+    """``treatment: {threshold}`` → ``Treatment``, with problems naming each key."""
+    if raw is None:
+        return Treatment(), []
+    if not isinstance(raw, dict):
+        return Treatment(), [f"treatment: {raw!r}; expected a mapping such as {{threshold: 1.0}}"]
+    problems = [f"treatment.{k}: unknown key; allowed: {', '.join(TREATMENT_KEYS)}" for k in raw
+                if k not in TREATMENT_KEYS]
+    t = raw.get("threshold", Treatment.threshold)
+    if not (_number(t) and 0 < t <= 10):
+        problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the knock-out effect an arm's "
+                        "blocks must reach, in half-widths of its deciding interval)")
+        return Treatment(), problems
+    return Treatment(float(t)), problems
+
+
 
 
 # ------------------------------------------------------------------------------------------------ which blocks

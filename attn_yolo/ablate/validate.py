@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from attn_yolo.ablate import design
+from attn_yolo.ablate import design, treatment
 from attn_yolo.ablate.checks import (
     BOOTSTRAP_RULES,
     LATENCY_RULES,
@@ -24,6 +24,7 @@ from attn_yolo.ablate.config import (
     Ablation,
     ConfigError,
 )
+from attn_yolo.ablate.sequential import family_problems
 from attn_yolo.ablate.variants import check_variants
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
@@ -72,9 +73,9 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
         problems.append(f"seeds: {why}")
-    new_blocks, p = design.check_new_blocks(raw.get("new_blocks"))
+    new_blocks, p = treatment.check_new_blocks(raw.get("new_blocks"))
     problems += p
-    treatment, p = design.check_treatment(raw.get("treatment"))
+    judged, p = treatment.check_treatment(raw.get("treatment"))
     problems += p
     latency, p = check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
     problems += p
@@ -120,7 +121,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     by_name = {v.name: v for v in variants}
     for i, rv in enumerate(raw.get("variants") or []):  # an arm's own `new_blocks` (a study of how blocks train)
         if isinstance(rv, dict) and "new_blocks" in rv and rv.get("name") in by_name:
-            own, q = design.check_new_blocks(rv["new_blocks"])
+            own, q = treatment.check_new_blocks(rv["new_blocks"])
             problems += [f"variants[{i}] ({rv['name']}).{x}" for x in q]
             by_name[rv["name"]].block_training = own
             if rv["name"] == baseline:
@@ -132,7 +133,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         else ({}, [])
     problems += p
     if seed_rule is not None and not problems:
-        problems += design.family_problems(seed_rule, len(variants) - 1 + len(arms.get("variants", [])),
+        problems += family_problems(seed_rule, len(variants) - 1 + len(arms.get("variants", [])),
                                            len(arms.get("placebos", {})))
     if problems:
         raise ConfigError(source, problems)
@@ -155,7 +156,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     }
     config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
     config["new_blocks"] = dataclasses.asdict(new_blocks)
-    config["treatment"] = dataclasses.asdict(treatment)
+    config["treatment"] = dataclasses.asdict(judged)
     if seed_rule is not None:
         config["seeds"] = dataclasses.asdict(seed_rule)
     if start is not None and start.kind == "recipe":
@@ -166,4 +167,4 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
                     imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
                     ray_address, resources, bootstrap, health=health is not False, start=start, seed_rule=seed_rule,
                     reference=arms.get("reference"), placebos=arms.get("placebos", {}),
-                    arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=treatment)
+                    arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=judged)

@@ -142,8 +142,7 @@ def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, st
                          f"{_g(mean('entropy'), '.4f')} | {_g(mean('gamma'))} | {_g(mean('knockout'))} | {shown} |")
     lines += ["", ("Flags: uniform (entropy / ln N >= 0.99: the block's maps are flat), one-hot (half a map's mass in "
                    "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
-                   "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). A verdict of "
-                   "no detectable difference beside switched-off blocks means the attention did nothing; beside "
-                   "working blocks, that it did something that did not help. Per run: `runs/<run>/gates.csv`, "
-                   "`gates.png`.")]
+                   "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
+                   "blocks mattered enough for a verdict is the treatment check's (first section): an arm whose "
+                   "blocks stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")]
     return lines
