@@ -40,7 +40,7 @@ import torch
 from attn_yolo import ultralytics_api as api
 from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
 from attn_yolo.row_readings import Reading, _choose, _error, _full, _readings, yaml_params
-from attn_yolo.signatures import DEFAULTS, signatures
+from attn_yolo.signatures import DEFAULTS, UNPROVIDED, signatures
 
 KERNEL_ALONE = {"CBAM": "k"}
 """Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
@@ -276,6 +276,10 @@ def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, wh
     notes = []
     for who, entries in left.items():
         theirs = {p: v for p, (v, _) in entries.items()}
+        if any(v is UNPROVIDED for v in theirs.values()):
+            shown = " and ".join(f"{p}={_shown(getattr(ours, attr))}" for p, (_, attr) in entries.items())
+            notes.append(f"{', '.join(entries)} left out: the paper's {shown}; {who}, which attn_yolo does not provide")
+            continue
         builds = _error(cls, name, c1, {**kwargs, **theirs}, where) is None
         if builds:
             with torch.device("meta"):

@@ -3,7 +3,8 @@
 ``copies_markdown()`` renders, for each block of ``attn_yolo.registry.MODULES``: our signature and YAML args with
 their defaults; each public signature of ``attn_yolo.signatures.SIGNATURES`` with its source and what each of its
 positional args after the input width is in our terms; and the defaults that differ (``DEFAULTS``), with who uses
-them. ``python scripts/copies.py`` writes it to ``docs/copies.md``; ``tests/test_copies.py`` checks that the page is
+them (also ``attn_yolo.csp.INSIDE_DEFAULTS``: the hand-written ``SPPF_LSKA``'s k). ``python scripts/copies.py``
+writes it to ``docs/copies.md``; ``tests/test_copies.py`` checks that the page is
 the generated text, so it cannot drift from the code.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import inspect
 
 from attn_yolo.conventions import NONE_MEANS, yaml_params
+from attn_yolo.csp import INSIDE_DEFAULTS
 from attn_yolo.registry import ALIASES, MODULES
 from attn_yolo.signatures import DEFAULTS, Slot, signatures
 
@@ -59,17 +61,19 @@ def block_section(name: str, cls: type) -> str:
     sigs = signatures(name)
     if sigs:
         lines += ["| public signature | source | positional args after the input width |", "|---|---|---|"]
-        lines += [f"| `{s.call}` | {s.source} | {'; '.join(_slot(x) for x in s.slots)} |" for s in sigs]
+        lines += [f"| `{s.call}` | {s.source} | {'; '.join(_slot(x) for x in s.slots) or 'none'} |" for s in sigs]
     else:
         lines.append("No public signature other than ours is recorded: rows are read in our order.")
-    differ = [(p, v, who) for (b, p), (v, who, _) in DEFAULTS.items() if b == name]
+    differ = [(f"`{p}`", p, v, who) for (b, p), (v, who, _) in DEFAULTS.items() if b == name]
+    differ += [(f"`{p}` inside `{base}_{x}`", p, v, who) for (base, x), (kw, who) in INSIDE_DEFAULTS.items()
+               if x == name for p, v in kw.items()]
     if differ:
         defaults = {p.name: p.default for p in inspect.signature(cls).parameters.values()}
         lines += ["", "Defaults that differ (a row that leaves one out gets ours and a log line with the edit):", "",
-                  "| hyperparameter | ours | the copy's | who |", "|---|---|---|---|"]
-        for p, v, who in differ:
+                  "| hyperparameter | ours | the copy's | who |", "|---|---|---|---|"]  # (not provided): no edit
+        for shown, p, v, who in differ:
             ours = NONE_MEANS.get((name, p), _value(defaults[p]))
-            lines.append(f"| `{p}` | {ours} | {_value(v)} | {who} |")
+            lines.append(f"| {shown} | {ours} | {_value(v)} | {who} |")
     return "\n".join(lines) + "\n"
 
 

@@ -204,6 +204,23 @@ SIGNATURES: dict[str, list[Signature]] = {
         # the LSKA that YOLO collections copy beside SPPF_LSKA (which builds LSKA(c_ * 4, k_size=11)): k_size=11
         Signature("LSKA(dim, k_size=11)", LSKA_COPIES, (hp("k_size", "k", 11),)),
     ],
+    "MLCA": [
+        # wandahangFY/MLCA (the authors) and cv-attention/MLCA.py: our order and defaults
+        Signature("MLCA(in_size, local_size=5, gamma=2, b=1, local_weight=0.5)", "wandahangFY/MLCA, cv-attention", (
+            hp("local_size", "local_size", 5), hp("gamma", "gamma", 2), hp("b", "b", 1),
+            hp("local_weight", "local_weight", 0.5),
+        )),
+    ],
+    "ELA": [
+        # cv-attention/ELA.py: no hyperparameters; a dense 1x1 Conv1d with bias and GroupNorm 16 (DEFAULTS)
+        Signature("ELA(channels)", "cv-attention", ()),
+    ],
+    "CAA": [
+        # NUST-Machine-Intelligence-Laboratory/PKINet (the authors) and cv-attention/CAA.py: our order and defaults
+        Signature("CAA(ch, h_kernel_size=11, v_kernel_size=11)", "PKINet, cv-attention", (
+            hp("h_kernel_size", "h_kernel_size", 11), hp("v_kernel_size", "v_kernel_size", 11),
+        )),
+    ],
     "SKAttention": [
         # xmu-xiaoma666/External-Attention-pytorch model/attention/SKAttention.py, cv-attention/SK.py, yoloair
         # SKAttention.py: dense k x k convs (with bias) of one group, Linear fuse/select layers; the same order as ours
@@ -272,6 +289,15 @@ reading that puts a value outside its range loses to one that does not (``attn_y
 still built."""
 
 
+class _NotProvided:
+    """A copy's default that builds a variant attn_yolo does not provide (``DEFAULTS``): said, never offered."""
+
+    def __repr__(self) -> str:
+        return "(not provided)"
+
+
+UNPROVIDED = _NotProvided()
+
 COORD_WHO = (f"CoordAtt(inp, oup, reduction=8) with mip = max(32, inp // reduction) ({COORD_COPIES}) uses "
              "reduction=8 and a hidden floor of 32")
 SK_WHO = (f"SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32) ({SK_COPIES}) uses "
@@ -291,13 +317,16 @@ DEFAULTS: dict[tuple[str, str], tuple[object, str, str]] = {
     ("SKAttention", "kernels"): ([1, 3, 5, 7], SK_WHO, "kernels"),
     ("SKAttention", "groups"): (1, SK_WHO, "groups"),
     ("SKAttention", "dilated"): (False, SK_WHO, "dilated"),
+    ("ELA", "variant"): (UNPROVIDED, "ELA(channels) (cv-attention) is a dense 1x1 Conv1d with bias and GroupNorm 16",
+                         "variant"),
     ("BiLevelRoutingAttention", "heads"): (8, BRA_WHO, "heads"),
     ("BiLevelRoutingAttention", "side_dwconv"): (3, BRA_WHO, "side_dwconv"),
 }
 """``(block, hyperparameter) -> (value, who uses it, attribute)``: where the most-copied code's default differs from the
 paper's. A row that leaves the hyperparameter out gets the paper's value and a log line with the edit for the other;
 entries with the same ``who`` (one copy's defaults) share the line and the edit, and one whose value builds the same
-block ``attribute`` at the row's width (CoordAtt's ``hidden`` at C=1024, BiFormer's 8 heads at C=256) is not said.
+block ``attribute`` at the row's width (CoordAtt's ``hidden`` at C=1024, BiFormer's 8 heads at C=256) is not said;
+``UNPROVIDED``: the copy builds a variant attn_yolo does not provide (said, with no edit).
 (External-Attention-pytorch's ``CBAMBlock`` defaults to ``kernel_size=49``, which is not a CBAM kernel here (3 or 7),
 so it is not offered.)"""
 

@@ -133,3 +133,23 @@ def test_copies_table_lists_every_block_and_the_docs_page_is_the_generated_one()
     assert "BiLevelRoutingAttention_nchw(dim, num_heads=8" in text and "kv_downsample_mode" in text
     assert "| `k` | 7 | 11 |" in text  # LSKA: ours and the SPPF_LSKA copy's
     assert DOCS.read_text() == text, "docs/copies.md is stale: run python scripts/copies.py"
+
+
+def test_sppf_lska_row_of_the_collections_gets_k7_inside_and_the_edit_for_their_k11(log):
+    """``SPPF_LSKA, [1024, 5]`` as the collections write it: their hand-written SPPF_LSKA builds LSKA(k_size=11) before
+    cv2; ours puts LSKA's own default k = 7 there, and the line gives the edit for 11, which builds it."""
+    d = truncated(yaml_model_load("yolo11n.yaml"), 10)
+    d["backbone"][9] = [-1, 1, "SPPF_LSKA", [1024, 5]]
+    with torch.device("meta"):
+        m = tasks.parse_model(d, 3, verbose=False)[0][9]
+    assert type(m).__name__ == "SPPF_LSKA" and m.attn.k == 7
+    line = one_line(log)
+    assert ("k left out: LSKA's k=7; the hand-written SPPF_LSKA of YOLO collections builds LSKA(c_ * 4, k_size=11)"
+            in line)
+    edit = re.search(r"write (\[.*\]) for that", line).group(1)
+    assert edit == "[1024, 5, {k: 11}]"
+    log.clear()
+    d["backbone"][9] = [-1, 1, "SPPF_LSKA", [1024, 5, {"k": 11}]]  # the edit, as YAML reads {k: 11}
+    with torch.device("meta"):
+        assert tasks.parse_model(d, 3, verbose=False)[0][9].attn.k == 11
+    assert not log

@@ -18,12 +18,15 @@ from ultralytics.nn.tasks import yaml_model_load
 import attn_yolo
 from attn_yolo import AttnBuildError, UnknownModuleError
 from attn_yolo.nn import (
+    CAA,
     CBAM,
     ECA,
+    ELA,
     EMA,
     GAM,
     LSKA,
     MHSA,
+    MLCA,
     NAM,
     SAM,
     SE,
@@ -36,10 +39,10 @@ from attn_yolo.nn.biformer import BiLevelRoutingAttention
 from attn_yolo.nn.eca import eca_kernel_size
 from attn_yolo.nn.sk import SKAttention
 from attn_yolo.nn.triplet import ZPoolGate
-from attn_yolo.signatures import DEFAULTS, SIGNATURES
+from attn_yolo.signatures import DEFAULTS, SIGNATURES, UNPROVIDED
 
 BLOCKS = {c.__name__: c for c in (SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention,
-                                   TripletAttention, NAM, LSKA, SKAttention, BiLevelRoutingAttention)}
+                                   TripletAttention, NAM, LSKA, MLCA, ELA, CAA, SKAttention, BiLevelRoutingAttention)}
 P5 = {"yolov8": 9, "yolo11": 10, "yolo26": 10}  # SPPF (yolov8) / C2PSA: 1024 channels as written
 HEAD_P3 = {"yolov8": 15, "yolo11": 16}  # the head's P3 C2f / C3k2: 256 as written
 
@@ -126,6 +129,11 @@ SIGNATURE_ROWS = [
     ("NAM", "Channel_Att(channels, t=16)", "NAM", ["C", 16], {}, True),  # verbatim: Channel_Att(C, 16)
     ("NAM", "NAMAttention(channels, out_channels=None, no_spatial=True)", "NAMAttention", ["C", None, True], {}, True),
     ("MHSA", "MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "MHSA", [14, 14, 8], {"heads": 8}, True),
+    ("MLCA", "MLCA(in_size, local_size=5, gamma=2, b=1, local_weight=0.5)", "MLCA", ["C", 3, 2, 1, 0.25],
+     {"local_size": 3, "local_weight": 0.25}, False),  # our order: read as ours
+    ("ELA", "ELA(channels)", "ELA", ["C"], {}, False),  # no hyperparameters: our defaults (and a note on its variant)
+    ("CAA", "CAA(ch, h_kernel_size=11, v_kernel_size=11)", "CAA", ["C", 7, 7],
+     {"h_kernel_size": 7, "v_kernel_size": 7}, False),
     ("LSKA", "LSKA(dim, k_size=7)", "LSKA", ["C", 23], {"k": 23}, False),  # our order: read as ours
     ("LSKA", "LSKA(dim, k_size=11)", "LargeSeparableKernelAttention", ["C", 11], {"k": 11}, False),
     ("SKAttention", "SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32)", "SKAttention",
@@ -204,7 +212,7 @@ DOCUMENTED = {
     ("LSKA", "k"): lambda c: 7, ("CoordAtt", "r"): lambda c: 32, ("CoordAtt", "min_hidden"): lambda c: max(8, c // 32),
     ("SKAttention", "kernels"): lambda c: (3, 5), ("SKAttention", "groups"): lambda c: 32,
     ("SKAttention", "dilated"): lambda c: True, ("BiLevelRoutingAttention", "heads"): lambda c: c // 32,
-    ("BiLevelRoutingAttention", "side_dwconv"): lambda c: 5,
+    ("BiLevelRoutingAttention", "side_dwconv"): lambda c: 5, ("ELA", "variant"): lambda c: "B",
 }  # fmt: skip
 COPY_BUILDS = {("CoordAtt", "min_hidden"): lambda c: max(32, c // 8),
                ("SKAttention", "kernels"): lambda c: (1, 3, 5, 7)}
@@ -226,6 +234,10 @@ def test_default_that_differs_gets_the_papers_value_and_logs_the_edit_for_the_ot
     assert getattr(m, attr) == ours
     mine = [line for line in log if line.startswith("attn-yolo: ")]
     assert len(mine) <= 1
+    if value is UNPROVIDED:  # the copy is a variant attn_yolo does not build: said, no edit offered
+        assert len(mine) == 1 and param in left_out(mine[0]) and f"{who}, which attn_yolo does not provide" in mine[0]
+        assert "write [" not in mine[0]
+        return
     if ours == theirs:  # the copy's value builds the same block at this width: nothing to say about it
         assert not mine or param not in left_out(mine[0])
         return
