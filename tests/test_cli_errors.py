@@ -59,6 +59,7 @@ CASES = {
                        "memory) or a float in (0, 1)"),
     "val imgsz=100000": (["val", "model=yolo11n.yaml", "imgsz=100000", "project={dir}"],
                          f"attn-yolo val: imgsz=100000 is invalid; allowed: {IMGSZ}"),
+    "bench imgsz=8192": (["bench", "imgsz=8192"], f"attn-yolo bench: imgsz=8192 is invalid; allowed: {IMGSZ}"),
     "val model=<empty .pt>": (["val", "model={empty}"], "model='{empty}' is empty (0 bytes), not a checkpoint"),
     "val model=<text .pt>": (["val", "model={pt}"], "model='{pt}' is not a checkpoint: neither a torch.save zip "
                              "archive nor torch's legacy format"),
