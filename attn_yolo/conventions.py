@@ -39,7 +39,7 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
-from attn_yolo.row_readings import Reading, _choose, _error, _full, _readings, yaml_params
+from attn_yolo.row_readings import Reading, all_readings, build_error, choose, full_hparams, yaml_params
 from attn_yolo.signatures import DEFAULTS, UNPROVIDED, signatures
 
 KERNEL_ALONE = {"CBAM": "k"}
@@ -187,7 +187,7 @@ def _canonical(cls: type, kwargs: dict, length: int | None = None) -> list:
 def _edit(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list | None:
     """Args that read as ``kwargs`` and nothing else: our own form, the shortest that does (defaults written out to
     tell it from another signature's reading), or a public signature's form."""
-    want = _full(cls, kwargs)
+    want = full_hparams(cls, kwargs)
     shortest = len(_canonical(cls, kwargs))
     candidates = [_canonical(cls, kwargs, n) for n in range(shortest, len(yaml_params(cls)) + 1)]
     for sig in signatures(name):
@@ -197,8 +197,8 @@ def _edit(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str)
                     for s in sig.slots]
             candidates.append(form)
     for cand in candidates:
-        groups = _choose(_readings(name, cls, c1, cand, counts, where), cls)
-        if len(groups) == 1 and _full(cls, groups[0][0].kwargs) == want:
+        groups = choose(all_readings(name, cls, c1, cand, counts, where), cls)
+        if len(groups) == 1 and full_hparams(cls, groups[0][0].kwargs) == want:
             return cand
     return None
 
@@ -231,8 +231,8 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
             that build different blocks fit (ambiguous; the message gives an edit for each).
     """
     params, a0 = yaml_params(cls), args[0] if args else None
-    readings = _readings(name, cls, c1, args, counts, where)
-    groups = _choose(readings, cls)
+    readings = all_readings(name, cls, c1, args, counts, where)
+    groups = choose(readings, cls)
     if not groups:
         raise AttnBuildError(_failure(name, params, args, counts, readings, where, c1, cls))
     if len(groups) > 1:
@@ -250,7 +250,7 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
     notes += _default_notes(name, cls, c1, r.kwargs, counts, where)
     others = [x for x in readings if not x.evidence and x.error is None and x.refusal is None] if not r.sig else []
     for x in others[:1]:
-        if _full(cls, x.kwargs) != _full(cls, r.kwargs):
+        if full_hparams(cls, x.kwargs) != full_hparams(cls, r.kwargs):
             edit = _edit(name, cls, c1, x.kwargs, counts, where)
             notes.append(f"for {x.sig.call} ({x.sig.source}) {fmt(args)} would be unused args, defaults kept"
                          + (f": write {fmt(edit)} for that" if edit is not None else ""))
@@ -280,7 +280,7 @@ def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, wh
             shown = " and ".join(f"{p}={_shown(getattr(ours, attr))}" for p, (_, attr) in entries.items())
             notes.append(f"{', '.join(entries)} left out: the paper's {shown}; {who}, which attn_yolo does not provide")
             continue
-        builds = _error(cls, name, c1, {**kwargs, **theirs}, where) is None
+        builds = build_error(cls, name, c1, {**kwargs, **theirs}, where) is None
         if builds:
             with torch.device("meta"):
                 other = cls(c1, **kwargs, **theirs)

@@ -1,7 +1,7 @@
 """Every way to read a YAML row's args: by our signature and each public one (``attn_yolo.signatures``), with and
 without a leading channel count, each checked by building the block on the meta device (nothing allocated).
 
-``attn_yolo.conventions`` chooses among the readings (``_choose``), logs the one taken and writes the edits of a
+``attn_yolo.conventions`` chooses among the readings (``choose``), logs the one taken and writes the edits of a
 refusal; this module only lists and checks them.
 """
 
@@ -21,10 +21,10 @@ def yaml_params(cls: type) -> list[str]:
     return [p for p in inspect.signature(cls).parameters if p != "c1"]
 
 
-_BUILT: dict[tuple, str | None] = {}  # _error's results by block, width and hyperparameters (readings repeat them)
+_BUILT: dict[tuple, str | None] = {}  # build_error's results by block, width and hyperparameters (readings repeat them)
 
 
-def _error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | None:
+def build_error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | None:
     """The error building ``cls(c1, **kwargs)`` raises (context ``where``), or None if it builds. Allocates nothing."""
     key = (cls, c1, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
     if key not in _BUILT:
@@ -80,9 +80,9 @@ def _fit(sig: Signature, args: list, counts: dict) -> tuple[dict, list, str | No
     return kwargs, notes, refusal, evidence
 
 
-def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: str) -> list[Reading]:
+def all_readings(name: str, cls: type, c1: int, args: list, counts: dict, where: str) -> list[Reading]:
     """Every reading of ``args`` whose form fits: ours, then each public signature; each as written and, if the
-    first arg is one of the row's channel counts, with it dropped. Builds each on the meta device (``_error``)."""
+    first arg is one of the row's channel counts, with it dropped. Builds each on the meta device (``build_error``)."""
     params = yaml_params(cls)
     ours = Signature(f"{name}({', '.join(params)})", "attn_yolo", tuple(Slot("hp", p, p) for p in params))
     prefixes = [False] + [True] * (bool(args) and is_int(args[0]) and args[0] in counts)
@@ -99,20 +99,20 @@ def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: st
             if prefix:
                 r.notes.insert(0, f"{args[0]} is the channel count ({', '.join(counts[args[0]])}), dropped")
             if refusal is None:
-                r.error = _error(cls, name, c1, kwargs, where)
+                r.error = build_error(cls, name, c1, kwargs, where)
                 tests = [(p, test) for (b, p), (test, _) in PLAUSIBLE.items() if b == name and p in kwargs]
                 r.plausible = all(test(kwargs[p]) for p, test in tests)
             out.append(r)
     return out
 
 
-def _full(cls: type, kwargs: dict) -> tuple:
+def full_hparams(cls: type, kwargs: dict) -> tuple:
     """The block's hyperparameters a reading gives, defaults filled in (two readings that agree build one block)."""
     return tuple((p.name, tuple(v) if isinstance(v := kwargs.get(p.name, p.default), list) else v)  # lists hashable
                  for p in list(inspect.signature(cls).parameters.values())[1:])
 
 
-def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
+def choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
     """The readings that count, grouped by the block they build (first group first): valid ones that read something
     of the row (dropping every arg as unused tells a typo from nothing: refused, ``_failure``); of those the
     plausible ones if any; a ``prefer`` signature's if it fits."""
@@ -121,5 +121,5 @@ def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
     pool = [r for r in pool if r.sig and r.sig.prefer and r.kwargs] or pool
     groups: dict[tuple, list] = {}
     for r in pool:
-        groups.setdefault(_full(cls, r.kwargs), []).append(r)
+        groups.setdefault(full_hparams(cls, r.kwargs), []).append(r)
     return list(groups.values())
