@@ -132,8 +132,9 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
         overrides = cli_overrides(argv, OWN_KEYS)
     except (SyntaxError, TypeError, ValueError) as e:
         raise UsageError(f"{name}: {one_line(e)}") from None
-    for key, why in (("imgsz", imgsz_problem(overrides.get("imgsz", 640), pair=True)),
-                     ("batch", batch_problem(overrides.get("batch", 16)))):
+    imgsz = overrides.get("imgsz", 640)
+    imgsz = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(imgsz) == 1 else imgsz  # [640], as check_imgsz reads
+    for key, why in (("imgsz", imgsz_problem(imgsz, pair=True)), ("batch", batch_problem(overrides.get("batch", 16)))):
         if why:  # ranges Ultralytics' check_cfg leaves open (it would train at imgsz=-64)
             raise UsageError(f"{name}: {key}={overrides[key]!r} is invalid; allowed: {why}")
 
