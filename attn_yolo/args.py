@@ -46,7 +46,8 @@ def _side_ok(v) -> bool:
 def imgsz_problem(v, pair: bool = False) -> str | None:
     """Why ``v`` is not an image size the tools take, or None: an int in ``MIN_IMGSZ..MAX_IMGSZ`` pixels (rounded up to
     a multiple of the model's stride by Ultralytics' ``check_imgsz``) or, with ``pair``, ``[h, w]`` of two such ints.
-    One range for ``attn-yolo export``, ``heatmap``, ``ablate`` (``train.imgsz``) and the pass-through commands.
+    One range for ``attn-yolo export``, ``heatmap``, ``bench``, ``ablate`` (``train.imgsz``) and the pass-through
+    commands.
 
     Returns:
         str | None: the allowed values, e.g. ``"an int in 32..4096 (pixels; ...)"``, for the caller's message.
