@@ -90,20 +90,46 @@ weights_only = api.weights_only
 """Within the block, ``YOLO(path)`` loads checkpoints weights-only (``attn_yolo.ultralytics_api.weights_only``)."""
 
 
+LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+"""How a file in torch's legacy (pre-1.6, non-zip) ``torch.save`` format starts: pickle protocol 2, then torch's magic
+number ``0x1950a86a20f9469cfc6c`` (``torch.serialization.MAGIC_NUMBER``)."""
+
+
+def not_a_checkpoint(path: Path) -> str | None:
+    """Why ``path`` is no ``torch.save`` file at all (empty, or neither a zip archive nor torch's legacy format), or
+    None when it is one of those formats (which does not mean it loads)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty (0 bytes), not a checkpoint"
+    if zipfile.is_zipfile(path):
+        return None
+    with open(path, "rb") as f:
+        head = f.read(len(LEGACY_MAGIC))
+    if head == LEGACY_MAGIC:
+        return None
+    return (f"is not a checkpoint: neither a torch.save zip archive nor torch's legacy format ({size} bytes, "
+            f"starting {head[:8]!r}); check that the path names the .pt that training wrote")
+
+
 def _load_checkpoint(path: Path, what: str, error: type[Exception], trust: bool):
     """``YOLO(path)`` for a ``.pt``: weights-only unless ``trust``; every failure as ``error`` with one line."""
     from ultralytics import YOLO
 
+    if why := not_a_checkpoint(path):
+        raise error(f"{what}={str(path)!r} {why}")
     if not trust and not zipfile.is_zipfile(path):
-        raise error(f"{what}={str(path)!r} is not a PyTorch checkpoint (a torch.save zip archive), so it cannot be "
-                    f"loaded weights-only; if it is an old-format checkpoint from a source you trust, pass trust=True")
+        raise error(f"{what}={str(path)!r} is in torch's legacy (pre-1.6) checkpoint format, which cannot be loaded "
+                    f"weights-only; only if it comes from a source you trust, pass trust=True")
     try:
         if trust:
             return YOLO(str(path))
         with weights_only():
             return YOLO(str(path))
     except Exception as e:  # Ultralytics/torch raise TypeError, UnpicklingError, KeyError, ... for unloadable files
-        bad = [] if trust else unsafe_globals(path)
+        try:
+            bad = [] if trust else unsafe_globals(path)
+        except (ValueError, RuntimeError, OSError):  # a zip archive that torch.save did not write
+            bad = []
         if bad:
             raise error(
                 f"{what}={str(path)!r}: refused to load: the checkpoint references {', '.join(bad)}, outside the "
@@ -163,6 +189,35 @@ def load_yolo(model, what: str = "model", error: type[Exception] = ValueError, s
     register()  # the blocks must be resolvable before Ultralytics parses a YAML or unpickles a checkpoint
 
     return YOLO(str(path)) if is_yaml else _load_checkpoint(path, what, error, trust)
+
+
+class CheckpointError(ValueError):
+    """A file ``attn_yolo.load`` refuses: missing, not a checkpoint, or referencing code outside the allow-list."""
+
+
+def load(path: str | Path, trust: bool = False):
+    """An Ultralytics ``YOLO`` for a checkpoint (or model YAML), the checkpoint loaded **weights-only**, with torch's,
+    Ultralytics' and attn-yolo's model classes allowed: the Python form of what every attn-yolo tool and the CLI do.
+
+    Plain ``YOLO("best.pt")`` is Ultralytics' full unpickle (unless ``ULTRALYTICS_SAFE_LOAD=1``): a crafted ``.pt`` runs
+    its code the moment it is loaded, ``import attn_yolo`` or not. Here such a file is refused before anything of it is
+    unpickled, naming what it references. Once a file has loaded weights-only it references allow-listed classes only,
+    so Ultralytics reading it again later (``.train()``, ``.val()``) constructs nothing else.
+
+    Args:
+        path: a ``.pt`` checkpoint (or a model ``.yaml``, built as ``YOLO`` builds it).
+        trust: unpickle the whole file as Ultralytics does by default: only for files from a source you trust.
+
+    Returns:
+        ultralytics.YOLO: the model, the blocks registered.
+
+    Raises:
+        CheckpointError: one line naming the file: no such file, not a checkpoint (empty, or not a ``torch.save``
+            file), or (unless ``trust``) a checkpoint referencing globals outside the allow-list, e.g.
+            ``path='evil.pt': refused to load: the checkpoint references builtins.exec, ...; only if you trust the
+            file's source, pass trust=True``.
+    """
+    return load_yolo(path, what="path", error=CheckpointError, trust=trust)
 
 
 def load_model(model, what: str = "model", error: type[Exception] = ValueError, suffixes=MODEL_SUFFIXES, *,

@@ -19,7 +19,7 @@ import inspect
 import sys
 from pathlib import Path
 
-from attn_yolo.args import UsageError
+from attn_yolo.args import UsageError, batch_problem, imgsz_problem
 
 TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and returning an exit code
     "modules": "attn_yolo.cli:modules_main",
@@ -115,7 +115,8 @@ def take_flag(argv: list[str], key: str, default: bool | None, meaning: str,
 def check_args(argv: list[str], name: str = "attn-yolo") -> None:
     """Check a pass-through command line before anything runs, with Ultralytics' own checks: every ``key=value`` as
     its entrypoint checks it (a known key, with similar-key hints that include attn-yolo's ``OWN_KEYS``; the value's
-    type and range, ``check_cfg``), then the files it names: a ``model=`` YAML where ``yaml_model_load`` would look
+    type and range, ``check_cfg``; ``imgsz`` and ``batch`` in the tools' ranges, ``attn_yolo.args``), then the files it
+    names: a ``model=`` YAML where ``yaml_model_load`` would look
     (the name as written, then without its scale letter), a ``data=`` / ``cfg=`` YAML where ``check_yaml`` would.
 
     Raises:
@@ -133,6 +134,11 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
         overrides = cli_overrides(argv, OWN_KEYS)
     except (SyntaxError, TypeError, ValueError) as e:
         raise UsageError(f"{name}: {one_line(e)}") from None
+    imgsz = overrides.get("imgsz", 640)
+    imgsz = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(imgsz) == 1 else imgsz  # [640], as check_imgsz reads
+    for key, why in (("imgsz", imgsz_problem(imgsz, pair=True)), ("batch", batch_problem(overrides.get("batch", 16)))):
+        if why:  # ranges Ultralytics' check_cfg leaves open (it would train at imgsz=-64)
+            raise UsageError(f"{name}: {key}={overrides[key]!r} is invalid; allowed: {why}")
 
     def local_yaml(key: str) -> str | None:
         v = overrides.get(key)

@@ -39,7 +39,8 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
-from attn_yolo.signatures import DEFAULTS, PLAUSIBLE, Signature, Slot, signatures
+from attn_yolo.row_readings import Reading, all_readings, build_error, choose, full_hparams, yaml_params
+from attn_yolo.signatures import DEFAULTS, UNPROVIDED, signatures
 
 KERNEL_ALONE = {"CBAM": "k"}
 """Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
@@ -48,11 +49,6 @@ UNSCALED = "before width scaling"
 NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive",
               ("SKAttention", "groups"): "adaptive", ("BiLevelRoutingAttention", "heads"): "C/32"}
 """What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
-
-
-def yaml_params(cls: type) -> list[str]:
-    """Names of a block's YAML args, in order: its constructor parameters after ``c1``."""
-    return [p for p in inspect.signature(cls).parameters if p != "c1"]
 
 
 def fmt(args) -> str:
@@ -179,122 +175,21 @@ def _evaluate(args: list, names: dict) -> list:
     return out
 
 
-_BUILT: dict[tuple, str | None] = {}  # _error's results by block, width and hyperparameters (readings repeat them)
-
-
-def _error(cls: type, name: str, c1: int, kwargs: dict, where: str) -> str | None:
-    """The error building ``cls(c1, **kwargs)`` raises (context ``where``), or None if it builds. Allocates nothing."""
-    key = (cls, c1, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
-    if key not in _BUILT:
-        if len(_BUILT) > 4096:
-            _BUILT.clear()
-        try:
-            with torch.device("meta"):
-                cls(c1, **kwargs)
-            _BUILT[key] = None
-        except AttnBuildError as e:
-            msg = str(e)
-            _BUILT[key] = msg[len(name) :] if msg.startswith(f"{name}:") else f": {msg}"
-        except (TypeError, ValueError, RuntimeError, OverflowError) as e:  # a reading that fails otherwise: not valid
-            _BUILT[key] = f": args {kwargs} do not build: {type(e).__name__}: {e}"
-    return None if _BUILT[key] is None else where + _BUILT[key]
-
-
-@dataclass
-class Reading:
-    """One way to read a row's args: by signature ``sig`` (None: ours), with a leading channel count dropped or not."""
-
-    sig: Signature | None
-    prefix: bool
-    kwargs: dict
-    notes: list
-    error: str | None = None  # the block does not build so
-    refusal: str | None = None  # a variant attn_yolo does not provide
-    evidence: bool = True  # False: every arg dropped as unused (nothing of the row is read)
-    plausible: bool = True  # every value in its PLAUSIBLE range
-
-
-def _fit(sig: Signature, args: list, counts: dict) -> tuple[dict, list, str | None, bool] | None:
-    """``args`` on ``sig``'s slots: ``(kwargs, notes, refusal, evidence)``, or None if they are not of its form."""
-    if len(args) > len(sig.slots) or len(args) < sig.min_args:
-        return None
-    kwargs, notes, refusal, evidence = {}, [], None, not args
-    for slot, v in zip(sig.slots, args):
-        if slot.kind == "hp":
-            kwargs[slot.ours], evidence = v, True
-        elif slot.kind == "ch":
-            if not ((v is None and None in slot.ok) or (is_int(v) and v in counts)):
-                return None
-            notes.append(f"{v} is its {slot.name}, a channel count, dropped")
-            evidence = True
-        elif not slot.test(v):
-            return None
-        elif slot.kind == "unused":
-            notes.append(f"{v!r} is its {slot.name}, which it never uses, dropped")
-        elif v in slot.ok:
-            evidence = True
-        else:
-            refusal = f"{slot.name}={v!r} there is {slot.why}"
-    return kwargs, notes, refusal, evidence
-
-
-def _readings(name: str, cls: type, c1: int, args: list, counts: dict, where: str) -> list[Reading]:
-    """Every reading of ``args`` whose form fits: ours, then each public signature; each as written and, if the
-    first arg is one of the row's channel counts, with it dropped. Builds each on the meta device (``_error``)."""
-    params = yaml_params(cls)
-    ours = Signature(f"{name}({', '.join(params)})", "attn_yolo", tuple(Slot("hp", p, p) for p in params))
-    prefixes = [False] + [True] * (bool(args) and is_int(args[0]) and args[0] in counts)
-    out = []
-    for sig in [ours, *signatures(name)]:
-        for prefix in prefixes:
-            rest = args[1:] if prefix else args
-            fit = _fit(sig, rest, counts)
-            if fit is None:
-                continue
-            kwargs, notes, refusal, evidence = fit
-            r = Reading(None if sig is ours else sig, prefix, kwargs, notes, refusal=refusal,
-                        evidence=evidence or prefix)
-            if prefix:
-                r.notes.insert(0, f"{args[0]} is the channel count ({', '.join(counts[args[0]])}), dropped")
-            if refusal is None:
-                r.error = _error(cls, name, c1, kwargs, where)
-                tests = [(p, test) for (b, p), (test, _) in PLAUSIBLE.items() if b == name and p in kwargs]
-                r.plausible = all(test(kwargs[p]) for p, test in tests)
-            out.append(r)
-    return out
-
-
-def _full(cls: type, kwargs: dict) -> tuple:
-    """The block's hyperparameters a reading gives, defaults filled in (two readings that agree build one block)."""
-    return tuple((p.name, tuple(v) if isinstance(v := kwargs.get(p.name, p.default), list) else v)  # lists hashable
-                 for p in list(inspect.signature(cls).parameters.values())[1:])
-
-
-def _choose(readings: list[Reading], cls: type) -> list[list[Reading]]:
-    """The readings that count, grouped by the block they build (first group first): valid ones that read something
-    of the row (dropping every arg as unused tells a typo from nothing: refused, ``_failure``); of those the
-    plausible ones if any; a ``prefer`` signature's if it fits."""
-    valid = [r for r in readings if r.error is None and r.refusal is None and r.evidence]
-    pool = [r for r in valid if r.plausible] or valid
-    pool = [r for r in pool if r.sig and r.sig.prefer and r.kwargs] or pool
-    groups: dict[tuple, list] = {}
-    for r in pool:
-        groups.setdefault(_full(cls, r.kwargs), []).append(r)
-    return list(groups.values())
-
-
-def _canonical(cls: type, kwargs: dict, pad: bool = False) -> list:
-    """``kwargs`` as a row in our signature, positional, defaults filling gaps (to the last given; ``pad``: all)."""
+def _canonical(cls: type, kwargs: dict, length: int | None = None) -> list:
+    """``kwargs`` as a row in our signature, positional, defaults filling gaps (to the last given, or ``length``
+    args if that is longer)."""
     params = [p for p in inspect.signature(cls).parameters.values() if p.name != "c1"]
     names = [p.name for p in params]
-    n = len(params) if pad else max((names.index(k) + 1 for k in kwargs), default=0)
+    n = max([names.index(k) + 1 for k in kwargs] + [length or 0])
     return [kwargs.get(p.name, p.default) for p in params[:n]]
 
 
 def _edit(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list | None:
-    """Args that read as ``kwargs`` and nothing else: our own form, padded, or a public signature's form."""
-    want = _full(cls, kwargs)
-    candidates = [_canonical(cls, kwargs), _canonical(cls, kwargs, pad=True)]
+    """Args that read as ``kwargs`` and nothing else: our own form, the shortest that does (defaults written out to
+    tell it from another signature's reading), or a public signature's form."""
+    want = full_hparams(cls, kwargs)
+    shortest = len(_canonical(cls, kwargs))
+    candidates = [_canonical(cls, kwargs, n) for n in range(shortest, len(yaml_params(cls)) + 1)]
     for sig in signatures(name):
         inv = {s.ours: s for s in sig.slots if s.kind == "hp"}
         if set(kwargs) <= set(inv):
@@ -302,8 +197,8 @@ def _edit(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str)
                     for s in sig.slots]
             candidates.append(form)
     for cand in candidates:
-        groups = _choose(_readings(name, cls, c1, cand, counts, where), cls)
-        if len(groups) == 1 and _full(cls, groups[0][0].kwargs) == want:
+        groups = choose(all_readings(name, cls, c1, cand, counts, where), cls)
+        if len(groups) == 1 and full_hparams(cls, groups[0][0].kwargs) == want:
             return cand
     return None
 
@@ -336,8 +231,8 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
             that build different blocks fit (ambiguous; the message gives an edit for each).
     """
     params, a0 = yaml_params(cls), args[0] if args else None
-    readings = _readings(name, cls, c1, args, counts, where)
-    groups = _choose(readings, cls)
+    readings = all_readings(name, cls, c1, args, counts, where)
+    groups = choose(readings, cls)
     if not groups:
         raise AttnBuildError(_failure(name, params, args, counts, readings, where, c1, cls))
     if len(groups) > 1:
@@ -352,20 +247,57 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
         prefixed = [x for x in readings if x.prefix and x.error]
         why = f": as the channel count, the rest fails ({prefixed[0].error.split(': ', 1)[1]})" if prefixed else ""
         notes.append(f"{a0} equals a channel count ({', '.join(counts[a0])}) but is read as {first}{why}")
-    for (block, p), (value, who, attr) in DEFAULTS.items():
-        if block == name and p not in r.kwargs:
-            edit = _edit(name, cls, c1, {**r.kwargs, p: value}, counts, where)
-            with torch.device("meta"):
-                paper = getattr(cls(c1, **r.kwargs), attr)
-            how = f"{NONE_MEANS[(name, p)]} {p}, {paper} at C={c1}" if (name, p) in NONE_MEANS else f"{p}={paper}"
-            notes.append(f"{p} left out: the paper's {how}; {who}" + (f": write {fmt(edit)} for that" if edit else ""))
+    notes += _default_notes(name, cls, c1, r.kwargs, counts, where)
     others = [x for x in readings if not x.evidence and x.error is None and x.refusal is None] if not r.sig else []
     for x in others[:1]:
-        if _full(cls, x.kwargs) != _full(cls, r.kwargs):
+        if full_hparams(cls, x.kwargs) != full_hparams(cls, r.kwargs):
             edit = _edit(name, cls, c1, x.kwargs, counts, where)
             notes.append(f"for {x.sig.call} ({x.sig.source}) {fmt(args)} would be unused args, defaults kept"
                          + (f": write {fmt(edit)} for that" if edit is not None else ""))
     return r.kwargs, notes
+
+
+def _shown(v) -> str:
+    return str(list(v) if isinstance(v, tuple) else v)
+
+
+def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list[str]:
+    """The ``DEFAULTS`` notes of a row read as ``kwargs``: one per copy (``who``) whose defaults differ from ours in
+    hyperparameters the row leaves out and build another block at ``c1`` (its ``attribute``s differ): our values as
+    built, who uses what, and the edit that builds the copy's values (none where they do not build at ``c1``)."""
+    left: dict[str, dict] = {}
+    for (block, p), (value, who, attr) in DEFAULTS.items():
+        if block == name and p not in kwargs:
+            left.setdefault(who, {})[p] = (value, attr)
+    if not left:
+        return []
+    with torch.device("meta"):
+        ours = cls(c1, **kwargs)
+    notes = []
+    for who, entries in left.items():
+        theirs = {p: v for p, (v, _) in entries.items()}
+        if any(v is UNPROVIDED for v in theirs.values()):
+            shown = " and ".join(f"{p}={_shown(getattr(ours, attr))}" for p, (_, attr) in entries.items())
+            notes.append(f"{', '.join(entries)} left out: the paper's {shown}; {who}, which attn_yolo does not provide")
+            continue
+        builds = build_error(cls, name, c1, {**kwargs, **theirs}, where) is None
+        if builds:
+            with torch.device("meta"):
+                other = cls(c1, **kwargs, **theirs)
+            entries = {p: e for p, e in entries.items() if getattr(other, e[1]) != getattr(ours, e[1])}
+        if not entries:
+            continue
+        hows = []
+        for p, (_, attr) in entries.items():
+            v = _shown(getattr(ours, attr))
+            if (name, p) in NONE_MEANS:
+                hows.append(f"{NONE_MEANS[(name, p)]} {p}, {v} at C={c1}")
+            else:
+                hows.append(f"{p}={_shown(getattr(ours, p))}" + (f" ({attr} {v} at C={c1})" if attr != p else ""))
+        edit = _edit(name, cls, c1, {**kwargs, **{p: theirs[p] for p in entries}}, counts, where) if builds else None
+        tail = f": write {fmt(edit)} for that" if edit else "" if builds else f" (which does not build at C={c1})"
+        notes.append(f"{', '.join(entries)} left out: the paper's {' and '.join(hows)}; {who}{tail}")
+    return notes
 
 
 def _failure(name, params, args, counts, readings, where, c1, cls) -> str:

@@ -3,8 +3,9 @@
 The large public collections of YOLO attention code (objectdetection_script, ultralyticsPro, the C2f/C3k2 variants
 copied from them) hand-write one class per pair and put the attention inside every bottleneck, on its residual
 branch: ``y = x + X(cv2(cv1(x)))`` (``Bottleneck_<X>``), in the bottlenecks of ``C3k`` (``C3k_<X>``) and so in every
-inner block of ``C3k2_<X>`` / ``C2f_<X>``. Their ``SPPF_<X>`` (most copied: ``SPPF_LSKA``) attends the concatenated
-pyramid before the last 1×1 conv: ``cv2(X(cat(y, m(y), m²(y), m³(y))))``. This module follows both placements and
+inner block of ``C3k2_<X>`` / ``C2f_<X>``. Their ``SPPF_<X>`` (most copied: ``SPPF_LSKA``, with LSKA's k = 11:
+``INSIDE_DEFAULTS``) attends the concatenated pyramid before the last 1×1 conv: ``cv2(X(cat(y, m(y), m²(y),
+m³(y))))``. This module follows both placements and
 derives the classes instead of writing them, one per block of ``attn_yolo.registry.MODULES``:
 
 - ``C2f_<X>`` / ``C3k2_<X>``: Ultralytics' ``C2f`` / ``C3k2`` with every ``Bottleneck`` inside (also those of ``C3k``
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -205,13 +207,37 @@ def derive(blocks: dict[str, type[nn.Module]]) -> dict[str, type[nn.Module]]:
     return out
 
 
+INSIDE_DEFAULTS: dict[tuple[str, str], tuple[dict, str]] = {
+    ("SPPF", "LSKA"): ({"k": 11}, "the hand-written SPPF_LSKA of YOLO collections builds LSKA(c_ * 4, k_size=11)"),
+}
+"""``(base, X) -> (X's keywords the copies' hand-written class fixes, who)``: a row that leaves them out gets X's own
+defaults and its log line the edit for the copy's (the rule of ``attn_yolo.signatures.DEFAULTS``)."""
+
+
 @dataclass
 class Inner:
-    """A YAML row that ``prepare`` rewrote to its Ultralytics base: the derived class, X's keywords, error context."""
+    """A YAML row that ``prepare`` rewrote to its Ultralytics base: the derived class, X's keywords, error context,
+    the base's args as written."""
 
     cls: type
     kwargs: dict
     where: str
+    args: list
+
+
+def inside_note(spec: Inner) -> str:
+    """``; k left out: ...: write [...] for that`` where the row leaves out keywords an ``INSIDE_DEFAULTS`` copy fixes;
+    empty otherwise."""
+    copy, who = INSIDE_DEFAULTS.get((spec.cls.base.__name__, spec.cls.attention.__name__), ({}, ""))
+    left = {k: v for k, v in copy.items() if k not in spec.kwargs}
+    if not left:
+        return ""
+    params = inspect.signature(spec.cls.attention).parameters
+    ours = " and ".join(f"{spec.cls.attention.__name__}'s {k}={params[k].default!r}" for k in left)
+    mapping = "{" + ", ".join(f"{k}: {v!r}" for k, v in {**spec.kwargs, **left}.items()) + "}"
+    edit = f"[{', '.join(map(str, spec.args))}{', ' if spec.args else ''}{mapping}]"
+    return f"; {', '.join(left)} left out: {ours}; {who}: write {edit} for that"
+
 
 
 def split_args(args: list) -> tuple[list, dict]:
@@ -264,7 +290,7 @@ def prepare(d: dict, name_of) -> dict[int, Inner]:
             raise AttnBuildError(f"{where}: {x_name} has no hyperparameter {bad[0]!r}; allowed keywords: "
                                  f"{', '.join(params)}")
         row[2], row[3] = base, args
-        out[i] = Inner(cls, {k: _literal(v) for k, v in kwargs.items()}, where)
+        out[i] = Inner(cls, {k: _literal(v) for k, v in kwargs.items()}, where, args)
     return out
 
 
@@ -284,8 +310,9 @@ def convert(layers: nn.Module, inner: dict[int, Inner], verbose: bool = False) -
         n_before = layer.np
         layer.np = sum(p.numel() for p in layer.parameters())
         layer.type = f"{spec.cls.__module__}.{spec.cls.__qualname__}"
-        if verbose:
+        note = inside_note(spec)
+        if verbose or note:
             x = spec.cls.attention.__name__
             kw = ", ".join(f"{k}={v}" for k, v in spec.kwargs.items())
             LOGGER.info(f"attn-yolo: {spec.where}: {x}({kw or 'defaults'}) inside {spec.cls.base.__name__} "
-                        f"(+{layer.np - n_before} params)")
+                        f"(+{layer.np - n_before} params){note}")

@@ -82,6 +82,19 @@ class Signature:
 
 AVG_MAX = (["avg", "max"], ("avg", "max"))
 
+
+def is_str(v) -> bool:
+    return isinstance(v, str)
+
+
+COORD_COPIES = "CoordAtt copies in YOLO collections"
+LSKA_COPIES = "the LSKA copied beside SPPF_LSKA in YOLO collections"
+SK_COPIES = "External-Attention-pytorch, cv-attention, yoloair"
+BRA_LEGACY = "rayleizhu/BiFormer ops/bra_legacy.py, cv-attention"
+QK_SCALE = fixed("qk_scale", (None,), "another softmax temperature than 1/sqrt(C), which attn_yolo does not provide",
+                 lambda v: v is None or is_number(v))
+AUTO_PAD = fixed("auto_pad", (False, True), "", is_bool)  # any map size here: padded to whole regions, pads masked
+
 SIGNATURES: dict[str, list[Signature]] = {
     "SE": [
         # z1069614715/objectdetection_script cv-attention/SE.py, iscyy/yoloair models/Models/Attention/SEAttention.py:
@@ -124,6 +137,8 @@ SIGNATURES: dict[str, list[Signature]] = {
         Signature("CoordAtt(inp, oup, reduction=32)", "houqb/CoordAttention", (ch("oup"), hp("reduction", "r", 32))),
         # cv-attention/CoordAttention.py: the same without oup
         Signature("CoordAtt(inp, reduction=32)", "cv-attention", (hp("reduction", "r", 32),)),
+        # copies in YOLO collections with the authors' signature, reduction=8 and a hidden floor other than 8
+        # (mip = max(32, inp // reduction); 16 and 64 occur too) read as the authors' do; their defaults: DEFAULTS
     ],
     "EMA": [
         # YOLOonMe/EMA-attention-module EMA_attention_module (the authors): c2 accepted, unused
@@ -182,6 +197,65 @@ SIGNATURES: dict[str, list[Signature]] = {
         Signature("NAMAttention(channels, out_channels=None, no_spatial=True)", "yoloair",
                   (ch("out_channels", none_ok=True), unused("no_spatial", True, is_bool))),
     ],
+    "LSKA": [
+        # StevenLauHKHK/Large-Separable-Kernel-Attention (the authors) and cv-attention/LSKA.py: k_size=7
+        Signature("LSKA(dim, k_size=7)", "StevenLauHKHK/Large-Separable-Kernel-Attention, cv-attention",
+                  (hp("k_size", "k", 7),)),
+        # the LSKA that YOLO collections copy beside SPPF_LSKA (which builds LSKA(c_ * 4, k_size=11)): k_size=11
+        Signature("LSKA(dim, k_size=11)", LSKA_COPIES, (hp("k_size", "k", 11),)),
+    ],
+    "MLCA": [
+        # wandahangFY/MLCA (the authors) and cv-attention/MLCA.py: our order and defaults
+        Signature("MLCA(in_size, local_size=5, gamma=2, b=1, local_weight=0.5)", "wandahangFY/MLCA, cv-attention", (
+            hp("local_size", "local_size", 5), hp("gamma", "gamma", 2), hp("b", "b", 1),
+            hp("local_weight", "local_weight", 0.5),
+        )),
+    ],
+    "ELA": [
+        # cv-attention/ELA.py: no hyperparameters; a dense 1x1 Conv1d with bias and GroupNorm 16 (DEFAULTS)
+        Signature("ELA(channels)", "cv-attention", ()),
+    ],
+    "CAA": [
+        # NUST-Machine-Intelligence-Laboratory/PKINet (the authors) and cv-attention/CAA.py: our order and defaults
+        Signature("CAA(ch, h_kernel_size=11, v_kernel_size=11)", "PKINet, cv-attention", (
+            hp("h_kernel_size", "h_kernel_size", 11), hp("v_kernel_size", "v_kernel_size", 11),
+        )),
+    ],
+    "SKAttention": [
+        # xmu-xiaoma666/External-Attention-pytorch model/attention/SKAttention.py, cv-attention/SK.py, yoloair
+        # SKAttention.py: dense k x k convs (with bias) of one group, Linear fuse/select layers; the same order as ours
+        Signature("SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32)", SK_COPIES, (
+            hp("kernels", "kernels", [1, 3, 5, 7]), hp("reduction", "r", 16), hp("group", "groups", 1),
+            hp("L", "L", 32),
+        )),
+    ],
+    "BiLevelRoutingAttention": [
+        # rayleizhu/BiFormer ops/bra_nchw.py (the authors' NCHW module): our order
+        Signature("BiLevelRoutingAttention_nchw(dim, num_heads=8, n_win=7, qk_scale=None, topk=4, side_dwconv=3, "
+                  "auto_pad=False, attn_backend='torch')", "rayleizhu/BiFormer ops/bra_nchw.py", (
+                      hp("num_heads", "heads", 8), hp("n_win", "n_win", 7), QK_SCALE, hp("topk", "topk", 4),
+                      hp("side_dwconv", "side_dwconv", 3), AUTO_PAD,
+                      fixed("attn_backend", ("torch",), "another attention kernel: attn_yolo runs SDPA", is_str),
+                  )),
+        # rayleizhu/BiFormer ops/bra_legacy.py (the BiFormer models' module) and cv-attention/Biformer.py (there
+        # auto_pad=True): n_win before num_heads; the key/value downsampling options are used only with a
+        # kv_downsample_mode other than 'identity'
+        Signature("BiLevelRoutingAttention(dim, n_win=7, num_heads=8, qk_dim=None, qk_scale=None, ..., topk=4, "
+                  "..., side_dwconv=3, auto_pad=False)", BRA_LEGACY, (
+                      hp("n_win", "n_win", 7), hp("num_heads", "heads", 8), ch("qk_dim", none_ok=True), QK_SCALE,
+                      unused("kv_per_win", 4, positive_int), unused("kv_downsample_ratio", 4, positive_int),
+                      unused("kv_downsample_kernel", None, lambda v: v is None or positive_int(v)),
+                      fixed("kv_downsample_mode", ("identity",), "key/value downsampling, which attn_yolo does not "
+                            "provide", is_str),
+                      hp("topk", "topk", 4),
+                      fixed("param_attention", ("qkvo",), "attention without its output projection, which attn_yolo "
+                            "does not provide", is_str),
+                      fixed("param_routing", (False,), "learnable routing, which attn_yolo does not provide"),
+                      fixed("diff_routing", (False,), "differentiable routing, which attn_yolo does not provide"),
+                      fixed("soft_routing", (False,), "soft routing, which attn_yolo does not provide"),
+                      hp("side_dwconv", "side_dwconv", 3), AUTO_PAD,
+                  )),
+    ],
     "MHSA": [
         # cv-attention/MHSA.py (BoTNet's MHSA): width/height size a relative position table used only with pos_emb
         Signature("MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "cv-attention (BoTNet's MHSA)", (
@@ -215,15 +289,44 @@ reading that puts a value outside its range loses to one that does not (``attn_y
 still built."""
 
 
+class _NotProvided:
+    """A copy's default that builds a variant attn_yolo does not provide (``DEFAULTS``): said, never offered."""
+
+    def __repr__(self) -> str:
+        return "(not provided)"
+
+
+UNPROVIDED = _NotProvided()
+
+COORD_WHO = (f"CoordAtt(inp, oup, reduction=8) with mip = max(32, inp // reduction) ({COORD_COPIES}) uses "
+             "reduction=8 and a hidden floor of 32")
+SK_WHO = (f"SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32) ({SK_COPIES}) uses "
+          "kernels [1, 3, 5, 7], one group and dense k x k convs")
+BRA_WHO = (f"BiLevelRoutingAttention(dim, n_win=7, num_heads=8, ...) ({BRA_LEGACY}) and its NCHW version use "
+           "num_heads=8 and side_dwconv=3")
+
 DEFAULTS: dict[tuple[str, str], tuple[object, str, str]] = {
     ("ECA", "k"): (3, "eca_layer(channel, k_size=3) (BangguWu/ECANet) and ECAAttention(kernel_size=3) "
                       "(cv-attention) fix k=3", "k"),
     ("EMA", "factor"): (8, "EMA(channels, factor=8) (cv-attention) uses 8 groups", "groups"),
     ("ShuffleAttention", "groups"): (8, "ShuffleAttention(channel=512, reduction=16, G=8) (cv-attention, yoloair) "
                                         "uses 8 groups", "groups"),
+    ("LSKA", "k"): (11, f"LSKA(dim, k_size=11) ({LSKA_COPIES}) uses k_size=11", "k"),
+    ("CoordAtt", "r"): (8, COORD_WHO, "r"),
+    ("CoordAtt", "min_hidden"): (32, COORD_WHO, "hidden"),
+    ("SKAttention", "kernels"): ([1, 3, 5, 7], SK_WHO, "kernels"),
+    ("SKAttention", "groups"): (1, SK_WHO, "groups"),
+    ("SKAttention", "dilated"): (False, SK_WHO, "dilated"),
+    ("ELA", "variant"): (UNPROVIDED, "ELA(channels) (cv-attention) is a dense 1x1 Conv1d with bias and GroupNorm 16",
+                         "variant"),
+    ("BiLevelRoutingAttention", "heads"): (8, BRA_WHO, "heads"),
+    ("BiLevelRoutingAttention", "side_dwconv"): (3, BRA_WHO, "side_dwconv"),
 }
 """``(block, hyperparameter) -> (value, who uses it, attribute)``: where the most-copied code's default differs from the
-paper's. A row that leaves the hyperparameter out gets the paper's value and a log line with the edit for the other.
+paper's. A row that leaves the hyperparameter out gets the paper's value and a log line with the edit for the other;
+entries with the same ``who`` (one copy's defaults) share the line and the edit, and one whose value builds the same
+block ``attribute`` at the row's width (CoordAtt's ``hidden`` at C=1024, BiFormer's 8 heads at C=256) is not said;
+``UNPROVIDED``: the copy builds a variant attn_yolo does not provide (said, with no edit).
 (External-Attention-pytorch's ``CBAMBlock`` defaults to ``kernel_size=49``, which is not a CBAM kernel here (3 or 7),
 so it is not offered.)"""
 

@@ -21,11 +21,13 @@ def files(tmp_path) -> dict[str, Path]:
     (tmp_path / "text.pt").write_text("not a checkpoint\n")
     (tmp_path / "text.onnx").write_text("not an onnx model\n")
     (tmp_path / "a-file").write_text("")
+    (tmp_path / "empty.pt").write_bytes(b"")
     cv2.imwrite(str(tmp_path / "thin.png"), np.full((1, 2000, 3), 127, np.uint8))
     return {"pt": tmp_path / "text.pt", "onnx": tmp_path / "text.onnx", "file": tmp_path / "a-file",
-            "thin": tmp_path / "thin.png"}  # fmt: skip
+            "thin": tmp_path / "thin.png", "empty": tmp_path / "empty.pt"}  # fmt: skip
 
 
+IMGSZ = "an int in 32..4096 (pixels; rounded up to a multiple of the stride, 32)"  # attn_yolo.args.imgsz_problem
 CASES = {
     "export model=nofile.pt": (["export", "model=nofile.pt"], "attn-yolo export: model='nofile.pt': no such file"),
     "export opset=99": (["export", "model=nofile.pt", "opset=99"],
@@ -34,7 +36,8 @@ CASES = {
                                "attn-yolo export: '{onnx}' is not an ONNX model file: DecodeError"),
     "insert pretrained=<text .pt>": (
         ["insert", "base=yolo11n.yaml", "pretrained={pt}", "out={dir}/yolo11n-cbam.yaml"],
-        "attn-yolo insert: pretrained='{pt}' is not a PyTorch checkpoint (a torch.save zip archive)"),
+        "attn-yolo insert: pretrained='{pt}' is not a checkpoint: neither a torch.save zip archive nor torch's "
+        "legacy format (17 bytes, starting b'not a ch'); check that the path names the .pt that training wrote"),
     "heatmap out=<a file>": (["heatmap", "model=nofile.pt", "out={file}"],
                              "attn-yolo heatmap: out='{file}' is an existing file; expected a folder"),
     "heatmap on a 1x2000 image": (
@@ -43,7 +46,23 @@ CASES = {
     "ablat": (["ablat"], "attn-yolo: unknown command 'ablat'. Did you mean 'attn-yolo ablate'?"),
     "foo": (["foo"], "attn-yolo: unknown command 'foo'. Tools: modules, insert, ablate, export, heatmap, bench"),
     "export imgsz=100000": (["export", "model=nofile.pt", "imgsz=100000"],
-                            "attn-yolo export: imgsz=100000 is invalid; allowed: an int in 1..4096"),
+                            f"attn-yolo export: imgsz=100000 is invalid; allowed: {IMGSZ}, or h,w"),
+    "export imgsz=16": (["export", "model=nofile.pt", "imgsz=16"], f"attn-yolo export: imgsz=16 is invalid; "
+                        f"allowed: {IMGSZ}"),  # the range every tool checks (was 1..4096 here, >= 32 in heatmap)
+    "heatmap imgsz=5000": (["heatmap", "model=nofile.pt", "imgsz=5000"],
+                           f"attn-yolo heatmap: imgsz=5000 is invalid; allowed: {IMGSZ} (the long side)"),
+    "train imgsz=-64 batch=-5": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "imgsz=-64", "batch=-5",
+                                  "epochs=1", "project={dir}"], f"attn-yolo train: imgsz=-64 is invalid; allowed: "
+                                 f"{IMGSZ}, or h,w of two such ints"),
+    "train batch=-5": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "batch=-5", "epochs=1", "project={dir}"],
+                       "attn-yolo train: batch=-5 is invalid; allowed: a positive int, -1 (auto batch at 60% of GPU "
+                       "memory) or a float in (0, 1)"),
+    "val imgsz=100000": (["val", "model=yolo11n.yaml", "imgsz=100000", "project={dir}"],
+                         f"attn-yolo val: imgsz=100000 is invalid; allowed: {IMGSZ}"),
+    "bench imgsz=8192": (["bench", "imgsz=8192"], f"attn-yolo bench: imgsz=8192 is invalid; allowed: {IMGSZ}"),
+    "val model=<empty .pt>": (["val", "model={empty}"], "model='{empty}' is empty (0 bytes), not a checkpoint"),
+    "val model=<text .pt>": (["val", "model={pt}"], "model='{pt}' is not a checkpoint: neither a torch.save zip "
+                             "archive nor torch's legacy format"),
 }  # fmt: skip
 
 
@@ -56,6 +75,7 @@ def test_bad_input_exits_2_with_one_line(case, files, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == f"error: {err.removeprefix('error: ')}" and "\n" not in err, err  # one line, no traceback
     assert message.format(**fill) in err
+    assert "trust=True" not in err or "refused to load" in err  # a file that is no checkpoint: no trust hint
     assert {p.name for p in tmp_path.iterdir()} == before  # refused before writing anything
 
 
@@ -108,3 +128,26 @@ def test_an_impossible_out_is_one_line(tool, out, files, tmp_path, capsys):
     key = next(k for k in UNWRITABLE if k.format(file=files["file"]) == out)
     assert UNWRITABLE[key].format(file=files["file"]) in err
     assert not Path(out).exists()
+
+
+def test_ablate_config_with_a_huge_imgsz_and_an_after_detect_variant_lists_both(tmp_path, capsys):
+    """``train.imgsz: 100000`` (the tools' one range) and a variant whose YAML has attention after Detect (said as the
+    build says it, not as a guessed task 'None'): exit 2, both problems named by key, nothing written."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    d = yaml_model_load("yolo11n.yaml")
+    d["head"].append([-1, 1, "CBAM", []])
+    d.pop("yaml_file", None)
+    (tmp_path / "after.yaml").write_text(yaml.safe_dump(d))
+    cfg = tmp_path / "ablation.yaml"
+    cfg.write_text(yaml.safe_dump({"variants": [{"name": "base", "model": "yolo11n.yaml"},
+                                                {"name": "after", "model": str(tmp_path / "after.yaml")}],
+                                   "train": {"epochs": 1, "imgsz": 100000}, "out": str(tmp_path / "out")}))
+    capsys.readouterr()
+    assert cli.main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert ("train.imgsz: 100000; expected an int in 32..4096 (pixels; rounded up to a multiple of the stride, 32) "
+            "(square training size)") in err
+    assert ("variants[1] (after).model: model YAML row 24: CBAM after Detect (row 23); attention must come before "
+            "the head's Detect") in err and "is a None model" not in err
+    assert {p.name for p in tmp_path.iterdir()} == {"after.yaml", "ablation.yaml"}

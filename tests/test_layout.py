@@ -20,9 +20,9 @@ MAX_LINES = 450  # one job per module: a module past this size does several
 LAYERS = {
     "nn": 0,
     "ultralytics_api": 0.5,  # the seam to Ultralytics' internals: imports nothing else of attn_yolo
-    "conventions": 1, "signatures": 1, "csp": 1,
+    "conventions": 1, "row_readings": 1, "signatures": 1, "csp": 1,
     "registry": 2,
-    "args": 3, "checkpoint": 3, "images": 3, "synthetic": 3, "sdpa": 3,
+    "args": 3, "checkpoint": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3,
     "insertion": 4, "export": 4, "heatmap": 4, "health": 4,
     "ablate": 5, "bench": 5,
     "explain": 5.5,

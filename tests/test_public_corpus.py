@@ -17,13 +17,32 @@ from ultralytics.nn.tasks import yaml_model_load
 
 import attn_yolo
 from attn_yolo import AttnBuildError, UnknownModuleError
-from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
+from attn_yolo.nn import (
+    CAA,
+    CBAM,
+    ECA,
+    ELA,
+    EMA,
+    GAM,
+    LSKA,
+    MHSA,
+    MLCA,
+    NAM,
+    SAM,
+    SE,
+    CoordAtt,
+    ShuffleAttention,
+    SimAM,
+    TripletAttention,
+)
+from attn_yolo.nn.biformer import BiLevelRoutingAttention
 from attn_yolo.nn.eca import eca_kernel_size
+from attn_yolo.nn.sk import SKAttention
 from attn_yolo.nn.triplet import ZPoolGate
-from attn_yolo.signatures import DEFAULTS, SIGNATURES
+from attn_yolo.signatures import DEFAULTS, SIGNATURES, UNPROVIDED
 
 BLOCKS = {c.__name__: c for c in (SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention,
-                                   TripletAttention, NAM)}
+                                   TripletAttention, NAM, LSKA, MLCA, ELA, CAA, SKAttention, BiLevelRoutingAttention)}
 P5 = {"yolov8": 9, "yolo11": 10, "yolo26": 10}  # SPPF (yolov8) / C2PSA: 1024 channels as written
 HEAD_P3 = {"yolov8": 15, "yolo11": 16}  # the head's P3 C2f / C3k2: 256 as written
 
@@ -110,6 +129,20 @@ SIGNATURE_ROWS = [
     ("NAM", "Channel_Att(channels, t=16)", "NAM", ["C", 16], {}, True),  # verbatim: Channel_Att(C, 16)
     ("NAM", "NAMAttention(channels, out_channels=None, no_spatial=True)", "NAMAttention", ["C", None, True], {}, True),
     ("MHSA", "MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "MHSA", [14, 14, 8], {"heads": 8}, True),
+    ("MLCA", "MLCA(in_size, local_size=5, gamma=2, b=1, local_weight=0.5)", "MLCA", ["C", 3, 2, 1, 0.25],
+     {"local_size": 3, "local_weight": 0.25}, False),  # our order: read as ours
+    ("ELA", "ELA(channels)", "ELA", ["C"], {}, False),  # no hyperparameters: our defaults (and a note on its variant)
+    ("CAA", "CAA(ch, h_kernel_size=11, v_kernel_size=11)", "CAA", ["C", 7, 7],
+     {"h_kernel_size": 7, "v_kernel_size": 7}, False),
+    ("LSKA", "LSKA(dim, k_size=7)", "LSKA", ["C", 23], {"k": 23}, False),  # our order: read as ours
+    ("LSKA", "LSKA(dim, k_size=11)", "LargeSeparableKernelAttention", ["C", 11], {"k": 11}, False),
+    ("SKAttention", "SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32)", "SKAttention",
+     ["C", [1, 3, 5, 7], 8, 1, 16], {"kernels": [1, 3, 5, 7], "r": 8, "groups": 1, "L": 16}, False),
+    ("BiLevelRoutingAttention", "BiLevelRoutingAttention_nchw(dim, num_heads=8, n_win=7, qk_scale=None, topk=4, "
+     "side_dwconv=3, auto_pad=False, attn_backend='torch')", "BiLevelRoutingAttention_nchw", [4, 5, None, 2, 3],
+     {"heads": 4, "n_win": 5, "topk": 2, "side_dwconv": 3}, True),
+    ("BiLevelRoutingAttention", "BiLevelRoutingAttention(dim, n_win=7, num_heads=8, qk_dim=None, qk_scale=None, ..., "
+     "topk=4, ..., side_dwconv=3, auto_pad=False)", "BiLevelRoutingAttention", [7, 4], {"n_win": 7, "heads": 4}, True),
 ]
 
 
@@ -172,19 +205,47 @@ def test_row_of_unused_args_only_is_refused_with_both_readings(written, args, so
     build("yolo11", "n", 10, written, [])
 
 
+# Our documented value of each DEFAULTS attribute at width c, and what the copy's values build where that is not the
+# value itself (written from the docstrings and the copies' code, independent of the code under test).
+DOCUMENTED = {
+    ("ECA", "k"): eca_kernel_size, ("EMA", "factor"): lambda c: 32, ("ShuffleAttention", "groups"): lambda c: 64,
+    ("LSKA", "k"): lambda c: 7, ("CoordAtt", "r"): lambda c: 32, ("CoordAtt", "min_hidden"): lambda c: max(8, c // 32),
+    ("SKAttention", "kernels"): lambda c: (3, 5), ("SKAttention", "groups"): lambda c: 32,
+    ("SKAttention", "dilated"): lambda c: True, ("BiLevelRoutingAttention", "heads"): lambda c: c // 32,
+    ("BiLevelRoutingAttention", "side_dwconv"): lambda c: 5, ("ELA", "variant"): lambda c: "B",
+}  # fmt: skip
+COPY_BUILDS = {("CoordAtt", "min_hidden"): lambda c: max(32, c // 8),
+               ("SKAttention", "kernels"): lambda c: (1, 3, 5, 7)}
+
+
+def left_out(line: str) -> list[str]:
+    """The hyperparameters a log line says the row left out (``r, min_hidden left out: ...``)."""
+    m = re.search(r"(\w+(?:, \w+)*) left out: the paper's", line)
+    return m.group(1).split(", ") if m else []
+
+
 @pytest.mark.parametrize("block, param", list(DEFAULTS), ids=[f"{b}.{p}" for b, p in DEFAULTS])
 @pytest.mark.parametrize("scale", ["n", "x"])
 def test_default_that_differs_gets_the_papers_value_and_logs_the_edit_for_the_other(block, param, scale, log):
     value, who, attr = DEFAULTS[(block, param)]
     c1 = width("yolo11", scale, 10)
     m = build("yolo11", scale, 10, block, [])
-    paper = {"ECA": eca_kernel_size(c1), "EMA": 32, "ShuffleAttention": 64}[block]  # the papers' values at this C
-    assert getattr(m, attr) == paper != value
-    assert len(log) == 1 and f"{param} left out: the paper's" in log[0] and who in log[0]
-    edit = re.search(r"write (\[.*?\]) for that", log[0]).group(1)
+    ours, theirs = DOCUMENTED[(block, param)](c1), COPY_BUILDS.get((block, param), lambda c: value)(c1)
+    assert getattr(m, attr) == ours
+    mine = [line for line in log if line.startswith("attn-yolo: ")]
+    assert len(mine) <= 1
+    if value is UNPROVIDED:  # the copy is a variant attn_yolo does not build: said, no edit offered
+        assert len(mine) == 1 and param in left_out(mine[0]) and f"{who}, which attn_yolo does not provide" in mine[0]
+        assert "write [" not in mine[0]
+        return
+    if ours == theirs:  # the copy's value builds the same block at this width: nothing to say about it
+        assert not mine or param not in left_out(mine[0])
+        return
+    assert len(mine) == 1 and param in left_out(mine[0]) and who in mine[0]
+    edit = re.search(r"write (\[.*\]) for that", mine[0]).group(1)
     log.clear()
     other = build("yolo11", scale, 10, block, ast.literal_eval(edit))  # the printed edit, as a YAML would hold it
-    assert getattr(other, attr) == value
+    assert getattr(other, attr) == theirs
     assert not [line for line in log if "left out" in line]  # given explicitly: no default to report
 
 

@@ -116,6 +116,51 @@ def test_python_api_refuses_the_crafted_checkpoint(ckpts):
     assert not ckpts["marker"].exists()
 
 
+def test_plain_yolo_runs_the_payload_and_attn_yolo_load_refuses_it(ckpts):
+    """Ultralytics' ``YOLO(path)`` after ``import attn_yolo`` is its full unpickle: the payload runs (what README says).
+    ``attn_yolo.load`` refuses the same file with one error naming the global, and the file is not written."""
+    import os
+
+    if os.environ.get("ULTRALYTICS_SAFE_LOAD", "") in ("", "0", "false", "False"):
+        YOLO(str(ckpts["crafted"]))
+        assert ckpts["marker"].exists()
+        ckpts["marker"].unlink()
+    with pytest.raises(attn_yolo.CheckpointError) as e:
+        attn_yolo.load(ckpts["crafted"])
+    msg = str(e.value)
+    assert msg == (f"path='{ckpts['crafted']}': refused to load: the checkpoint references {OPEN}, outside the "
+                   "weights-only allow-list (torch, Ultralytics and attn-yolo model classes), and unpickling it could "
+                   "run code; only if you trust the file's source, pass trust=True")
+    assert not ckpts["marker"].exists()
+    assert tasks.torch_safe_load is ULTRALYTICS_LOADER
+
+
+def test_attn_yolo_load_returns_the_model_and_trust_opts_out(ckpts):
+    y = attn_yolo.load(ckpts["legit"])
+    assert isinstance(y, YOLO) and type(y.model.model[3]) is attn_yolo.SE
+    with pytest.raises(attn_yolo.CheckpointError, match="references argparse.Namespace"):
+        attn_yolo.load(ckpts["foreign"])
+    assert type(attn_yolo.load(ckpts["foreign"], trust=True).model.model[3]) is attn_yolo.SE
+    assert type(attn_yolo.load(ckpts["yaml"]).model.model[3]) is attn_yolo.SE  # a model YAML, built
+
+
+def test_a_file_that_is_no_checkpoint_says_so_without_the_trust_hint(tmp_path, ckpts):
+    """Empty and garbage files are not checkpoints (trust=True would not help); only torch's legacy format, which
+    cannot be read weights-only, gets the trust hint."""
+    (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "garbage.pt").write_bytes(b"\x00\x01garbage" * 10)
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"model": None}, legacy, _use_new_zipfile_serialization=False)
+    for name, want in [("empty.pt", "is empty (0 bytes), not a checkpoint"),
+                       ("garbage.pt", "is not a checkpoint: neither a torch.save zip archive nor torch's legacy")]:
+        for trust in (False, True):
+            with pytest.raises(attn_yolo.CheckpointError) as e:
+                attn_yolo.load(tmp_path / name, trust=trust)
+            assert want in str(e.value) and "trust=True" not in str(e.value)
+    with pytest.raises(attn_yolo.CheckpointError, match=r"legacy \(pre-1.6\) checkpoint format.*pass trust=True"):
+        attn_yolo.load(legacy)
+
+
 def test_trust_loads_a_foreign_checkpoint(ckpts, tiny_data, tmp_path, capsys):
     """A checkpoint with a harmless class outside the allow-list: refused by default, loaded with trust=True."""
     foreign = ckpts["foreign"]

@@ -327,7 +327,7 @@ def test_every_yolo11_scale_square_and_rectangular(base):
         (["SK", []], {"kernels": (3, 5), "r": 16}),
         (["SKNet", [[1, 3]]], {"kernels": (1, 3)}),
         (["BiLevelRoutingAttention", [8, 7]], {"heads": 8, "n_win": 7}),  # the authors' (dim, num_heads, n_win)
-        (["BiFormer", [1024, 8]], {"heads": 8}),
+        (["BiFormer", [1024, 8, 7]], {"heads": 8}),  # [1024, 8]: also n_win=8 in bra_legacy's order (refused)
         (["BRA", []], {"heads": 8, "topk": 4}),
         (["BiLevelRoutingAttention_nchw", [4, 5, 2]], {"heads": 4, "n_win": 5, "topk": 2}),
     ],

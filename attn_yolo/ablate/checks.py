@@ -14,6 +14,7 @@ from attn_yolo.ablate.config import (
     SYNTHETIC,
     first_line,
 )
+from attn_yolo.args import imgsz_problem
 
 
 def _int_in(lo: int, hi: int | None = None):
@@ -131,8 +132,8 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     if "device" in train and has_devices:
         problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
-    if not isinstance(imgsz, int) or isinstance(imgsz, bool) or imgsz < 32:
-        problems.append(f"train.imgsz: {imgsz!r}; expected an int >= 32 (square training size, pixels)")
+    if why := imgsz_problem(imgsz):
+        problems.append(f"train.imgsz: {imgsz!r}; expected {why} (square training size)")
     pre = train.get("pretrained")
     if isinstance(pre, str):
         path = resolve_input(pre, base)

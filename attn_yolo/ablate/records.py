@@ -14,6 +14,7 @@ import socket
 from pathlib import Path
 
 from attn_yolo.checkpoint import atomic_write
+from attn_yolo.ultralytics_api.flops import versions
 
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
@@ -55,6 +56,10 @@ class RunSpec:
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:
     """The record of ``spec`` before any metrics: status ``failed`` until the run sets ``ok``.
 
+    It names the versions the run's numbers come from, read in the process that runs it (a Ray or worker process may
+    have other ones): ``ultralytics_version``, ``torch_version`` and ``thop_version`` (ultralytics-thop, which counts
+    the GFLOPs; None if not installed), in result.json only (results.csv keeps its columns).
+
     Args:
         spec: the run.
         device: the device it runs on, as recorded.
@@ -64,7 +69,7 @@ def new_record(spec: RunSpec, device: str, model: str | None = None, error: str 
     return {
         "variant": spec.variant, "seed": spec.seed, "status": "failed", "params": spec.params, "gflops": spec.gflops,
         "device": device, "run_dir": spec.run_dir, "model": spec.model if model is None else model, "error": error,
-        "fingerprint": spec.fingerprint, "host": socket.gethostname(),
+        "fingerprint": spec.fingerprint, "host": socket.gethostname(), **versions(),
     }  # fmt: skip
 
 

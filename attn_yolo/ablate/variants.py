@@ -33,6 +33,11 @@ def insert_file_name(base: str, name: str) -> str:
     return f"{Path(base).stem}-{name}.yaml"
 
 
+def one_line(e: BaseException) -> str:
+    """A row error's message on one line (an ``UnknownModuleError``, a ``KeyError``, without its quotes)."""
+    return " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
+
+
 def check_same_scale(start: dict, d: dict) -> None:
     """Raise ``InsertionError`` when model dict ``d`` is built at another scale than ``start`` (the same rows, other
     widths: no weight would fit)."""
@@ -57,7 +62,7 @@ def check_variants(
     from ultralytics.nn.tasks import guess_model_task, yaml_model_load
 
     from attn_yolo.insertion import InsertionError, insert_dict, layer_map
-    from attn_yolo.registry import MODULES
+    from attn_yolo.registry import MODULES, check_yaml_modules
 
     problems, variants, names, baseline = [], [], {}, None
     if not isinstance(raw_variants, list) or not raw_variants:
@@ -119,6 +124,11 @@ def check_variants(
                 d = yaml_model_load(model)
         except Exception as e:  # noqa: BLE001  any failure to read or plan the model is this variant's problem
             problems.append(f"{key}{where}: {'cannot be inserted' if is_insert else 'does not load'}: {first_line(e)}")
+            continue
+        try:  # rows the trainer would refuse (attention after Detect, unknown names, ...): said as the build says them
+            check_yaml_modules(d)
+        except (KeyError, ValueError) as e:
+            problems.append(f"{key}{where}: {one_line(e)}")
             continue
         if (task := guess_model_task(d)) != "detect":
             problems.append(f"{key}{where}: is a {task} model; ablations train detect models")

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-from attn_yolo.args import UsageError, kv_args
+from attn_yolo.args import UsageError, imgsz_problem, kv_args
 from attn_yolo.bench.attention import attention_section
 from attn_yolo.bench.blocks import VARIANTS, blocks_section
 from attn_yolo.bench.common import SMOKE_WARNING, Section, default_mem_limit_gb
@@ -177,6 +177,8 @@ def parse_args(argv: list[str]) -> dict:
         if not isinstance(cfg[k], int) or isinstance(cfg[k], bool) or cfg[k] < (0 if k == "warmup" else 1):
             raise UsageError(f"attn-yolo bench: {k}={cfg[k]!r}: expected a positive int")
     for k in ("imgsz", "train_imgsz"):
+        if why := imgsz_problem(cfg[k]):  # the range every tool takes
+            raise UsageError(f"attn-yolo bench: {k}={cfg[k]!r} is invalid; allowed: {why}")
         if cfg[k] % 32:
             raise UsageError(f"attn-yolo bench: {k}={cfg[k]}: must be a multiple of 32 (the detector's max stride)")
     if not isinstance(cfg["threads"], int) or cfg["threads"] < 0:

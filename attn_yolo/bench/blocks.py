@@ -158,9 +158,10 @@ class BlockClock:
 
 
 def block_sources() -> list[Path]:
-    """The attn_yolo sources that shape an export: ``conventions.py``, ``registry.py``, ``csp.py``, the seam
-    ``ultralytics_api/`` and every file of ``nn/``."""
-    own = [PACKAGE / "conventions.py", PACKAGE / "registry.py", PACKAGE / "csp.py",
+    """The attn_yolo sources that shape an export: ``conventions.py``, ``row_readings.py``, ``signatures.py``,
+    ``registry.py``, ``csp.py``, the seam ``ultralytics_api/`` and every file of ``nn/``."""
+    own = [PACKAGE / "conventions.py", PACKAGE / "row_readings.py", PACKAGE / "signatures.py",
+           PACKAGE / "registry.py", PACKAGE / "csp.py",
            *sorted((PACKAGE / "ultralytics_api").glob("*.py"))]
     return [*own, *sorted((PACKAGE / "nn").glob("*.py"))]
 

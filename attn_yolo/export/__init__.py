@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from attn_yolo.args import UsageError, kv_args
+from attn_yolo.args import UsageError, imgsz_problem, kv_args
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
 from attn_yolo.export.onnx_export import (
@@ -130,20 +130,11 @@ format=engine: TensorRT via Ultralytics, verified against PyTorch on CUDA; refus
 """
 
 
-MAX_IMGSZ = 4096
-"""Largest export side, pixels: the verification runs PyTorch and onnxruntime at this size and larger (dynamic)."""
-
-
 def _imgsz(v) -> int | tuple[int, int]:
-    def ok(i) -> bool:
-        return isinstance(i, int) and not isinstance(i, bool) and 0 < i <= MAX_IMGSZ
-
-    if ok(v):
-        return v
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(ok(i) for i in v):
-        return tuple(v)
-    raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: an int in 1..{MAX_IMGSZ} (640) or h,w "
-                     f"(480,640)")
+    """The export size ``v`` (an int or h,w), checked by the tools' one range (``attn_yolo.args.imgsz_problem``)."""
+    if why := imgsz_problem(v, pair=True):
+        raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: {why}")
+    return tuple(v) if isinstance(v, (list, tuple)) else v
 
 
 def main(argv: list[str]) -> int:

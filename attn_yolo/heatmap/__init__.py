@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_yolo.args import UsageError, kv_args
+from attn_yolo.args import UsageError, imgsz_problem, kv_args
 from attn_yolo.checkpoint import check_writable
 from attn_yolo.heatmap.cam import class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
@@ -106,8 +106,8 @@ def main(argv: list[str]) -> int:
     a = kv_args(argv, DEFAULTS, "heatmap")
     if a["model"] is None:
         raise UsageError("attn-yolo heatmap: model= is required, e.g. model=runs/detect/train/weights/best.pt")
-    if not isinstance(a["imgsz"], int) or isinstance(a["imgsz"], bool) or a["imgsz"] < 32:
-        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r}: expected an int >= 32 (pixels, long side)")
+    if why := imgsz_problem(a["imgsz"]):
+        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r} is invalid; allowed: {why} (the long side)")
     for key in ("conf", "iou"):
         if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
             raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")

@@ -74,6 +74,9 @@ class BiLevelRoutingAttention(nn.Module):
     - Under fp16 autocast the token attention runs in float32 (fp16 scores overflow at large activations); bf16
       keeps its dtype.
 
+    Ultralytics' ``get_flops`` overstates this block's GFLOPs (about twofold at 640): it extrapolates from 1-row
+    proxy images, on which every region is one token; ``attn_yolo.ultralytics_api.flops.full_size_gflops`` is exact.
+
     A dynamic ONNX export keeps the grid symbolic in ``H, W``, but ``k`` is fixed at export: it needs at least
     ``topk`` regions at every size it runs (any map of 2×2 or more with the defaults).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_r, in_place_ok, resolve
+from attn_yolo.nn.common import C1, check, check_init_values, check_r, in_place_ok, is_int, resolve
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -19,31 +19,40 @@ class CoordAtt(nn.Module):
     ``g^w = σ(F_w(f^w))``, and ``y_c(i, j) = x_c(i, j) · g^h_c(i) · g^w_c(j)``.
 
     Settled by the authors' code (the paper gives only "reduction ratio r" and a non-linearity ``δ``): hidden width
-    ``M = max(8, C // r)``, ``δ`` = h-swish ``x · ReLU6(x + 3) / 6`` (``nn.Hardswish``), convs with bias. The two
+    ``M = max(min_hidden, C // r)`` with ``min_hidden = 8``, ``δ`` = h-swish ``x · ReLU6(x + 3) / 6``
+    (``nn.Hardswish``), convs with bias. The two
     directional pools are means over one axis (``ReduceMean`` in ONNX, any input size), not adaptive pools, and the
     BatchNorm sees both directions together, as in the paper, so training statistics match it too. Without autograd
     (inference; not while tracing an export) ``x · g^w · g^h`` has its second multiply in place.
 
-    YAML: ``[-1, 1, CoordAtt, []]`` or ``[-1, 1, CoordAtt, [r]]``.
+    Copies in the YOLO collections that default to ``CoordAtt(inp, oup, reduction=8)`` with a hidden floor of 32
+    (``mip = max(32, inp // reduction)``) build ``CoordAtt(c1, r=8, min_hidden=32)``
+    (``attn_yolo.signatures.DEFAULTS``: a row that leaves these out gets the authors' values and a log line with that
+    edit).
+
+    YAML: ``[-1, 1, CoordAtt, []]``, ``[-1, 1, CoordAtt, [r]]`` or ``[-1, 1, CoordAtt, [r, min_hidden]]``.
 
     Args:
         c1 (int): input channels ``C``.
         r (int): reduction ratio, ``>= 1``. Default 32 (paper).
+        min_hidden (int): floor of the hidden width ``M``, an int ``>= 1``. Default 8 (the authors' code).
         init_values (float | None): residual gate init, as in ``SE`` (0.0: identity at init; None: the paper's block).
 
     Shapes:
         ``(B, C, H, W) -> (B, C, H, W)``; gates ``self.gate_h`` ``(B, C, H, 1)`` and ``self.gate_w`` ``(B, C, 1, W)``.
 
     Raises:
-        AttnBuildError: ``r`` not a positive int, or ``c1`` invalid.
+        AttnBuildError: ``r`` or ``min_hidden`` not a positive int, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, r: int = 32, init_values: float | None = None):
+    def __init__(self, c1: int = C1, r: int = 32, min_hidden: int = 8, init_values: float | None = None):
         super().__init__()
-        c1, where, (r, init_values) = resolve(c1, "CoordAtt", r, init_values)
-        check_r(r, where, paper=32)  # hidden = max(8, C // r): any r >= 1 fits
+        c1, where, (r, min_hidden, init_values) = resolve(c1, "CoordAtt", r, min_hidden, init_values)
+        check_r(r, where, paper=32)  # hidden = max(min_hidden, C // r): any r >= 1 fits
+        ok = is_int(min_hidden) and min_hidden >= 1
+        check(ok, where, "min_hidden", min_hidden, "an int >= 1 (floor of the hidden width; authors' code: 8)")
         check_init_values(init_values, where)
-        self.c1, self.r, self.hidden = c1, r, max(8, c1 // r)
+        self.c1, self.r, self.min_hidden, self.hidden = c1, r, min_hidden, max(min_hidden, c1 // r)
         self.conv1 = nn.Conv2d(c1, self.hidden, 1)
         self.bn = nn.BatchNorm2d(self.hidden)
         self.act = nn.Hardswish()
