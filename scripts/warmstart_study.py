@@ -8,7 +8,7 @@ the mean Δ mAP50-95 against the baseline, the SD of Δ over seeds, the detectab
 hierarchical variances), the half-width of the 95 % anytime-valid interval that would decide the arm alone, whether
 the arm passes the treatment check there, and the mean time per run.
 
-    python scripts/warmstart_study.py                    # out=runs/study/warmstart, seeds 0..7 (~35 min, 2 cores)
+    python scripts/warmstart_study.py                    # out=runs/study/warmstart, seeds 0..7 (about 40 min on 2 cores)
     python scripts/warmstart_study.py out=/tmp/w seeds=5
 
 A rerun with the same out reuses the finished runs (the ablation runner's resume).
@@ -57,8 +57,8 @@ def table(ab, rows: list[dict]) -> list[str]:
     from attn_yolo.health.report import arm_health
 
     boot = analyze(ab, rows)
-    head = ("choice (new_blocks)", "mean |γ|", "raw knock-out", "T = knock-out Δ", "Δ mAP50-95", "SD of Δ",
-            "detectable |Δ|", f"±resolution, {AT} seeds", f"check, {AT} seeds", "±resolution, all", "check, all",
+    head = ("choice (new_blocks)", "mean \\|γ\\|", "raw knock-out", "T = knock-out Δ", "Δ mAP50-95", "SD of Δ",
+            "detectable \\|Δ\\|", f"±resolution, {AT} seeds", f"check, {AT} seeds", "±resolution, all", "check, all",
             "s / run")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, nb in CHOICES:

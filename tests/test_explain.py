@@ -375,14 +375,15 @@ def test_explain_of_many_seeds_and_images_is_quick(ablation, tmp_path):
     rows = dict(runs.rows)
     runs.records = {k: big[k] for k in maps}
     runs.rows = {(v, s): rows[(v, s % 2)] for v, s in maps}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fig = changed_figure(runs, "cbam", up + down)
     from attn_yolo.ablate.plots import save_figure
 
     save_figure(fig, tmp_path / "changed.png")
-    took = time.perf_counter() - t0
-    assert took < 10, f"the figure took {took:.1f} s"
-    print(f"figure of 5 seeds x 200 images: {took:.1f} s")
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
+    # CPU time of this process: what the figure costs whatever else the machine runs (the test suite's other worker)
+    assert cpu < 10, f"the figure took {cpu:.1f} s of CPU ({took:.1f} s wall)"
+    print(f"figure of 5 seeds x 200 images: {took:.1f} s wall, {cpu:.1f} s CPU")
 
 
 def tile(rec: perimage.Record, times: int) -> perimage.Record:

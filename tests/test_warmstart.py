@@ -18,6 +18,7 @@ from attn_yolo.ablate import design, readings
 from attn_yolo.ablate.records import RunSpec
 from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
+from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.cli import main as cli_main
 
 
@@ -52,9 +53,10 @@ def capturing_trainer(seen: dict, batches: int = 2):
 
 @pytest.fixture(scope="module")
 def warm(tiny_data, tmp_path_factory):
-    """A tiny ablation with a recipe start (trained here for real, 1 epoch) and a placebo arm, validated."""
+    """A tiny ablation with a recipe start (trained here for real, 1 epoch) and a placebo arm, validated; the new
+    blocks at γ = 0 (identity at step 0; the default starts them at 0.3)."""
     folder = tmp_path_factory.mktemp("warm")
-    cfg = write_config(folder, tiny_data, start={"epochs": 1}, placebo=True, seeds=[0, 1],
+    cfg = write_config(folder, tiny_data, start={"epochs": 1}, placebo=True, seeds=[0, 1], new_blocks={"gamma": 0.0},
                        train={"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu",
                               "hsv_h": 0.1, "hsv_s": 0.7, "hsv_v": 0.4, "fliplr": 0.5, "translate": 0.2,
                               "scale": 0.5, "mosaic": 1.0})  # augmentation on: it must repeat per seed
@@ -263,8 +265,8 @@ def test_decision_matches_the_sequential_rule():
     """The runner's decision is sequential.decide_all on the paired Δ of every arm, in seed order."""
     from attn_yolo.ablate.sequential import SeedRule, decide_all
 
-    ab = dataclasses.make_dataclass("A", ["baseline", "seeds", "variants", "seed_rule"])(
-        "b", [0, 1, 2, 3], [dataclasses.make_dataclass("V", ["name"])(n) for n in ("b", "x")], SeedRule(3, 4))
+    ab = dataclasses.make_dataclass("A", ["baseline", "seeds", "variants", "seed_rule", "placebos"])(
+        "b", [0, 1, 2, 3], [dataclasses.make_dataclass("V", ["name"])(n) for n in ("b", "x")], SeedRule(3, 4), {})
     rows = [{"variant": v, "seed": s, "status": "ok", "map50_95": 0.3 + (0.02 + 0.001 * s if v == "x" else 0)}
             for v in ("b", "x") for s in range(3)]
     dec = readings.decision(ab, rows)
@@ -374,3 +376,19 @@ def test_placebo_matches_each_blocks_parameters_and_starts_as_the_identity():
     simam = insert_dict("yolo11n.yaml", "SimAM", at="backbone")
     with pytest.raises(ValueError, match="no parameters"):
         design.placebo_spec("simam", simam, base, "yolo11n.yaml", 4)
+
+
+def test_the_default_gamma_starts_the_blocks_off_the_identity(warm):
+    """With the default new_blocks (γ = 0.3, the study's pick) a + CBAM arm's inserted gates start at 0.3, not at the
+    identity; with gamma 0.0 (the fixture) every arm starts as the start's copy (the test above)."""
+    ab = warm
+    spec = next(s for s in ablate.runner.plan(ab, ab.data) if s.variant == "cbam" and s.seed == 0)
+    spec = dataclasses.replace(spec, gamma=0.3)
+    run_dir = Path(spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model = str(run_dir / spec.model)
+    Path(model).write_text(yaml.safe_dump(spec.model_dict, sort_keys=False))
+    yolo = build_arm(spec, model, dict(spec.train))
+    gammas = [yolo.model.get_submodule(p).scale.gamma.detach() for p in spec.new_blocks]
+    assert all(torch.all(g == 0.3) for g in gammas) and len(gammas) == 3
+    assert NewBlocks().gamma == 0.3 and NewBlocks().lr_mult == 1.0

@@ -17,9 +17,10 @@ DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
 # `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config.py, so it also works
 # outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
-# by reruns); then every arm, the baseline (the start itself) and + CBAM (inserted at the identity, every weight
-# carried by layer), is fine-tuned from it for 1 epoch on half the training images, paired seed by paired seed, until
-# the stopping rule decides (3 to 5 seeds). Budget: about 10 minutes on 2 CPU cores.
+# by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its residual
+# gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half the
+# training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the treatment check
+# then says whether CBAM mattered to its model enough for a verdict. Budget: under 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
   - {name: baseline, model: yolo11n.yaml}
@@ -30,7 +31,8 @@ start:  # the shared start: trained with `train` below, these keys replacing its
   lr0: 0.003
   warmup_epochs: 0.3
   val: false
-seeds: {min: 3, max: 5}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+seeds: {min: 3, max: 6}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+new_blocks: {lr_mult: 1.0, gamma: 0.3}  # the inserted CBAM's residual gates start at 0.3 (BENCHMARKS.md: the study)
 devices: [cpu, cpu]  # two worker processes, one run each at a time: Ultralytics trains on one CPU thread, so the two
                      # arms of a seed use both cores. On a GPU: devices=0 (or [0, 1]).
 train:  # Ultralytics train arguments of every arm: fine-tuning from the start

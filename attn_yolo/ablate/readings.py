@@ -271,7 +271,7 @@ def treatment_lines(ab: Ablation, rows: list[dict], boot: dict | None, dec: dict
     shown = 0
     for arm in arms(ab):
         r = reading(ab, rows, boot, arm, dec)
-        if not r["n"]:
+        if not r["n"] or arm in (boot or {}).get("nothing", ()):  # no comparison: nothing to check
             continue
         t = treated(ab, rows, arm, r)
         if t["status"] == "not applicable":

@@ -158,9 +158,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                      f"{boot['n_images']} validation images, the same resamples for every run")
     lines = [f"# Ablation `{ab.name}`", "", *readings.treatment_lines(ab, rows, boot, dec),
              f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
-             f"Verdicts hold jointly: {readings.joint_words(ab)}. An arm whose blocks failed the treatment check is "
-             "**not tested**, whatever its interval.", "",
-             (f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
+             (f"Verdicts hold jointly: {readings.joint_words(ab)}; an arm whose blocks failed the treatment check is "
+              "**not tested**, whatever its interval. "
+              f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
               f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else "
@@ -224,8 +224,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         need = seeds_needed(h["seed_var"], h["test_var"], TARGET_DELTA)
         need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
                 "adding seeds, the validation set's own noise is too large: use more validation images")
+        deciding = (f"; the interval that decides (anytime-valid) resolves ±{(seq['hi'] - seq['lo']) / 2:.4f}"
+                    if seq is not None and math.isfinite(seq["hi"] - seq["lo"]) else "")
         power.append(f"- `{v}`: with {h['n']} seeds and {boot['n_images']} images this design detects |Δ| >= "
-                     f"{_fmt(mde, 4)} with {int(POWER * 100)}% power; {need} (SD of Δ over seeds "
+                     f"{_fmt(mde, 4)} with {int(POWER * 100)}% power (fixed n){deciding}; {need} (SD of Δ over seeds "
                      f"{math.sqrt(h['seed_var']):.4f}, of the validation set's common part "
                      f"{math.sqrt(h['test_var']):.4f})")
     lines += readings.stopping(ab, dec) + readings.yardstick(ab, rows, stats, boot, dec)

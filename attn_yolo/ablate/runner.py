@@ -147,6 +147,8 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
              f"{len(ab.seeds)} seed(s) = {n} run(s)")
     todo = f"at most {n_todo} to run" if rule else f"{n_todo} to run"
     start = ab.start.describe() if ab.start else "from scratch (no `start`: each arm from its own initialisation)"
+    if ab.start and ab.new_blocks:
+        start += f"; {ab.new_blocks.describe()}"
     return [f"attn-yolo ablate: {ab.name}: {len(ab.variants)} variant(s) x {seeds}, {todo}; {how}",
             f"attn-yolo ablate: design: {start}", f"attn-yolo ablate: out={ab.out}{where}"]
 

@@ -71,5 +71,9 @@ def summary_line(ab: Ablation) -> str:
         got = f"; its mAP50-95 {row['map50_95']:.4f}" if row and row.get("map50_95") is not None else ""
         who = f"arm `{s.arm}`" if s.arm else "every arm"
         parts.append(f"{who}: {s.describe()}{got} (fingerprint {s.fingerprint})")
-    return ("- design: **warm start**, the blocks inserted at the identity with every weight carried by layer; "
-            + "; ".join(parts))
+    nb = ab.new_blocks
+    how = (f"the blocks inserted with every weight carried by layer ({nb.describe()})" if nb is not None else
+           "the blocks inserted at the identity with every weight carried by layer")
+    own = [f"`{v.name}`: {v.block_training.describe()}" for v in ab.variants if v.block_training is not None]
+    how += f"; arms' own: {', '.join(own)}" if own else ""
+    return f"- design: **warm start**, {how}; " + "; ".join(parts)
