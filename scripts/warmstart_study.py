@@ -8,7 +8,7 @@ the mean Δ mAP50-95 against the baseline, the SD of Δ over seeds, the detectab
 hierarchical variances), the half-width of the 95 % anytime-valid interval that would decide the arm alone, whether
 the arm passes the treatment check there, and the mean time per run.
 
-    python scripts/warmstart_study.py                    # out=runs/study/warmstart, seeds 0..7 (about 40 min on 2 cores)
+    python scripts/warmstart_study.py            # out=runs/study/warmstart, seeds 0..7 (about 40 min on 2 cores)
     python scripts/warmstart_study.py out=/tmp/w seeds=5
 
 A rerun with the same out reuses the finished runs (the ablation runner's resume).

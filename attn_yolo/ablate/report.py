@@ -192,10 +192,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         seq = dec["variants"].get(v) if dec is not None else None
         t = readings.treated(ab, rows, v, readings.reading(ab, rows, boot, v, dec))
         untested = readings.not_tested(t) if t["status"] == "failed" else None
-        if untested:
-            words_of[v] = untested
         if c is None and seq is not None:
             words = untested or verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan)
+            words_of[v] = "not tested" if untested else words
             lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, {joint}anytime-valid {conf}% CI "
                          f"{_ci(seq['lo'], seq['hi'], 4)}, n = {d['n']} paired seeds; no image-level interval: "
                          f"{boot['why'].get(v, 'no per-image records')}){cost}")
@@ -203,20 +202,23 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         if c is None:
             words = untested or verdict_words(d["verdict"], d["lo"], d["hi"],
                                              detectable_from_t(d["lo"], d["hi"], d["n"]))
+            words_of[v] = "not tested" if untested else words
             lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, seeds-only {conf}% CI "
                          f"{_ci(d['lo'], d['hi'], 4)}, p = {_fmt(d['p'], 3)}, n = {d['n']} paired seeds; no "
                          f"image-level interval: {boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         h = c["hier"]
         mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
+        words = untested or (verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan) if seq is not None else
+                             verdict_words(c["verdict"], h["lo"], h["hi"], mde))
+        words_of[v] = "not tested" if untested else words
         lines.append(
-            (f"- **{v}**: **{untested or verdict_words(seq['verdict'], seq['lo'], seq['hi'], math.nan)}** "
+            (f"- **{v}**: **{words}** "
              f"(Δ {_fmt(h['mean'], 4, True)}; {joint}anytime-valid {conf}% CI "
              f"{_ci(seq['lo'], seq['hi'], 4)}; fixed-n hierarchical {_ci(h['lo'], h['hi'], 4)}, p = "
              f"{_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; images only {_ci(*c['image'], 4)}; "
              f"n = {h['n']} paired seeds){cost}") if seq is not None else
-            f"- **{v}**: **{untested or verdict_words(c['verdict'], h['lo'], h['hi'], mde)}** "
-            f"(Δ {_fmt(h['mean'], 4, True)}; "
+            f"- **{v}**: **{words}** (Δ {_fmt(h['mean'], 4, True)}; "
             f"hierarchical {conf}% CI "
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
@@ -306,9 +308,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     ]
     for v, why in boot["why"].items():
         lines.append(f"- `{v}`: seeds-only t-interval only: {why}.")
-    verdicts = {v: "learned nothing" if v in boot["nothing"] else "not tested" if v in words_of else
+    verdicts = {v: "learned nothing" if v in boot["nothing"] else words_of.get(v) or
                 (cmp_.get(v, {}).get(PRIMARY) or stats["diffs"][v][PRIMARY]).get("verdict", "n/a")
-                for v in names if v != ab.baseline}
+                for v in names if v != ab.baseline}  # the headline's words
     lines += health_section(names, rows, {**verdicts, ab.baseline: "baseline"})
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
