@@ -219,10 +219,11 @@ def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path,
 
 @pytest.mark.slow
 def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passes(tmp_path):
-    """Real training on the embedded data (a 2-epoch start that detects, then 1-epoch arms, 3 fixed seeds): a CBAM
-    whose γ stays at 0 (lr_mult 1e-6) gets "not tested", never a "no difference" verdict; a CBAM at γ = 1 from random
-    weights passes the check. Its knock-out figure equals an independent one: the blocks replaced by the identity
-    with forward hooks on the arm's best.pt, scored by Ultralytics' own DetectionValidator."""
+    """Real training on the embedded data (a 2-epoch start that detects, then 1-epoch arms, 3 fixed seeds), one
+    criterion for both arms (threshold 0.5: 3 seeds resolve little): a CBAM whose γ stays at 0 (gamma 0, lr_mult
+    1e-6) gets "not tested", never a "no difference" verdict; a CBAM trained from γ = 0.3 (the default) passes the
+    check. Its knock-out figure equals an independent one: the blocks replaced by the identity with forward hooks on
+    the arm's best.pt, scored by Ultralytics' own DetectionValidator."""
     from ultralytics.models.yolo.detect import DetectionValidator
 
     from attn_yolo.ablate.results import collect_records
@@ -232,8 +233,9 @@ def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passe
     cbam = {"base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]}
     raw = {"data": str(default_data_yaml()),
            "variants": [{"name": "baseline", "model": "yolo11n.yaml"},
-                        {"name": "frozen", **cbam, "new_blocks": {"lr_mult": 1e-6}},
-                        {"name": "matters", **cbam, "new_blocks": {"gamma": 1.0, "lr_mult": 1}}],
+                        {"name": "frozen", **cbam, "new_blocks": {"lr_mult": 1e-6, "gamma": 0.0}},
+                        {"name": "matters", **cbam, "new_blocks": {"gamma": 0.3, "lr_mult": 1}}],
+           "treatment": {"threshold": 0.5},
            "start": {"epochs": 2, "fraction": 0.5, "lr0": 0.003, "warmup_epochs": 0.3, "val": False},
            "seeds": [0, 1, 2], "devices": ["cpu", "cpu"], "health": True,
            "train": {"epochs": 1, "fraction": 0.2, "imgsz": 96, "batch": 8, "nbs": 8, "optimizer": "AdamW",

@@ -28,7 +28,7 @@ the working directory, like Ultralytics' ``project``::
     ray_address: auto               # backend ray: auto, ray://host:port; absent: a local Ray instance for this run
     resources: {num_cpus: 4, num_gpus: 1}   # backend ray: per run
     bootstrap: {resamples: 2000, seed: 0}   # image resamples of the per-image bootstrap (seeded: reruns agree)
-    new_blocks: {lr_mult: 20, gamma: 0.0}   # the inserted blocks' learning rate (× lr0) and γ at step 0; per arm too
+    new_blocks: {lr_mult: 1.0, gamma: 0.3}  # the inserted blocks' learning rate (× lr0) and γ at step 0; per arm too
     treatment: {threshold: 1.0}             # knock-out effect needed for a verdict, in half-widths of its interval
 
 Outputs in ``out``: ``runs/<variant>-seed<k>/`` (Ultralytics' run folder, plus ``result.json``: the run's record,

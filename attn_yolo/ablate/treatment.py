@@ -93,7 +93,8 @@ def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
     if raw is None:
         return NewBlocks(), []
     if not isinstance(raw, dict):
-        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 20, gamma: 0.0}}"]
+        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 1.0, gamma: 0.3}} (the "
+                             "defaults)"]
     problems = [f"new_blocks.{k}: unknown key; allowed: {', '.join(NEW_BLOCKS_KEYS)}" for k in raw
                 if k not in NEW_BLOCKS_KEYS]
     got = {}
