@@ -458,7 +458,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
                         DetectionValidator.update_metrics(self, oracle(self, batch, Path(self.save_dir).name), batch))
     cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
     # the oracle scores every model alike, its blocks knocked out or not: the treatment check is moot here
-    monkeypatch.setattr(ablate_train, "knockout_figures", lambda spec, best, train: {"treatment_map50_95": 0.5})
+    monkeypatch.setattr(ablate_train, "knockout_figures", lambda spec, best, train: {"treatment_map50_95": 10.0})
     assert cli_main(["ablate", str(cfg)]) == 0
     o = tmp_path / "out"
     rows = read_csv(o / "results.csv")
@@ -466,7 +466,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
         assert all(0 < float(r[k]) < 1 for k in ("map50_95", "ap_small", "ap_medium", "ap_large")), r
         assert (Path(r["run_dir"]) / perimage.PERIMAGE_NAME).exists()
     text = (o / "summary.md").read_text()
-    assert "Verdicts use the hierarchical 95% interval" in text
+    assert "Verdicts use the hierarchical interval (each at 95%)" in text
     assert "- image bootstrap: 500 resamples (seed 1) of the 8 validation images" in text
     verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
     for part in ("; hierarchical 95% CI [", "; seeds only [", "; images only [", "n = 2 paired seeds"):

@@ -164,6 +164,8 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return ["blocks=SE", "formats=onnx", "write="]
     if tool == "scripts/gpu_check.py":  # exits 2 at once without CUDA (checked below)
         return []
+    if tool == "scripts/joint_verdicts.py":
+        return ["experiments=200"]
     if tool == "scripts/bench_bootstrap.py":
         return ["--variants", "2", "--seeds", "2", "--images", "50", "--resamples", "50"]
     if tool not in TOOLS:  # an Ultralytics mode (train, val): Ultralytics would write under its own runs_dir
@@ -195,7 +197,8 @@ def confident(best: Path, images: list[Path], top: float = 0.6) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [pytest.param(c, marks=pytest.mark.slow) if "coco128-quick.yaml" in c and "path/to" not in c else c
+    [pytest.param(c, marks=pytest.mark.slow) if ("coco128-quick.yaml" in c and "path/to" not in c)
+     or "warmstart_study.py" in c else c  # the study: 8 arms x 8 seeds of the default (about 40 min)
      for c in COMMANDS],
 )
 def test_readme_command(command, workspace, capsys):

@@ -200,7 +200,8 @@ def test_an_arms_own_new_blocks_and_the_fingerprint(tmp_path, tiny_data):
     raw["variants"][0]["new_blocks"] = {"lr_mult": 2}
     with pytest.raises(ablate.ConfigError, match=r"variants\[0\] \(baseline\)\.new_blocks"):
         ablate.validate(raw, tmp_path)
-    assert NewBlocks().describe().endswith("identity at step 0")
+    assert NewBlocks(gamma=0.0).describe().endswith("identity at step 0")
+    assert NewBlocks().describe().endswith("γ = 0.3 at step 0, not the identity")
 
 
 def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path, tiny_data):
@@ -264,3 +265,32 @@ def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passe
     for h in hooks:
         h.remove()
     assert by_hand == pytest.approx(r["knockout_map50_95"], abs=1e-9)
+
+
+def test_an_arms_own_new_blocks_merge_over_the_configs_and_the_reference_is_checked(tmp_path, tiny_data):
+    """An arm's partial new_blocks takes its keys over the config's (not the defaults'); a reference that is the
+    start with blocks inserted has its new_blocks checked and used; on another model it is refused."""
+    cfg = write_config(tmp_path, tiny_data, start={"epochs": 1}, new_blocks={"gamma": 0.0},
+                       reference={"base": "yolo11n.yaml", "module": "SE", "at": "neck", "new_blocks": {"lr_mult": 4}})
+    raw = yaml.safe_load(cfg.read_text())
+    raw["variants"][1]["new_blocks"] = {"lr_mult": 5}
+    ab = ablate.validate(raw, tmp_path)
+    by = {v.name: v for v in ab.variants}
+    assert by["cbam"].block_training == NewBlocks(lr_mult=5.0, gamma=0.0)
+    assert by["reference"].block_training == NewBlocks(lr_mult=4.0, gamma=0.0)
+    bad = {**raw, "reference": {**raw["reference"], "new_blocks": {"lr_mult": 0}}}
+    with pytest.raises(ablate.ConfigError, match=r"reference\.new_blocks\.lr_mult: 0"):
+        ablate.validate(bad, tmp_path)
+    other = {**raw, "reference": {"model": "yolo11s.yaml", "new_blocks": {"gamma": 0.5}}}
+    with pytest.raises(ablate.ConfigError, match=r"reference\.new_blocks: the reference is another model"):
+        ablate.validate(other, tmp_path)
+
+
+def test_changed_new_blocks_are_named_in_the_rerun_stop():
+    from attn_yolo.ablate.rerun import changed_keys
+
+    old = {"new_blocks": {"lr_mult": 1.0, "gamma": 0.0}, "variants": [{"name": "se", "module": "SE", "args": [16]}]}
+    new = {"new_blocks": {"lr_mult": 1.0, "gamma": 0.1},
+           "variants": [{"name": "se", "module": "SE", "args": [16], "new_blocks": {"lr_mult": 5}}]}
+    got = changed_keys(old, new, set())
+    assert got == ["new_blocks.gamma: 0.0 -> 0.1", "variants (se).new_blocks: (unset) -> {lr_mult: 5}"], got

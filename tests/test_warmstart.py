@@ -208,7 +208,7 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
         assert arms == {(v, s) for v in EFFECT if v != "reference" for s in range(4)}  # settled when first bounded
         text = (ab.out / "summary.md").read_text()
         assert "- seeds chosen by the data: stopped after 4 paired seeds: every arm settled" in text
-        assert "the 4 comparisons' verdicts hold jointly at 95 % (Bonferroni: each interval at 98.8 %)" in text
+        assert "4 comparisons, jointly at 95 % (Bonferroni: each interval at 98.8 %)" in text
         assert "- **cbam**: **passed**: knock-out Δ mAP50-95 0.0200" in text.split("## Verdict")[0]
         g = {v.name: v.gflops for v in ab.variants}
         frac_g = (g["cbam"] - g["baseline"]) / (g["yolo11s"] - g["baseline"])

@@ -59,8 +59,8 @@ def joint_words(ab: Ablation) -> str:
     k = family_size(ab)
     conf = ab.seed_rule.confidence if ab.seed_rule else CONFIDENCE
     if k == 1:
-        return f"one comparison: its interval is at {100 * conf:g} %"
-    return (f"the {k} comparisons' verdicts hold jointly at {100 * conf:g} % (Bonferroni: each interval at "
+        return f"one comparison, its interval at {100 * conf:g} %"
+    return (f"{k} comparisons, jointly at {100 * conf:g} % (Bonferroni: each interval at "
             f"{100 * joint_level(ab):.3g} %): the chance of any false better / worse among them is at most "
             f"{100 * (1 - conf):g} %")
 

@@ -140,6 +140,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
     names = [v.name for v in ab.variants]
     cmp_, conf = boot["compare"], int(CONFIDENCE * 100)
+    each = f"{100 * readings.joint_level(ab):.3g}"  # each interval's level (Bonferroni over the comparisons)
     tr = ", ".join(f"{k}={v}" for k, v in ab.train.items())
     n_ok = sum(r["status"] == "ok" for r in rows)
     setup = [
@@ -158,9 +159,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                      f"{boot['n_images']} validation images, the same resamples for every run")
     lines = [f"# Ablation `{ab.name}`", "", *readings.treatment_lines(ab, rows, boot, dec),
              f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
-             (f"Verdicts hold jointly: {readings.joint_words(ab)}; an arm whose blocks failed the treatment check is "
+             (f"Joint verdicts: {readings.joint_words(ab)}; an arm whose blocks failed the treatment check is "
               "**not tested**, whatever its interval. "
-              f"Verdicts use the hierarchical {conf}% interval, which accounts for training noise (seeds) and for the "
+              f"Verdicts use the hierarchical interval (each at {each}%), which accounts for training noise (seeds) "
+              "and for the "
               "finite validation set (images); the seeds-only and images-only intervals are shown beside it. Where "
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
               f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else "
@@ -219,7 +221,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
              f"{_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; images only {_ci(*c['image'], 4)}; "
              f"n = {h['n']} paired seeds){cost}") if seq is not None else
             f"- **{v}**: **{words}** (Δ {_fmt(h['mean'], 4, True)}; "
-            f"hierarchical {conf}% CI "
+            f"{joint}hierarchical {conf}% CI "
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
         )
@@ -252,7 +254,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"## Difference to `{ab.baseline}` (paired by seed, {conf}% intervals)",
+        f"## Difference to `{ab.baseline}` (paired by seed, intervals each at {each}%)",
         "",
         "| variant | metric | Δ mean | seeds only (t) | images only | hierarchical | p | n | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -274,6 +276,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                 h = c["hier"]
                 cells = [_fmt(h["mean"], dec, True), _ci(c["t"]["lo"], c["t"]["hi"], dec), _ci(*c["image"], dec),
                          _ci(h["lo"], h["hi"], dec), _fmt(h["p"], 3), h["n"], c["verdict"]]  # fmt: skip
+            if words_of.get(v) == "not tested" and key != "latency_ms":  # the blocks did not matter: no verdict
+                cells[-1] = "not tested"
             lines.append(f"| {v} | {label} | " + " | ".join(map(str, cells)) + " |")
     per_seed = [(v, c) for v, c in cmp_.items() if PRIMARY in c]
     if per_seed:
@@ -284,7 +288,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                 lines.append(f"| {v} | {seed} | {_fmt(delta, 4, True)} | {_ci(lo, hi, 4)} |")
     movers = _class_movers(cmp_, boot["names"])
     if movers:
-        lines += ["", (f"## Per-class Δ AP50-95 (hierarchical {conf}% intervals; the {N_MOVERS} classes that moved "
+        lines += ["", (f"## Per-class Δ AP50-95 (hierarchical intervals, each at {each}%; the {N_MOVERS} classes "
+                       "that moved "
                        "most each way)"), "", "| variant | class | Δ mean | hierarchical | variant AP | baseline AP |",
                   "|---|---|---|---|---|---|"]
         lines += movers

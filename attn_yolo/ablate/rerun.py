@@ -106,11 +106,18 @@ def changed_keys(old: dict | None, new: dict, ignored_train: set) -> list[str]:
     for k in sorted(set(old_train) | set(new_train)):
         if k not in ignored_train and old_train.get(k) != new_train.get(k):
             out.append(f"train.{k}: {_short(old_train.get(k, '(unset)'))} -> {_short(new_train.get(k, '(unset)'))}")
+    old_nb, new_nb = old.get("new_blocks") or {}, new.get("new_blocks") or {}
+    for k in sorted(set(old_nb) | set(new_nb)):  # how the arms' new blocks train (attn_yolo.ablate.treatment)
+        if old_nb.get(k) != new_nb.get(k):
+            out.append(f"new_blocks.{k}: {_short(old_nb.get(k, '(unset)'))} -> {_short(new_nb.get(k, '(unset)'))}")
     old_v = {v.get("name"): v for v in old.get("variants") or [] if isinstance(v, dict)}
     for v in new.get("variants") or []:
         if isinstance(v, dict) and v.get("name") in old_v and old_v[v["name"]] != v:
-            out.append(f"variants ({v['name']}): {_short(old_v[v['name']])} -> {_short(v)}")
-    return out or ["(a model YAML's or the dataset YAML's content: the settings fingerprint differs)"]
+            w = old_v[v["name"]]
+            keys = [k for k in sorted(set(w) | set(v)) if w.get(k) != v.get(k)]  # name the keys, not the whole spec
+            out += [f"variants ({v['name']}).{k}: {_short(w.get(k, '(unset)'))} -> {_short(v.get(k, '(unset)'))}"
+                    for k in keys]
+    return out or ["a model YAML's or the dataset YAML's content: the settings fingerprint differs"]
 
 
 def check_changed(out: Path, changed: list[tuple[str, int]], old: dict | None, new: dict, ignored_train: set,

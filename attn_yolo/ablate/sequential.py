@@ -309,7 +309,7 @@ def family_problems(rule, arms: int, placebos: int) -> list[str]:
         return []
     return [f"seeds.max: {rule.max}; the {k} comparisons' joint intervals (each at "
             f"{100 * joint_confidence(rule.confidence, k):.3g} %) are unbounded until {need or 'over 10000'} seeds: "
-            f"set seeds.max >= {need} or compare fewer arms"]
+            f"set seeds.max >= {need}" + (" or compare fewer arms" if k > 1 else "")]
 
 
 def decide_all(diffs: dict[str, Sequence[float]], rule: SeedRule, test_var: dict[str, float] | None = None,

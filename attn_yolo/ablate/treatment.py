@@ -252,4 +252,5 @@ def likely_cause(health: dict) -> str:
                 "(new_blocks: {lr_mult: ...}), a non-zero start (new_blocks: {gamma: ...}) or more steps")
     if math.isfinite(ko) and ko < 1e-3:
         return "the blocks' output barely differs from their input; give them more steps or their own learning rate"
-    return "the model does not rely on the blocks for its detections at this resolution"
+    return ("the model does not rely on the blocks by as much as this design resolves; more seeds (seeds.max) or "
+            "more validation images narrow the interval")

@@ -30,6 +30,28 @@ from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
 
 
+def own_new_blocks(raw: dict, variants: list, baseline: str | None, key: str = "variants",
+                   other_models: set | frozenset = frozenset()) -> list[str]:
+    """Each arm's own ``new_blocks`` (a study of how blocks train), checked and set on its ``Variant``
+    (``block_training``): its keys over the config's ``new_blocks``, then the defaults; problems named by key."""
+    top = raw.get("new_blocks") if isinstance(raw.get("new_blocks"), dict) else {}
+    by_name, problems = {v.name: v for v in variants}, []
+    for i, rv in enumerate(raw.get("variants") or []):
+        if not (isinstance(rv, dict) and "new_blocks" in rv and rv.get("name") in by_name):
+            continue
+        where = f"variants[{i}] ({rv['name']})" if key == "variants" else key
+        own = rv["new_blocks"]
+        nb, q = treatment.check_new_blocks({**top, **own} if isinstance(own, dict) else own)
+        problems += [f"{where}.{x}" for x in q]
+        by_name[rv["name"]].block_training = nb
+        if rv["name"] == baseline:
+            problems.append(f"{where}.new_blocks: the baseline adds no blocks")
+        elif rv["name"] in other_models:
+            problems.append(f"{where}.new_blocks: the reference is another model, not the start with blocks "
+                            "inserted; it has no new blocks")
+    return problems
+
+
 def validate(raw: dict, base: Path, name: str = "ablation", source: str = "config") -> Ablation:
     """Check a whole config before any training, every problem at once; cheap and free of side effects.
 
@@ -118,20 +140,17 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
                                            "start" if start else "train.pretrained")
     problems += p
-    by_name = {v.name: v for v in variants}
-    for i, rv in enumerate(raw.get("variants") or []):  # an arm's own `new_blocks` (a study of how blocks train)
-        if isinstance(rv, dict) and "new_blocks" in rv and rv.get("name") in by_name:
-            own, q = treatment.check_new_blocks(rv["new_blocks"])
-            problems += [f"variants[{i}] ({rv['name']}).{x}" for x in q]
-            by_name[rv["name"]].block_training = own
-            if rv["name"] == baseline:
-                problems.append(f"variants[{i}] ({rv['name']}).new_blocks: the baseline adds no blocks")
+    problems += own_new_blocks(raw, variants, baseline)
     if not p and len(variants) == 1:
         problems.append(f"variants: only the baseline ({baseline!r}); an ablation compares variants with it: add "
                         "one, e.g. {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone}")
     arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
         else ({}, [])
     problems += p
+    if arms.get("reference") and isinstance(raw.get("reference"), dict):  # the reference arm's own new_blocks
+        ref = next(v for v in arms["variants"] if v.name == arms["reference"])
+        problems += own_new_blocks({**raw, "variants": [{**raw["reference"], "name": ref.name}]}, [ref], None,
+                                   "reference", set(arms.get("starts", {})))
     if seed_rule is not None and not problems:
         problems += family_problems(seed_rule, len(variants) - 1 + len(arms.get("variants", [])),
                                            len(arms.get("placebos", {})))
