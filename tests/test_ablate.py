@@ -49,7 +49,8 @@ def test_default_config_is_the_repo_file():
     start = {**cfg["train"], **cfg["start"]}  # the shared start: `train` with the recipe's keys instead
     quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "epochs"}
     assert quick.items() <= start.items(), "the default start's train args drifted from QUICK_TRAIN_ARGS"
-    assert cfg["seeds"] == {"min": 3, "max": 5} and cfg["train"]["epochs"] == 1
+    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 1
+    assert cfg["new_blocks"] == {"lr_mult": 1.0, "gamma": 0.3}
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -468,7 +469,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
     text = (o / "summary.md").read_text()
     assert "Verdicts use the hierarchical interval (each at 95%)" in text
     assert "- image bootstrap: 500 resamples (seed 1) of the 8 validation images" in text
-    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    verdict = next(line for line in text.split("## Verdict")[1].splitlines() if line.startswith("- **cbam**"))
     for part in ("; hierarchical 95% CI [", "; seeds only [", "; images only [", "n = 2 paired seeds"):
         assert part in verdict, verdict
     assert "Power (mAP50-95" in text and "- `cbam`: with 2 seeds and 8 images this design detects |Δ| >= " in text
@@ -503,7 +504,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
     assert cli_main(["ablate", str(cfg)]) == 0
     text = (o / "summary.md").read_text()
     assert "- `cbam`: seeds-only t-interval only: no per-image record in run folder(s) cbam-seed0" in text
-    verdict = next(line for line in text.splitlines() if line.startswith("- **cbam**"))
+    verdict = next(line for line in text.split("## Verdict")[1].splitlines() if line.startswith("- **cbam**"))
     assert "seeds-only 95% CI" in verdict and "hierarchical" not in verdict
     assert not (o / "delta.png").exists()
 
