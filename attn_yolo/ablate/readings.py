@@ -279,8 +279,9 @@ def treatment_lines(ab: Ablation, rows: list[dict], boot: dict | None, dec: dict
         shown += 1
         h = t.get("health", {})
         health = ", ".join(x for x in (
-            f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) else "",
-            f"raw-output knock-out {h['knockout']:.3g}" if math.isfinite(h.get("knockout", math.nan)) else "",
+            f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) and t["status"] != "failed" else "",
+            f"raw-output knock-out {h['knockout']:.3g}" if math.isfinite(h.get("knockout", math.nan))
+            and t["status"] != "failed" else "",  # a failed check's words carry both already (not_tested)
             f"switched off in {round(h['switched_off'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
         ) if x)  # fmt: skip
         health = f"; attention health: {health}" if health else ""

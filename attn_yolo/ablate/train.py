@@ -241,6 +241,14 @@ def arm_trainer(spec: RunSpec) -> type:
     return ArmTrainer
 
 
+def standalone_val_args(spec: RunSpec, best: Path, train: dict, name: str, **extra) -> dict:
+    """Ultralytics validator arguments that validate a run's ``best.pt`` on its data outside the trainer, into
+    ``<run_dir>/<name>``: its imgsz, batch and (first) device, rectangular batches, no plots."""
+    return {"model": str(best), "data": spec.data, "imgsz": spec.imgsz, "batch": train.get("batch", 16), "rect": True,
+            "device": str(train.get("device", "")).split(",")[0], "plots": False, "mode": "val",
+            "project": str(spec.run_dir), "name": name, "exist_ok": True, **extra}
+
+
 def knockout_figures(spec: RunSpec, best: Path, train: dict) -> dict:
     """The treatment check's figures of a run (``attn_yolo.ablate.treatment``): its ``best.pt`` validated as trained
     and with every new block knocked out, with the same standalone validator settings; the knocked-out validation
@@ -250,9 +258,7 @@ def knockout_figures(spec: RunSpec, best: Path, train: dict) -> dict:
         ``{"standalone_map50_95", "knockout_map50_95", "treatment_map50_95": their difference}``.
     """
     model = load_model(best, "weights", suffixes=(".pt",))
-    args = {"model": str(best), "data": spec.data, "imgsz": spec.imgsz, "batch": train.get("batch", 16), "rect": True,
-            "device": str(train.get("device", "")).split(",")[0], "plots": False, "mode": "val", "verbose": False,
-            "project": str(Path(spec.run_dir)), "name": "val-knockout", "exist_ok": True}
+    args = standalone_val_args(spec, best, train, "val-knockout", verbose=False)
     out = {}
     for tag, m in (("standalone", model), ("knockout", knocked_out(model, spec.new_blocks))):
         validator = RecordingValidator(args=args)
@@ -306,11 +312,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
                 raise FileNotFoundError(f"training wrote no {best}")
             box, validator = box_metrics(metrics), yolo.trainer.validator
             if box is None:  # e.g. multi-GPU training validates in its worker: validate best.pt here
-                validator = RecordingValidator(args={
-                    "model": str(best), "data": spec.data, "imgsz": spec.imgsz, "batch": train.get("batch", 16),
-                    "rect": True, "device": str(train.get("device", "")).split(",")[0], "plots": False, "mode": "val",
-                    "project": str(run_dir), "name": "val", "exist_ok": True,
-                })  # fmt: skip
+                validator = RecordingValidator(args=standalone_val_args(spec, best, train, "val"))
                 box = box_metrics(validator(model=str(best)))
             row.update(box)
             try:  # the final validation, image by image (perimage.npz): image-level intervals, size APs
