@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import sys
 from pathlib import Path
 
@@ -34,17 +33,15 @@ TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and retur
 
 def modules_main(argv: list[str]) -> int:
     """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
-    from attn_yolo import ALIASES, MODULES
-    from attn_yolo.conventions import NONE_MEANS, yaml_params
+    from attn_yolo.registry import DECLARATIONS
 
-    width = max(map(len, MODULES)) + 2  # one column for the longest name (ShuffleAttention, TripletAttention)
-    for name, cls in MODULES.items():
-        params = [inspect.signature(cls).parameters[p] for p in yaml_params(cls)]
-        args = ", ".join(f"{p.name}={NONE_MEANS.get((name, p.name), p.default)!s}" for p in params)
-        title = (cls.__doc__ or "").strip().splitlines()[0]
-        aliases = [a for a, n in ALIASES.items() if n == name]
-        print(f"{name:<{width}}[{args}]\n{'':<{width}}{title}")
-        print(f"{'':<{width}}also named: {', '.join(aliases) if aliases else '-'}")
+    decls = [d for d in DECLARATIONS.values() if not d.control]
+    width = max(len(d.name) for d in decls) + 2  # one column for the longest name (ShuffleAttention, ...)
+    for d in decls:
+        args = ", ".join(f"{p.name}={p.none_means or p.default!s}" for p in d.params)
+        title = (d.cls.__doc__ or "").strip().splitlines()[0]
+        print(f"{d.name:<{width}}[{args}]\n{'':<{width}}{title}")
+        print(f"{'':<{width}}also named: {', '.join(d.aliases) if d.aliases else '-'}")
     print("\nYAML: [-1, 1, NAME, [args in the order above]]; input channels are inferred from the layer the row reads"
           " (a leading channel count, as other attention code writes it, is read as such).")
     print("\nInside Ultralytics' own blocks (attn_yolo.csp): C2f_<X>, C3k2_<X>, SPPF_<X> for every X above: X in every"

@@ -1,9 +1,10 @@
 """How a YAML row's block gets its input width and args: its row marker reads them by the public signatures they fit.
 
 The one path: ``attn_yolo.registry``'s wrapped ``parse_model`` puts a ``RowArgs`` marker in place of an attention
-row's args; the block passes it to ``attn_yolo.nn.common.resolve``, which calls ``RowArgs.resolve``: it takes the
-row's input width, index and scale from ``parse_model`` (``attn_yolo.ultralytics_api.parse_model_row``) and reads the
-args by the rules below, with one log line. Nothing is set at import.
+row's args and names the row's YAML builder (``attn_yolo.registry.yaml_builder``); ``parse_model`` calls the builder
+with the marker, and the builder calls ``resolve_row``: it takes the row's input width, index and scale from
+``parse_model`` (``attn_yolo.ultralytics_api.parse_model_row``), reads the args by the rules below, with one log
+line, and the builder builds the block from plain values (``SE(c1, r=16)``). Nothing is set at import.
 
 Public YAMLs that put attention into yolov8 / yolo11 write a block's args for the class their author copied. Each row
 is read as its author meant, with one log line that names the row and says how it was read, or refused with the edit:
@@ -20,11 +21,12 @@ is read as its author meant, with one log line that names the row and says how i
    is ``k=7``). Readings that build the same block agree; if they do not, the row is refused with an edit for each
    (e.g. ``SE, [32]`` on a 32-channel layer). A row that sets a variant we do not provide (``no_spatial=True``) is
    refused, naming it.
-3. **Defaults** (``DEFAULTS``): where the most-copied code's default differs from the paper's, a row that leaves the
-   hyperparameter out gets the paper's value and a log note with the edit for the other.
+3. **Defaults** (``DEFAULTS``, the declarations' copies): where the most-copied code's default differs from the
+   paper's, a row that leaves the hyperparameter out gets the paper's value and a log note with the edit for the
+   other.
 
-``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; its ``resolve`` method
-(``resolve_row``) reads it when the block is built inside ``parse_model``.
+``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; ``resolve_row`` reads it
+when the row's builder is called inside ``parse_model``.
 """
 
 from __future__ import annotations
@@ -38,17 +40,21 @@ from dataclasses import dataclass
 import torch
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.nn.common import AttnBuildError, _InferredC1, is_int
+from attn_yolo.nn.common import AttnBuildError, is_int
+from attn_yolo.nn.declaration import LiveMapping, blocks
 from attn_yolo.row_readings import Reading, all_readings, build_error, choose, full_hparams, yaml_params
 from attn_yolo.signatures import DEFAULTS, UNPROVIDED, signatures
 
-KERNEL_ALONE = {"CBAM": "k"}
-"""Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param."""
+KERNEL_ALONE: LiveMapping = LiveMapping(lambda: {n: d.kernel_alone for n, d in blocks().items() if d.kernel_alone})
+"""Blocks whose lone arg 3 or 7 is the spatial kernel (Ultralytics' ``CBAM(c1, kernel_size=7)``): name -> param
+(the declarations' ``kernel_alone``)."""
 
 UNSCALED = "before width scaling"
-NONE_MEANS = {("ECA", "k"): "adaptive", ("EMA", "factor"): "adaptive", ("ShuffleAttention", "groups"): "adaptive",
-              ("SKAttention", "groups"): "adaptive", ("BiLevelRoutingAttention", "heads"): "C/32"}
-"""What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout)."""
+NONE_MEANS: LiveMapping = LiveMapping(
+    lambda: {(n, p.name): p.none_means for n, d in blocks().items() for p in d.params if p.none_means}
+)
+"""What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout):
+the declarations' ``Param.none_means``."""
 
 
 def fmt(args) -> str:
@@ -84,7 +90,7 @@ class YamlInfo:
         return cls(list(d.get("backbone") or []) + list(d.get("head") or []), scales, ch, attention)
 
 
-class RowArgs(_InferredC1):
+class RowArgs:
     """Row marker: the args of an attention row as written, the module name as written and its block.
 
     Prints as ``c1`` in Ultralytics' layer table until the block is built, then as the args it was built with.
@@ -98,10 +104,6 @@ class RowArgs(_InferredC1):
 
     def __repr__(self) -> str:
         return self.shown
-
-    def resolve(self, name: str, values: tuple) -> tuple[int, str, tuple]:
-        """``(input width, context, hyperparameters)`` of the row being built (``resolve_row``)."""
-        return resolve_row(self, name, values)
 
 
 def _src(i: int, f: int) -> int:
@@ -352,19 +354,18 @@ def _ambiguity(name, cls, c1, args, counts, groups, where) -> str:
     return f"{where}: args={fmt(args)} is ambiguous: read {'; or '.join(parts)}. Write " + " or ".join(edits)
 
 
-def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tuple]:
-    """``RowArgs.resolve``: input width, context and hyperparameters of the row being built.
+def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
+    """Input width, context (``"row 5 (scale n) SE"``) and hyperparameters (keywords) of the row being built.
 
     Reads the row's args with ``read_args`` and logs one line (Ultralytics' LOGGER) if it read them other than as
-    the block's own hyperparameters under its own name. ``values`` are the block's hyperparameters at their defaults,
-    in signature order; the returned ones are in the same order.
+    the block's own hyperparameters under its own name.
 
     Raises:
         AttnBuildError: as ``read_args``, with the row, scale and module as written.
     """
     from ultralytics.utils import LOGGER
 
-    row = api.parse_model_row()
+    name, row = marker.name, api.parse_model_row()
     if row is None:
         raise AttnBuildError(f"{name}: a YAML row marker outside Ultralytics' parse_model")
     c1, params = row.c1, yaml_params(marker.cls)
@@ -373,10 +374,11 @@ def resolve_row(marker: RowArgs, name: str, values: tuple) -> tuple[int, str, tu
     args = _evaluate(marker.args, row.names)
     kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where, marker.written)
     notes = [marker.note] * bool(marker.note) + notes
-    shown = {**dict(zip(params, values)), **kwargs}
+    defaults = {p: v.default for p, v in inspect.signature(marker.cls).parameters.items() if p in params}
+    shown = {**defaults, **kwargs}
     marker.shown = ", ".join([f"c1={c1}"] + [f"{k}={v}" for k, v in shown.items() if v is not None])
     if notes and not marker.logged:  # once per row, also when its repeats build the block n times
         marker.logged = True
         LOGGER.info(f"attn-yolo: {where}, {fmt(marker.args)} read as {name}({marker.shown}): {'; '.join(notes)}")
-    return c1, where, tuple(shown[p] for p in params)
+    return c1, where, kwargs
 

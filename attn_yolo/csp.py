@@ -38,7 +38,7 @@ from ultralytics.nn.modules.block import SPPF, Bottleneck, C2f, C3k2
 
 from attn_yolo.conventions import fmt, yaml_params
 from attn_yolo.nn.common import AttnBuildError, is_int
-from attn_yolo.nn.mhsa import MHSA
+from attn_yolo.nn.declaration import LiveMapping, blocks
 
 BASES: dict[str, type[nn.Module]] = {"C2f": C2f, "C3k2": C3k2, "SPPF": SPPF}
 """Ultralytics block name → class, for the blocks that get a derived ``<base>_<X>``."""
@@ -138,14 +138,10 @@ class AttnSPPF(InnerAttention, SPPF):
         return y + x if getattr(self, "add", False) else y
 
 
-def _mhsa_heads(c: int) -> dict:
-    """MHSA's default inside a block: its 4 heads where the width allows head width >= 8, else 2 or 1."""
-    return {"heads": next(h for h in (4, 2, 1) if c % h == 0 and (c // h >= 8 or h == 1))}
-
-
-ADAPT = {MHSA: (("heads", "head_dim"), _mhsa_heads)}
+ADAPT: LiveMapping = LiveMapping(lambda: {d.cls: d.inside for d in blocks(controls=False).values() if d.inside})
 """Blocks whose default does not fit the narrow widths inside a bottleneck (16 channels in yolo11n's first C3k2):
-class → (the keywords that, given, switch the adaptation off; width → default keywords)."""
+class → (the keywords that, given, switch the adaptation off; width → default keywords): the declarations'
+``inside``."""
 
 
 def _kwargs(cls: type, c: int, kwargs: dict) -> dict:
@@ -207,11 +203,11 @@ def derive(blocks: dict[str, type[nn.Module]]) -> dict[str, type[nn.Module]]:
     return out
 
 
-INSIDE_DEFAULTS: dict[tuple[str, str], tuple[dict, str]] = {
-    ("SPPF", "LSKA"): ({"k": 11}, "the hand-written SPPF_LSKA of YOLO collections builds LSKA(c_ * 4, k_size=11)"),
-}
+INSIDE_DEFAULTS: LiveMapping = LiveMapping(lambda: {
+    (base, n): v for n, d in blocks(controls=False).items() for base, v in d.inside_defaults.items()})
 """``(base, X) -> (X's keywords the copies' hand-written class fixes, who)``: a row that leaves them out gets X's own
-defaults and its log line the edit for the copy's (the rule of ``attn_yolo.signatures.DEFAULTS``)."""
+defaults and its log line the edit for the copy's (the rule of ``attn_yolo.signatures.DEFAULTS``); the declarations'
+``inside_defaults``."""
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Where a YAML module name is resolved: the attention registry and its registration with Ultralytics.
 
+The registry's tables (``MODULES``, ``ALIASES``, ``SAFE_GLOBALS``, ...) are live views of the blocks' declarations
+(``DECLARATIONS``, ``attn_yolo.nn.declaration``): a block declared after ``import attn_yolo`` is registered at once.
+
 ``register()`` (run by ``import attn_yolo``) does four things, each idempotent and each undone by ``unregister()``,
 all through ``attn_yolo.ultralytics_api`` (the one place that touches Ultralytics internals):
 
@@ -11,8 +14,9 @@ all through ``attn_yolo.ultralytics_api`` (the one place that touches Ultralytic
    naming the row, the name and the closest layer or block (or that attn_yolo does not provide it), a malformed
    from / repeats / args ``ModelYamlError``, instead of a bare ``KeyError`` or ``IndexError``; (b) each attention
    row (its name, or an alias in ``ALIASES``) gets its block's class and one marker (``attn_yolo.conventions.RowArgs``)
-   in place of its args, so the block takes its input width from the layer it reads and its args are read by the
-   conventions of public YAMLs (``attn_yolo.conventions``); (c) each ``C2f_<X>`` / ``C3k2_<X>`` / ``SPPF_<X>`` row
+   in place of its args and its block's YAML builder (``yaml_builder``) in place of its name, so the block takes
+   its input width from the layer it reads and its args are read by the conventions of public YAMLs
+   (``attn_yolo.conventions``), then is built from plain values; (c) each ``C2f_<X>`` / ``C3k2_<X>`` / ``SPPF_<X>`` row
    (``CSP_BLOCKS``) is built as Ultralytics' own block and then given X inside (``attn_yolo.csp``); and wraps the
    ``guess_model_task`` of ``ultralytics.engine.model``, which ``YOLO(yaml)`` calls before building, so those
    checks come first there too (an attention row after Detect would otherwise end in Ultralytics' ``'None' task``
@@ -35,101 +39,30 @@ import torch
 
 from attn_yolo import csp
 from attn_yolo import ultralytics_api as api
-from attn_yolo.conventions import RowArgs, YamlInfo, fmt, yaml_params
-from attn_yolo.nn import (
-    CAA,
-    CBAM,
-    ECA,
-    ELA,
-    EMA,
-    GAM,
-    LSKA,
-    MHSA,
-    MLCA,
-    NAM,
-    SAM,
-    SE,
-    CoordAtt,
-    LayerScale,
-    ShuffleAttention,
-    SimAM,
-    TripletAttention,
-)
-from attn_yolo.nn.biformer import BiLevelRoutingAttention
-from attn_yolo.nn.cbam import ChannelGate, SpatialGate
+from attn_yolo.conventions import RowArgs, YamlInfo, fmt, resolve_row, yaml_params
+from attn_yolo.nn import DECLARATIONS, LayerScale
 from attn_yolo.nn.common import AttnBuildError, is_int
-from attn_yolo.nn.placebo import Placebo
-from attn_yolo.nn.sk import SKAttention, SKBranches
-from attn_yolo.nn.triplet import ZPoolGate
+from attn_yolo.nn.declaration import Declaration, LiveMapping, LiveSequence, _Declarations, blocks
 from attn_yolo.signatures import max_args
 
-MODULES: dict[str, type[torch.nn.Module]] = {"SE": SE, "ECA": ECA, "SAM": SAM, "CBAM": CBAM, "MHSA": MHSA}
-MODULES |= {"CoordAtt": CoordAtt, "EMA": EMA, "SimAM": SimAM, "GAM": GAM, "ShuffleAttention": ShuffleAttention}
-MODULES |= {"TripletAttention": TripletAttention, "NAM": NAM}
-MODULES |= {"LSKA": LSKA, "MLCA": MLCA, "ELA": ELA, "CAA": CAA}
-MODULES |= {"SKAttention": SKAttention, "BiLevelRoutingAttention": BiLevelRoutingAttention}
-"""YAML name → attention block class."""
+__all__ = ["ALIASES", "ALIAS_NOTES", "BLOCKS", "CONTROLS", "CSP_BLOCKS", "DECLARATIONS", "MODULES", "SAFE_GLOBALS"]
 
-CONTROLS: dict[str, type[torch.nn.Module]] = {"Placebo": Placebo}
+MODULES: LiveMapping = LiveMapping(lambda: {n: d.cls for n, d in blocks(controls=False).items()})
+"""YAML name → attention block class (the declarations that are not controls)."""
+
+CONTROLS: LiveMapping = LiveMapping(lambda: {n: d.cls for n, d in DECLARATIONS.items() if d.control})
 """YAML name → control block class: blocks that are not attention but are inserted, built and carried like the
 blocks (``Placebo``, the capacity control of an ablation). Not in ``MODULES``: no paper, no heatmap, no export table."""
 
-BLOCKS: dict[str, type[torch.nn.Module]] = {**MODULES, **CONTROLS}
+BLOCKS: LiveMapping = LiveMapping(lambda: {n: d.cls for n, d in DECLARATIONS.items()})
 """Every block a row can name and ``attn_yolo.insert`` can insert: ``MODULES`` and ``CONTROLS``."""
 
-ALIASES: dict[str, str] = {
-    "SEAttention": "SE",
-    "SELayer": "SE",
-    "SEBlock": "SE",
-    "SqueezeExcitation": "SE",
-    "ECAAttention": "ECA",
-    "EfficientChannelAttention": "ECA",
-    "ECALayer": "ECA",
-    "eca_layer": "ECA",  # the ECA-Net authors' class name
-    "SpatialAttention": "SAM",  # also Ultralytics' CBAM spatial module, SpatialAttention(kernel_size=7)
-    "SpatialAttentionModule": "SAM",
-    "CBAMBlock": "CBAM",
-    "CBAMAttention": "CBAM",
-    "MultiHeadSelfAttention": "MHSA",
-    "CA": "CoordAtt",
-    "CoordAttention": "CoordAtt",
-    "CoordinateAttention": "CoordAtt",
-    "EMA_attention": "EMA",
-    "EMAttention": "EMA",
-    "simam_module": "SimAM",
-    "GAM_Attention": "GAM",
-    "GAMAttention": "GAM",  # yoloair's class name
-    "SA": "ShuffleAttention",
-    "sa_layer": "ShuffleAttention",  # the SA-Net authors' class name
-    "ShuffleAttBlock": "ShuffleAttention",
-    "Triplet": "TripletAttention",
-    "NAMAttention": "NAM",
-    "NAM_Attention": "NAM",
-    "LargeSeparableKernelAttention": "LSKA",  # issue 23's families: names of public code
-    "MLCAAttention": "MLCA",
-    "MixedLocalChannelAttention": "MLCA",
-    "EfficientLocalizationAttention": "ELA",
-    "EfficientLocalAttention": "ELA",
-    "ContextAnchorAttention": "CAA",
-    "SK": "SKAttention",
-    "SKNet": "SKAttention",
-    "SKConv": "SKAttention",
-    "BiFormer": "BiLevelRoutingAttention",
-    "BRA": "BiLevelRoutingAttention",
-    "BiLevelRoutingAttention_nchw": "BiLevelRoutingAttention",  # the BiFormer authors' NCHW class name
-}
-"""Other names public YAMLs use for a block → its name in ``MODULES``. An alias builds the same class (checkpoints,
-heatmaps, export and insert see one block); a row naming it logs one line saying so."""
+ALIASES: LiveMapping = LiveMapping(lambda: {a: n for n, d in DECLARATIONS.items() for a in d.aliases})
+"""Other names public YAMLs use for a block → its name in ``MODULES`` (the declarations' ``aliases``). An alias builds
+the same class (checkpoints, heatmaps, export and insert see one block); a row naming it logs one line saying so."""
 
-ALIAS_NOTES: dict[str, str] = {
-    "SA": "in YOLO YAMLs SA (with a group count) is Shuffle Attention (SA-Net, Zhang & Yang 2021), not spatial "
-    "attention; for CBAM's spatial attention write SAM",
-    "CA": "CA is Coordinate Attention (Hou et al. 2021), not channel attention; for a channel gate write SE or ECA",
-    "SKConv": "args are SKAttention's [kernels, r, groups, L, dilated], not SKConv's [M, G, r, stride, L]: two "
-    "branches are kernels=[3, 5]",
-}
-"""For a short alias that names two blocks in the literature: what the log line says about the meaning chosen
-(e.g. ``"SA": "in YOLO YAMLs SA with a group count is Shuffle Attention, not spatial attention (SAM)"``)."""
+ALIAS_NOTES: LiveMapping = LiveMapping(lambda: {a: t for d in DECLARATIONS.values() for a, t in d.alias_notes.items()})
+"""For a short alias that names two blocks in the literature: what the log line says about the meaning chosen."""
 
 NOT_PROVIDED = (
     "BAM", "BAMBlock", "GC", "GCNet", "GCBlock", "GlobalContext",
@@ -144,11 +77,45 @@ NOT_PROVIDED = (
 """Attention blocks of the literature that attn_yolo does not provide: a YAML naming one is told so, never pointed to
 a different block by a "did you mean" hint."""
 
-CSP_BLOCKS: dict[str, type[torch.nn.Module]] = csp.derive(MODULES)
+CSP_BLOCKS: LiveMapping = LiveMapping(lambda: csp.derive(MODULES))
 """``C2f_<X>``, ``C3k2_<X>``, ``SPPF_<X>`` for every block X of ``MODULES`` (``attn_yolo.csp``): YAML name → class."""
 
-SAFE_GLOBALS = [*BLOCKS.values(), ChannelGate, SpatialGate, LayerScale, ZPoolGate, SKBranches, *CSP_BLOCKS.values(),
-                csp.AttnBottleneck]
+SAFE_GLOBALS: LiveSequence = LiveSequence(lambda: [
+    *BLOCKS.values(), *dict.fromkeys(h for d in DECLARATIONS.values() for h in d.helpers), LayerScale,
+    *CSP_BLOCKS.values(), csp.AttnBottleneck])
+"""The classes a weights-only load of a checkpoint may meet: the blocks, the helpers they declare, ``LayerScale``,
+the derived ``C2f_<X>`` / ``C3k2_<X>`` / ``SPPF_<X>`` and ``AttnBottleneck``."""
+
+
+def yaml_builder(decl: Declaration) -> type:
+    """The class ``parse_model`` calls for a row of ``decl``'s block: called with the row's marker (``RowArgs``), it
+    reads the row (``attn_yolo.conventions.resolve_row``: input width, public signatures, defaults) and returns the
+    block built from plain values, ``decl.cls(c1, **kwargs)``. It prints as the block's class in Ultralytics' layer
+    table (same ``__module__`` / ``__qualname__``) and is an ``nn.Module`` subclass (restricted loading accepts it);
+    the object it returns is the block itself (checkpoints pickle ``attn_yolo.nn.<file>.<Class>``).
+
+    Raises (when called):
+        AttnBuildError: as ``resolve_row``, naming the row, scale, value and allowed range.
+    """
+
+    def __new__(cls, marker: RowArgs):
+        c1, where, kwargs = resolve_row(marker)
+        try:
+            return decl.cls(c1, **kwargs)
+        except AttnBuildError as e:  # the readings were built on the meta device; the message gets the row
+            msg = str(e)
+            own = f"{decl.cls.__name__}:"
+            raise AttnBuildError(where + msg[len(own) - 1 :] if msg.startswith(own) else f"{where}: {msg}") from None
+
+    doc = f"YAML builder of {decl.name}: reads the row, returns {decl.cls.__qualname__}(c1, **hyperparameters)."
+    return type(decl.cls.__name__, (torch.nn.Module,), {"__new__": __new__, "__module__": decl.cls.__module__,
+                                                       "__qualname__": decl.cls.__qualname__, "__doc__": doc})
+
+
+BUILDERS: LiveMapping = LiveMapping(lambda: {f"attn_yolo:{n}": yaml_builder(d) for n, d in DECLARATIONS.items()})
+"""``parse_model`` name → YAML builder of each block (``yaml_builder``): an attention row's module is renamed to its
+builder's name by the wrapped ``parse_model`` (the block's own name keeps resolving to its class in
+``ultralytics.nn.tasks``)."""
 
 
 HEAD_RE = re.compile(r"Detect|Segment|Pose|OBB|Classify|RTDETRDecoder")  # output heads (as guess_model_task reads)
@@ -345,7 +312,7 @@ def _wrap(parse_model):
             if i in names:
                 name = names[i]
                 row[3] = [RowArgs(info, i, row[2], name, BLOCKS[name], row[3], _alias_note(row[2], name))]
-                row[2] = name
+                row[2] = f"attn_yolo:{name}"  # its YAML builder (BUILDERS)
         layers, save = parse_model(d, ch, verbose)
         csp.convert(layers, inner, verbose)
         return layers, save
@@ -389,6 +356,18 @@ def ensure_registered(*_args) -> None:
 _ADDED_SAFE: list = []  # the SAFE_GLOBALS that register() added to torch's allow-list (not there before)
 
 
+_REGISTERED = [False]  # register() ran and unregister() did not since
+
+
+def _on_declare() -> None:
+    """A declaration changed after ``import attn_yolo`` (a block in a file of the user's): register it too."""
+    if _REGISTERED[0]:
+        register()
+
+
+_Declarations.listeners.append(_on_declare)
+
+
 def register() -> None:
     """Make ``BLOCKS`` resolvable in Ultralytics YAMLs in this process; idempotent (``import attn_yolo`` runs it).
 
@@ -396,6 +375,7 @@ def register() -> None:
     ``unregister()``.
     """
     shadowed = api.install_globals(BLOCKS)
+    api.install_globals(BUILDERS)
     if shadowed:
         from ultralytics.utils import LOGGER
 
@@ -411,16 +391,18 @@ def register() -> None:
         torch.serialization.add_safe_globals(new)
         _ADDED_SAFE.extend(new)
     api.add_default_callback("on_pretrain_routine_start", ensure_registered)
+    _REGISTERED[0] = True
 
 
 def unregister() -> None:
     """Undo ``register()``: remove the names (putting back any Ultralytics global they shadowed), restore Ultralytics'
     ``parse_model``, ``_initialize_yolo_model`` and ``guess_model_task``, remove the callback, and take the classes
     ``register()`` added off torch's weights-only allow-list."""
-    api.remove_globals(BLOCKS)
+    api.remove_globals([*BLOCKS, *BUILDERS])
     for name in ("parse_model", "_initialize_yolo_model", "guess_model_task"):
         api.unwrap(name)
     api.remove_default_callback("on_pretrain_routine_start", ensure_registered)
+    _REGISTERED[0] = False
     if _ADDED_SAFE:
         keep = [g for g in torch.serialization.get_safe_globals() if g not in _ADDED_SAFE]
         torch.serialization.clear_safe_globals()

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from attn_yolo.nn.common import AttnBuildError, is_int
-from attn_yolo.signatures import PLAUSIBLE, Signature, Slot, signatures
+from attn_yolo.nn.declaration import Signature, Slot
+from attn_yolo.signatures import PLAUSIBLE, signatures
 
 
 def yaml_params(cls: type) -> list[str]:

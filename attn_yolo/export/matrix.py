@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-BLOCK_ARGS = {"SE": [4], "ECA": [], "SAM": [7], "CBAM": [4, 7], "MHSA": [2], "CoordAtt": [8], "EMA": [8], "SimAM": [],
-              "GAM": [4], "ShuffleAttention": [4], "TripletAttention": [7], "NAM": [], "SKAttention": [],
-              "BiLevelRoutingAttention": [2, 7], "LSKA": [11], "MLCA": [], "ELA": ["T"], "CAA": []}
-"""YAML args of each block on the tiny model's 32-channel P3 (EMA, ShuffleAttention: 4 channels a group;
-BiLevelRoutingAttention: 2 heads of 16, a 7 × 7 grid of regions)."""
+from attn_yolo.nn.declaration import LiveMapping, blocks
+
+BLOCK_ARGS: LiveMapping = LiveMapping(lambda: {n: list(d.example_args) for n, d in blocks(controls=False).items()})
+"""YAML args of each block on the tiny model's 32-channel P3 (the declarations' ``example_args``; EMA,
+ShuffleAttention: 4 channels a group; BiLevelRoutingAttention: 2 heads of 16, a 7 × 7 grid of regions)."""
 
 IMGSZ = 96
 """Export size of every cell (P3 12×12; a dynamic cell is also checked at batch 3, 128×128 and 64×128)."""

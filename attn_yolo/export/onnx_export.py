@@ -15,47 +15,14 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.checkpoint import check_out, load_yolo
-from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
-from attn_yolo.nn.biformer import BiLevelRoutingAttention
-from attn_yolo.nn.caa import CAA
-from attn_yolo.nn.ela import ELA
-from attn_yolo.nn.lska import LSKA
-from attn_yolo.nn.mlca import MLCA
-from attn_yolo.nn.sk import SKAttention
+from attn_yolo.nn.declaration import ULTRALYTICS_MIN_OPSET, LiveMapping, blocks
 from attn_yolo.sdpa import is_fused
 
-ULTRALYTICS_MIN_OPSET = 9
-"""Ultralytics' own minimum for a detect export (nearest ``Upsample``)."""
-
-MIN_OPSET: dict[type, tuple[int, str]] = {
-    SE: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), Conv, Relu, Sigmoid, Mul"),
-    ECA: (ULTRALYTICS_MIN_OPSET, "ReduceMean (global pool), 1-D Conv, Transpose, Sigmoid, Mul"),
-    SAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (channel pools), Concat, Conv, Sigmoid, Mul"),
-    CBAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, ReduceMax (global and channel pools), Conv, Relu, Sigmoid, Mul"),
-    MHSA: (
-        14,
-        "torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by Ultralytics) "
-        "maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
-    ),
-    CoordAtt: (10, "Slice with the input's H as a dynamic bound (splitting the pooled H and W parts), ReduceMean"),
-    EMA: (10, "Slice with the input's H as a dynamic bound (as CoordAtt), Reshape into groups, MatMul, Softmax"),
-    SimAM: (ULTRALYTICS_MIN_OPSET, "ReduceMean, Sub, Mul, Div, Sqrt, Sigmoid"),
-    GAM: (ULTRALYTICS_MIN_OPSET, "Conv (1×1 and 7×7, BatchNorm folded), Relu, Sigmoid, Mul"),
-    ShuffleAttention: (ULTRALYTICS_MIN_OPSET, "Reshape, Transpose (groups, channel shuffle), InstanceNormalization"),
-    TripletAttention: (ULTRALYTICS_MIN_OPSET, "ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid"),
-    NAM: (ULTRALYTICS_MIN_OPSET, "BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul"),
-    LSKA: (ULTRALYTICS_MIN_OPSET, "depthwise and dilated depthwise Conv, 1×1 Conv, Mul"),
-    MLCA: (11, "Range (adaptive pool windows from the input's H, W), Div, Less/GreaterOrEqual, MatMul, 1-D Conv"),
-    ELA: (ULTRALYTICS_MIN_OPSET, "ReduceMean, grouped 1-D Conv, InstanceNormalization (GroupNorm), Sigmoid, Mul"),
-    CAA: (ULTRALYTICS_MIN_OPSET, "AveragePool (1×7, 7×1, fixed windows), Conv, Sigmoid, Mul"),
-    SKAttention: (ULTRALYTICS_MIN_OPSET, "grouped and dilated Conv, ReduceMean, Softmax over branches, ReduceSum"),
-    BiLevelRoutingAttention: (
-        14,
-        "scaled_dot_product_attention with a mask (from 14, as MHSA); TopK with k as an input (10), Pad with the "
-        "padding computed from H, W (11), Gather of the routed regions",
-    ),
-}
-"""Block class → (minimum ONNX opset, the ops that set it). Checked before exporting (``check_opset``)."""
+MIN_OPSET: LiveMapping = LiveMapping(
+    lambda: {d.cls: (d.min_opset, d.opset_ops) for d in blocks(controls=False).values()}
+)
+"""Block class → (minimum ONNX opset, the ops that set it): the declarations' ``min_opset`` / ``opset_ops``. Checked
+before exporting (``check_opset``); ``ULTRALYTICS_MIN_OPSET`` (9) is Ultralytics' own minimum (nearest ``Upsample``)."""
 SDPA_MIN_OPSET = (14, "Ultralytics' Attention/AAttn fused (sdpa=True): scaled_dot_product_attention, as MHSA")
 
 

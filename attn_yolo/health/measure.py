@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from attn_yolo.heatmap.capture import AttentionCapture
-from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, attention_rows, block_gates
+from attn_yolo.heatmap.maps import attention_rows, block_gates, gives_attention_weights
 from attn_yolo.heatmap.model import attention_blocks
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
@@ -159,7 +159,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
             gates = [rec["gate:" + p] for p in block_gates(block) if "gate:" + p in rec]
             row = {"layer": f"{key[0]}.{key[1]}" if key[1] else str(key[0]), "block": type(block).__name__,
                    **_gate_stats(gates)}  # fmt: skip
-            if isinstance(block, ATTENTION_WEIGHTS) and "q" in rec:
+            if gives_attention_weights(block) and "q" in rec:
                 row["entropy"], row["peak_share"] = attention_entropy(rec["q"], rec["k"])
             else:
                 kinds: dict[str, list[dict]] = {}

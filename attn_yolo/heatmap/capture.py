@@ -10,14 +10,14 @@ import numpy as np
 import torch
 
 from attn_yolo.heatmap.maps import (
-    ATTENTION_WEIGHTS,
-    GATE_MAP_FNS,
     QUERY_CHUNK,
     AttentionMap,
     attention_rows,
     block_gates,
     block_maps,
     explicit_attention_maps,
+    gives_attention_weights,
+    map_fn,
 )
 from attn_yolo.heatmap.model import as_model, resolve_layers
 
@@ -79,7 +79,7 @@ class AttentionCapture:
             rec = self.records.setdefault(key, {})
             x = args[0].detach()
             rec["x"] = x
-            if isinstance(module, ATTENTION_WEIGHTS):
+            if gives_attention_weights(module):
                 y, maps = explicit_attention_maps(module, x, self.chunk)  # the fused forward already produced `out`
                 rec.update(maps)
                 rec["check"] = (y - out.detach()).abs().amax()
@@ -111,8 +111,8 @@ class AttentionCapture:
                 out.append(AttentionMap(i, name, kind, m, stride, gamma=gamma, part=part, **kw))
 
             for kind, (fn, *paths) in block_maps(block).items():
-                add(kind, GATE_MAP_FNS[fn](x, *(rec["gate:" + p] for p in paths))[b])
-            if isinstance(block, ATTENTION_WEIGHTS):
+                add(kind, map_fn(fn)(x, *(rec["gate:" + p] for p in paths))[b])
+            if gives_attention_weights(block):
                 h, w = x.shape[-2:]
                 check = float(rec["check"])
                 add("received", rec["received"][b].reshape(h, w), check=check)

@@ -47,12 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_yolo.nn import CBAM, ECA, EMA, GAM, MHSA, NAM, SAM, SE, CoordAtt, ShuffleAttention, SimAM, TripletAttention
-from attn_yolo.nn.caa import CAA
-from attn_yolo.nn.ela import ELA
-from attn_yolo.nn.lska import LSKA
-from attn_yolo.nn.mlca import MLCA
-from attn_yolo.nn.sk import SKAttention
+from attn_yolo.nn.declaration import LiveMapping, blocks
 
 UNIFORM_RTOL = 0.01  # flag "uniform": max − min <= UNIFORM_RTOL · |mean|
 ONE_HOT_SHARE = 0.5  # flag "one-hot": one cell holds >= this share of the map's mass
@@ -181,27 +176,13 @@ def shuffle_half(x: torch.Tensor, g: torch.Tensor, half: int) -> torch.Tensor:
     return x.reshape(b, groups, 2, -1, h, w)[:, :, half].reshape(b, -1, h, w)
 
 
-GATE_MAPS: dict[type, dict[str, tuple[str, ...]]] = {
-    SE: {"channel": ("gain", "gate")},
-    ECA: {"channel": ("gain", "gate")},
-    SAM: {"spatial": ("plane", "spatial.gate")},
-    CBAM: {"channel": ("gain", "channel.gate"), "spatial": ("plane", "spatial.gate")},
-    CoordAtt: {"coord": ("gain", "gate_h", "gate_w")},
-    EMA: {"gain": ("gain", "gate")},
-    SimAM: {"gain": ("gain", "gate")},
-    GAM: {"channel": ("gain", "gate_c"), "spatial": ("after", "gate_c", "gate_s")},
-    ShuffleAttention: {"channel": ("half0", "gate_c"), "spatial": ("half1", "gate_s")},
-    TripletAttention: {"cw": ("cw", "cw.gate"), "hc": ("hc", "hc.gate"), "hw": ("plane", "hw.gate")},
-    NAM: {"gain": ("gain", "gate")},
-    LSKA: {"gain": ("absgain", "gate")},
-    MLCA: {"gain": ("gain", "gate")},
-    ELA: {"coord": ("gain", "gate_h", "gate_w")},
-    CAA: {"gain": ("gain", "gate")},
-    SKAttention: {"large": ("large", "select")},
-}
+GATE_MAPS: LiveMapping = LiveMapping(
+    lambda: {d.cls: dict(d.gate_maps) for d in blocks(controls=False).values() if d.gate_maps}
+)
 """Block class → ``{map kind: (GATE_MAP_FNS key, path of each gate submodule it reads)}``, in display order. A hook
-records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map. Adding a gated block is one
-entry here. What each block's maps are (all computed from the gates the block applied, on its input ``x``):
+records each gate's output; ``GATE_MAP_FNS[key](x, *gates)`` turns them into the map (a declaration may give the
+function itself instead of a key). The declarations' ``gate_maps``; adding a gated block is its declaration. What each
+block's maps are (all computed from the gates the block applied, on its input ``x``):
 
 - ``CoordAtt`` ``coord``: the gain of the combined gate ``g_h ⊙ g_w`` (``(B, C, H, 1) ⊙ (B, C, 1, W)``), one map,
   since the block applies only their product; each factor alone is a 1-D profile that says nothing per location.
@@ -239,10 +220,22 @@ GATE_MAP_FNS = {
 """``GATE_MAPS`` key → ``fn(x, *gates)``: the map ``(B, H, W)`` from the block input ``x`` ``(B, C, H, W)`` and the
 recorded gate outputs."""
 
-ATTENTION_WEIGHTS = (MHSA,)
+ATTENTION_WEIGHTS: LiveMapping = LiveMapping(
+    lambda: {d.cls: True for d in blocks(controls=False).values() if d.attention_weights}
+)
 """Blocks whose ``tokens_forward(x)`` computes its attention through ``self.attend(q, k, v) -> (out, weights)`` on
 ``(B, heads, N, d)`` tensors, and gates its output with ``self.scale``: maps ``received`` and ``query<k>``
-(``explicit_attention_maps``)."""
+(``explicit_attention_maps``). The declarations' ``attention_weights``; ``gives_attention_weights(block)`` asks."""
+
+
+def gives_attention_weights(block: nn.Module) -> bool:
+    """True for a block of an ``ATTENTION_WEIGHTS`` class (or a subclass)."""
+    return isinstance(block, tuple(ATTENTION_WEIGHTS))
+
+
+def map_fn(fn):
+    """The map function of a ``GATE_MAPS`` entry: a ``GATE_MAP_FNS`` key, or a callable given by the declaration."""
+    return fn if callable(fn) else GATE_MAP_FNS[fn]
 
 
 def attention_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int, is_number
+from attn_yolo.nn.declaration import (
+    CopyDefault,
+    Param,
+    Signature,
+    ch,
+    declare,
+    fixed,
+    hp,
+    is_bool,
+    is_str,
+    positive_int,
+    unused,
+)
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_N_WIN = 32
@@ -27,6 +40,58 @@ def region_grid(h: int, w: int, n_win: int) -> tuple[int, int, int, int]:
     return (h + sh - 1) // sh, (w + sw - 1) // sw, sh, sw
 
 
+BRA_LEGACY = "rayleizhu/BiFormer ops/bra_legacy.py, cv-attention"
+BRA_WHO = (f"BiLevelRoutingAttention(dim, n_win=7, num_heads=8, ...) ({BRA_LEGACY}) and its NCHW version use "
+           "num_heads=8 and side_dwconv=3")
+QK_SCALE = fixed("qk_scale", (None,), "another softmax temperature than 1/sqrt(C), which attn_yolo does not provide",
+                 lambda v: v is None or is_number(v))
+AUTO_PAD = fixed("auto_pad", (False, True), "", is_bool)  # any map size here: padded to whole regions, pads masked
+
+
+@declare(
+    "BiLevelRoutingAttention",
+    paper="Zhu et al., BiFormer: Vision Transformer with Bi-Level Routing Attention, CVPR 2023",
+    params=(
+        Param("heads", "None (C/32) or an int >= 1 dividing C", none_means="C/32",
+              copies=(CopyDefault(8, BRA_WHO, "heads"),)),
+        Param("n_win", f"an int in 1..{MAX_N_WIN} (regions per side)"),
+        Param("topk", "an int in 1..n_win² (routed regions)"),
+        Param("side_dwconv", f"0 or an odd int in 1..{MAX_SIDE_DWCONV} (local context conv)",
+              copies=(CopyDefault(3, BRA_WHO, "side_dwconv"),)),
+    ),
+    aliases=("BiFormer", "BRA", "BiLevelRoutingAttention_nchw"),  # the last: the BiFormer authors' NCHW class name
+    signatures=(
+        # rayleizhu/BiFormer ops/bra_nchw.py (the authors' NCHW module): our order
+        Signature("BiLevelRoutingAttention_nchw(dim, num_heads=8, n_win=7, qk_scale=None, topk=4, side_dwconv=3, "
+                  "auto_pad=False, attn_backend='torch')", "rayleizhu/BiFormer ops/bra_nchw.py", (
+                      hp("num_heads", "heads", 8), hp("n_win", "n_win", 7), QK_SCALE, hp("topk", "topk", 4),
+                      hp("side_dwconv", "side_dwconv", 3), AUTO_PAD,
+                      fixed("attn_backend", ("torch",), "another attention kernel: attn_yolo runs SDPA", is_str),
+                  )),
+        # rayleizhu/BiFormer ops/bra_legacy.py (the BiFormer models' module) and cv-attention/Biformer.py (there
+        # auto_pad=True): n_win before num_heads; the key/value downsampling options are used only with a
+        # kv_downsample_mode other than 'identity'
+        Signature("BiLevelRoutingAttention(dim, n_win=7, num_heads=8, qk_dim=None, qk_scale=None, ..., topk=4, "
+                  "..., side_dwconv=3, auto_pad=False)", BRA_LEGACY, (
+                      hp("n_win", "n_win", 7), hp("num_heads", "heads", 8), ch("qk_dim", none_ok=True), QK_SCALE,
+                      unused("kv_per_win", 4, positive_int), unused("kv_downsample_ratio", 4, positive_int),
+                      unused("kv_downsample_kernel", None, lambda v: v is None or positive_int(v)),
+                      fixed("kv_downsample_mode", ("identity",), "key/value downsampling, which attn_yolo does not "
+                            "provide", is_str),
+                      hp("topk", "topk", 4),
+                      fixed("param_attention", ("qkvo",), "attention without its output projection, which attn_yolo "
+                            "does not provide", is_str),
+                      fixed("param_routing", (False,), "learnable routing, which attn_yolo does not provide"),
+                      fixed("diff_routing", (False,), "differentiable routing, which attn_yolo does not provide"),
+                      fixed("soft_routing", (False,), "soft routing, which attn_yolo does not provide"),
+                      hp("side_dwconv", "side_dwconv", 3), AUTO_PAD,
+                  )),
+    ),
+    min_opset=14,
+    opset_ops="scaled_dot_product_attention with a mask (from 14, as MHSA); TopK with k as an input (10), Pad with "
+    "the padding computed from H, W (11), Gather of the routed regions",
+    example_args=(2, 7),
+)
 class BiLevelRoutingAttention(nn.Module):
     """Bi-Level Routing Attention (Zhu et al., BiFormer: Vision Transformer with Bi-Level Routing Attention, CVPR 2023).
 
@@ -104,7 +169,7 @@ class BiLevelRoutingAttention(nn.Module):
 
     def __init__(
         self,
-        c1: int = C1,
+        c1: int,
         heads: int | None = None,
         n_win: int = 7,
         topk: int = 4,
@@ -112,9 +177,7 @@ class BiLevelRoutingAttention(nn.Module):
         init_values: float | None = None,
     ):
         super().__init__()
-        c1, where, (heads, n_win, topk, side_dwconv, init_values) = resolve(
-            c1, "BiLevelRoutingAttention", heads, n_win, topk, side_dwconv, init_values
-        )
+        where = check_c1(c1, "BiLevelRoutingAttention")
         divisors = [h for h in range(1, c1 + 1) if c1 % h == 0 and c1 // h >= 8] or [1]  # head width >= 8
         if heads is None:
             heads = max(h for h in divisors if h <= max(1, c1 // 32))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_kernel, check_r, resolve
+from attn_yolo.nn.common import check_c1, check_init_values, check_kernel, check_r
+from attn_yolo.nn.declaration import Param, Signature, declare, fixed, hp, int_in, is_names
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -49,6 +50,19 @@ class SpatialGate(nn.Module):
         return self.gate(self.conv(torch.cat((x.mean(1, keepdim=True), x.amax(1, keepdim=True)), 1)))
 
 
+@declare(
+    "SAM",
+    paper="Woo et al., CBAM: Convolutional Block Attention Module, ECCV 2018 (its spatial attention module)",
+    params=(Param("k", "the int 3 or 7 (spatial kernel)"),),
+    aliases=("SpatialAttention", "SpatialAttentionModule"),  # also Ultralytics' SpatialAttention(kernel_size=7)
+    # ultralytics/nn/modules/conv.py and External-Attention-pytorch model/attention/CBAM.py
+    signatures=(Signature("SpatialAttention(kernel_size=7)", "Ultralytics, External-Attention-pytorch",
+                          (hp("kernel_size", "k", 7),)),),
+    gate_maps={"spatial": ("plane", "spatial.gate")},
+    opset_ops="ReduceMean, ReduceMax (channel pools), Concat, Conv, Sigmoid, Mul",
+    example_args=(7,),
+    helpers=(SpatialGate,),
+)
 class SAM(nn.Module):
     """Spatial attention module of CBAM (Woo et al., "CBAM: Convolutional Block Attention Module", ECCV 2018).
 
@@ -68,9 +82,9 @@ class SAM(nn.Module):
         AttnBuildError: ``k`` not the int 3 or 7, ``init_values`` out of range.
     """
 
-    def __init__(self, c1: int = C1, k: int = 7, init_values: float | None = None):
+    def __init__(self, c1: int, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where, (k, init_values) = resolve(c1, "SAM", k, init_values)
+        where = check_c1(c1, "SAM")
         check_kernel(k, where)
         check_init_values(init_values, where)
         self.c1, self.k = c1, k
@@ -81,6 +95,36 @@ class SAM(nn.Module):
         return gated(x, x * self.spatial(x), self.scale)
 
 
+@declare(
+    "CBAM",
+    paper="Woo et al., CBAM: Convolutional Block Attention Module, ECCV 2018",
+    params=(Param("r", "an int in 1..C (hidden width C // r >= 1)", (int_in(1, 32), "1..32 (as SE)")),
+            Param("k", "the int 3 or 7 (spatial kernel)")),
+    aliases=("CBAMBlock", "CBAMAttention"),
+    signatures=(
+        # ultralytics/nn/modules/conv.py: CBAM(c1, kernel_size=7); a lone 3 or 7 is its kernel
+        Signature("CBAM(c1, kernel_size=7)", "Ultralytics", (hp("kernel_size", "k", 7),), prefer=True),
+        # Jongchan/attention-module MODELS/cbam.py (the CBAM authors): spatial kernel fixed at 7
+        Signature("CBAM(gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False)",
+                  "Jongchan/attention-module", (
+                      hp("reduction_ratio", "r", 16),
+                      fixed("pool_types", (["avg", "max"], ("avg", "max")), "other pooled descriptors ('lp', 'lse'), "
+                            "which attn_yolo does not provide", is_names),
+                      fixed("no_spatial", (False,), "the channel gate alone, which attn_yolo does not provide as "
+                            "CBAM (for a channel gate write SE or ECA)"),
+                  )),
+        # External-Attention-pytorch model/attention/CBAM.py (kernel_size=49; it also adds the input back,
+        # out + x) and cv-attention/CBAM.py (kernel_size=7, no residual). Its default kernel_size=49 is not a CBAM
+        # kernel here (3 or 7), so it is not offered as a differing default.
+        Signature("CBAMBlock(channel=512, reduction=16, kernel_size=49)", "External-Attention-pytorch, cv-attention",
+                  (hp("reduction", "r", 16), hp("kernel_size", "k", 49))),
+    ),
+    kernel_alone="k",
+    gate_maps={"channel": ("gain", "channel.gate"), "spatial": ("plane", "spatial.gate")},
+    opset_ops="ReduceMean, ReduceMax (global and channel pools), Conv, Relu, Sigmoid, Mul",
+    example_args=(4, 7),
+    helpers=(ChannelGate, SpatialGate),
+)
 class CBAM(nn.Module):
     """Convolutional Block Attention Module (Woo et al., "CBAM: Convolutional Block Attention Module", ECCV 2018).
 
@@ -110,9 +154,9 @@ class CBAM(nn.Module):
         AttnBuildError: ``r`` not an int in ``1..C``, ``k`` not the int 3 or 7, ``init_values`` out of range.
     """
 
-    def __init__(self, c1: int = C1, r: int = 16, k: int = 7, init_values: float | None = None):
+    def __init__(self, c1: int, r: int = 16, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where, (r, k, init_values) = resolve(c1, "CBAM", r, k, init_values)
+        where = check_c1(c1, "CBAM")
         check_r(r, where, c1)
         check_kernel(k, where)
         check_init_values(init_values, where)

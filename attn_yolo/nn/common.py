@@ -1,99 +1,29 @@
-"""What every block shares: the inferred-width marker ``C1``, input-width resolution and hyperparameter checks.
+"""What every block shares: its build error and the checks of its input width and hyperparameters.
 
-A block built from a YAML row gets a marker instead of its input width (``C1``, or the row marker that
-``attn_yolo.registry`` makes, ``attn_yolo.conventions.RowArgs``, which carries the row's args as written). ``resolve``
-asks such a marker, by its ``resolve(name, values)`` method, for the row's input width, the context for error
-messages (row, scale, module as written) and the hyperparameters as the row's author meant them. The blocks
-therefore depend on nothing above this package; built directly (``SE(256)``), a block takes its width as the first
-argument like any PyTorch layer.
+A block takes its input width as its first argument and its hyperparameters as plain values, like any PyTorch layer
+(``SE(256, r=16)``); reading a YAML row (its input width, the public signatures its args are written for) is the
+registry's YAML builder's work (``attn_yolo.registry``, ``attn_yolo.conventions``), not the block's.
 """
 
 from __future__ import annotations
 
 import math
 
-import torch
-
-
-class _InferredC1:
-    """Marker for "input width taken from the YAML row"; prints as ``c1`` in Ultralytics' layer table."""
-
-    def __repr__(self) -> str:
-        return "c1"
-
-
-C1 = _InferredC1()
-
 
 class AttnBuildError(ValueError):
     """A block got a hyperparameter outside its allowed range; the message names the row, module, value and range."""
 
 
-def resolve(c1, name: str, *values) -> tuple[int, str, tuple]:
-    """Return ``(input width, context, hyperparameters)`` for a block being built.
-
-    ``c1`` is the width as given, or a row marker: then the width, the context (``"row 5 (scale n) SE"``) and the
-    hyperparameters come from the YAML row (the marker's ``resolve(name, values)``), and ``values`` (the block's
-    hyperparameters in signature order, at their defaults) are replaced. Otherwise the context is ``name`` and
-    ``values`` are returned unchanged.
+def check_c1(c1, where: str) -> str:
+    """Check a block's input width ``c1`` (a positive int) and return ``where``, the context of its error messages
+    (the block's name; a YAML row's builder, ``attn_yolo.registry``, replaces it by the row, scale and module).
 
     Raises:
-        AttnBuildError: ``c1`` is ``C1`` outside a YAML build, or not a positive int.
+        AttnBuildError: ``c1`` not a positive int.
     """
-    where = name
-    if isinstance(c1, _InferredC1) and callable(getattr(c1, "resolve", None)):
-        c1, where, values = c1.resolve(name, values)
     if not is_int(c1) or c1 < 1:
-        raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int (or build from a YAML row)")
-    return c1, where, values
-
-
-def in_place_ok() -> bool:
-    """True where a block may write into a buffer of its own: no autograd (which may need the overwritten values),
-    no tracing (TorchScript ONNX export maps ``out=`` variants badly) and no ``torch.compile``."""
-    return not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
-
-
-def hooked(*modules: torch.nn.Module) -> bool:
-    """True when a forward hook watches any of ``modules`` (a FLOP counter such as thop, which Ultralytics'
-    ``get_flops`` and ``model.info()`` use, or a user's hook): a block that otherwise computes their work
-    functionally then calls them, so the hooks see the calls they expect (same values)."""
-    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
-
-
-def fold_bn(w: torch.Tensor, bn: torch.nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
-    """A bias-free conv of weight ``w`` ``(C_out, ...)`` followed by an eval-mode BatchNorm, as one conv: weight
-    ``w · s`` and bias ``β − μ · s`` with ``s = γ / √(σ² + ε)`` (per output channel)."""
-    s = bn.weight * torch.rsqrt(bn.running_var + bn.eps)
-    return w * s.view(-1, *([1] * (w.dim() - 1))), bn.bias - bn.running_mean * s
-
-
-def gate_product(gate: torch.nn.Module, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``x ⊙ gate(a)``, the gate applied to a full-size map ``a`` that the block made itself (``a`` is
-    overwritten when no autograd, tracing or hook on ``gate`` can see it: ``in_place_ok``, ``hooked``).
-
-    In place, a sigmoid or identity ``gate`` and the product run in ``a``'s buffer: no new full-size tensors,
-    which on CPU matters beyond the two passes saved (a fresh multi-MiB buffer is often fresh pages from the OS,
-    zeroed on first touch). Otherwise ``x * gate(a)``, the same values. Shapes: ``a`` and ``x`` ``(B, C, H, W)``.
-    """
-    if a.shape != x.shape or not in_place_ok() or hooked(gate):
-        return x * gate(a)
-    if isinstance(gate, torch.nn.Sigmoid):
-        a = a.sigmoid_()
-    elif not isinstance(gate, torch.nn.Identity):
-        a = gate(a)
-    return a.mul_(x)
-
-
-def conv1x1(x: torch.Tensor, w: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """1×1 conv without bias, ``w`` ``(C_out, C_in)``, as one GEMM whose output has the layout asked for, whatever
-    ``x``'s (NCHW or channels-last; the GEMM reads either operand transposed without a copy). So a block's fast path
-    changes layout inside a conv it has anyway instead of a separate transposing copy. Shapes:
-    ``(B, C_in, H, W) -> (B, C_out, H, W)``."""
-    b, _, h, w_ = x.shape
-    if channels_last:  # (B, HW, C_in) @ (C_in, C_out): rows are pixels
-        return torch.bmm(x.flatten(2).transpose(1, 2), w.t().expand(b, -1, -1)).view(b, h, w_, -1).permute(0, 3, 1, 2)
-    return torch.bmm(w.expand(b, -1, -1), x.flatten(2)).view(b, -1, h, w_)  # (C_out, C_in) @ (C_in, HW)
+        raise AttnBuildError(f"{where}: input channels c1={c1!r}; expected a positive int")
+    return where
 
 
 def is_int(x) -> bool:

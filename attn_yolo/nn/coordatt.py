@@ -5,10 +5,38 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, check_r, in_place_ok, is_int, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, check_r, is_int
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, ch, declare, hp, int_in
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
+COORD_WHO = ("CoordAtt(inp, oup, reduction=8) with mip = max(32, inp // reduction) (CoordAtt copies in YOLO "
+             "collections) uses reduction=8 and a hidden floor of 32")
 
+
+@declare(
+    "CoordAtt",
+    paper="Hou et al., Coordinate Attention for Efficient Mobile Network Design, CVPR 2021",
+    params=(
+        Param("r", "an int >= 1 (hidden width max(min_hidden, C // r))", (int_in(1, 64), "1..64 (paper: 32)"),
+              copies=(CopyDefault(8, COORD_WHO, "r"),)),
+        Param("min_hidden", "an int >= 1 (floor of the hidden width)", copies=(CopyDefault(32, COORD_WHO, "hidden"),)),
+    ),
+    aliases=("CA", "CoordAttention", "CoordinateAttention"),
+    alias_notes={"CA": "CA is Coordinate Attention (Hou et al. 2021), not channel attention; for a channel gate "
+                 "write SE or ECA"},
+    signatures=(
+        # houqb/CoordAttention coordatt.py (the authors): an output width oup, equal to inp in every use
+        Signature("CoordAtt(inp, oup, reduction=32)", "houqb/CoordAttention", (ch("oup"), hp("reduction", "r", 32))),
+        # cv-attention/CoordAttention.py: the same without oup
+        Signature("CoordAtt(inp, reduction=32)", "cv-attention", (hp("reduction", "r", 32),)),
+        # copies in YOLO collections with the authors' signature, reduction=8 and a hidden floor other than 8
+        # (mip = max(32, inp // reduction); 16 and 64 occur too) read as the authors' do; their defaults: copies
+    ),
+    gate_maps={"coord": ("gain", "gate_h", "gate_w")},
+    min_opset=10,
+    opset_ops="Slice with the input's H as a dynamic bound (splitting the pooled H and W parts), ReduceMean",
+    example_args=(8,),
+)
 class CoordAtt(nn.Module):
     """Coordinate Attention (Hou, Zhou, Feng, "Coordinate Attention for Efficient Mobile Network Design", CVPR 2021).
 
@@ -22,12 +50,11 @@ class CoordAtt(nn.Module):
     ``M = max(min_hidden, C // r)`` with ``min_hidden = 8``, ``δ`` = h-swish ``x · ReLU6(x + 3) / 6``
     (``nn.Hardswish``), convs with bias. The two
     directional pools are means over one axis (``ReduceMean`` in ONNX, any input size), not adaptive pools, and the
-    BatchNorm sees both directions together, as in the paper, so training statistics match it too. Without autograd
-    (inference; not while tracing an export) ``x · g^w · g^h`` has its second multiply in place.
+    BatchNorm sees both directions together, as in the paper, so training statistics match it too.
 
     Copies in the YOLO collections that default to ``CoordAtt(inp, oup, reduction=8)`` with a hidden floor of 32
     (``mip = max(32, inp // reduction)``) build ``CoordAtt(c1, r=8, min_hidden=32)``
-    (``attn_yolo.signatures.DEFAULTS``: a row that leaves these out gets the authors' values and a log line with that
+    (the declaration's copies: a row that leaves these out gets the authors' values and a log line with that
     edit).
 
     YAML: ``[-1, 1, CoordAtt, []]``, ``[-1, 1, CoordAtt, [r]]`` or ``[-1, 1, CoordAtt, [r, min_hidden]]``.
@@ -45,9 +72,9 @@ class CoordAtt(nn.Module):
         AttnBuildError: ``r`` or ``min_hidden`` not a positive int, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, r: int = 32, min_hidden: int = 8, init_values: float | None = None):
+    def __init__(self, c1: int, r: int = 32, min_hidden: int = 8, init_values: float | None = None):
         super().__init__()
-        c1, where, (r, min_hidden, init_values) = resolve(c1, "CoordAtt", r, min_hidden, init_values)
+        where = check_c1(c1, "CoordAtt")
         check_r(r, where, paper=32)  # hidden = max(min_hidden, C // r): any r >= 1 fits
         ok = is_int(min_hidden) and min_hidden >= 1
         check(ok, where, "min_hidden", min_hidden, "an int >= 1 (floor of the hidden width; authors' code: 8)")
@@ -68,5 +95,4 @@ class CoordAtt(nn.Module):
         f = self.act(self.bn(self.conv1(z)))
         gh = self.gate_h(self.conv_h(f[:, :, :h]))  # (B, C, H, 1)
         gw = self.gate_w(self.conv_w(f[:, :, h:]).transpose(2, 3))  # (B, C, 1, W)
-        y = x * gw  # without autograd the second multiply goes into y's own buffer (no second full-size tensor)
-        return gated(x, y.mul_(gh) if in_place_ok() else y * gh, self.scale)
+        return gated(x, x * gh * gw, self.scale)

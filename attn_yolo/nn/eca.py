@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, declare, hp, int_in
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -24,6 +25,25 @@ def eca_kernel_size(c: int, gamma: float = 2, b: float = 1) -> int:
     return 2 * math.floor(t / 2) + 1
 
 
+ECA_WHO = "eca_layer(channel, k_size=3) (BangguWu/ECANet) and ECAAttention(kernel_size=3) (cv-attention) fix k=3"
+
+
+@declare(
+    "ECA",
+    paper="Wang et al., ECA-Net: Efficient Channel Attention for Deep Convolutional Neural Networks, CVPR 2020",
+    params=(Param("k", "None (adaptive) or a positive odd int", (lambda v: v is None or int_in(1, 9)(v),
+                  "1..9 (paper: adaptive, 3 to 9 in its tests)"), "adaptive", (CopyDefault(3, ECA_WHO, "k"),)),),
+    aliases=("ECAAttention", "EfficientChannelAttention", "ECALayer", "eca_layer"),
+    signatures=(
+        # BangguWu/ECANet models/eca_module.py: channel is accepted and unused; k_size fixed per stage (default 3)
+        Signature("eca_layer(channel, k_size=3)", "BangguWu/ECANet", (hp("k_size", "k", 3),)),
+        # cv-attention/ECA.py: no channel arg (its readme: need_channel False); its Conv1d has a bias (ours: none,
+        # as the authors')
+        Signature("ECAAttention(kernel_size=3)", "cv-attention", (hp("kernel_size", "k", 3),)),
+    ),
+    gate_maps={"channel": ("gain", "gate")},
+    opset_ops="ReduceMean (global pool), 1-D Conv, Transpose, Sigmoid, Mul",
+)
 class ECA(nn.Module):
     """Efficient Channel Attention (Wang et al., "ECA-Net: Efficient Channel Attention for Deep CNNs", CVPR 2020).
 
@@ -47,9 +67,9 @@ class ECA(nn.Module):
         AttnBuildError: ``k`` not a positive odd int ``<= C``, ``init_values`` out of range.
     """
 
-    def __init__(self, c1: int = C1, k: int | None = None, init_values: float | None = None):
+    def __init__(self, c1: int, k: int | None = None, init_values: float | None = None):
         super().__init__()
-        c1, where, (k, init_values) = resolve(c1, "ECA", k, init_values)
+        where = check_c1(c1, "ECA")
         if k is not None:
             ok = is_int(k) and 1 <= k <= c1 and k % 2 == 1
             allowed = f"a positive odd int <= C={c1} (1, 3, 5, ...), or None ([] in a YAML) for the adaptive k"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, AttnBuildError, check, check_init_values, group_count, in_place_ok, resolve
+from attn_yolo.nn.common import AttnBuildError, check, check_c1, check_init_values, group_count
+from attn_yolo.nn.declaration import UNPROVIDED, CopyDefault, Param, Signature, declare
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 ELA_VARIANTS: dict[str, tuple[int, int | None, int]] = {"T": (5, None, 32), "B": (7, None, 16), "S": (5, 8, 16),
@@ -13,6 +14,18 @@ ELA_VARIANTS: dict[str, tuple[int, int | None, int]] = {"T": (5, None, 32), "B":
 """Variant → ``(kernel k, channels per conv group (None: depthwise), GroupNorm groups)``: ELA-T, -B, -S, -L."""
 
 
+@declare(
+    "ELA",
+    paper="Xu & Wan, ELA: Efficient Local Attention for Deep Convolutional Neural Networks, 2024",
+    params=(Param("variant", "'T', 'B', 'S' or 'L' (ELA-T/B/S/L)", copies=(CopyDefault(
+        UNPROVIDED, "ELA(channels) (cv-attention) is a dense 1x1 Conv1d with bias and GroupNorm 16", "variant"),)),),
+    aliases=("EfficientLocalizationAttention", "EfficientLocalAttention"),
+    # cv-attention/ELA.py: no hyperparameters; a dense 1x1 Conv1d with bias and GroupNorm 16 (the variant's copy)
+    signatures=(Signature("ELA(channels)", "cv-attention", ()),),
+    gate_maps={"coord": ("gain", "gate_h", "gate_w")},
+    opset_ops="ReduceMean, grouped 1-D Conv, InstanceNormalization (GroupNorm), Sigmoid, Mul",
+    example_args=("T",),
+)
 class ELA(nn.Module):
     """Efficient Local Attention (Xu, Wan, "ELA: Efficient Local Attention for Deep CNNs", arXiv 2403.01123, 2024).
 
@@ -30,7 +43,7 @@ class ELA(nn.Module):
     both directions. The default is ``B``: the paper names no default (the authors' code requires the variant);
     ``B`` is the setting public YOLO code fixes (k = 7, depthwise, GN 16). The GN group count is the variant's where
     it divides ``C`` (every Ultralytics scale), else the largest divisor of ``C`` below it; ``S`` and ``L`` need ``C``
-    divisible by 8. Without autograd (not while tracing) the second multiply of ``x · y^w · y^h`` is in place.
+    divisible by 8.
 
     YAML: ``[-1, 1, ELA, []]`` or ``[-1, 1, ELA, [variant]]``, e.g. ``[S]``.
 
@@ -46,9 +59,9 @@ class ELA(nn.Module):
         AttnBuildError: ``variant`` not one of T, B, S, L; ``S``/``L`` with ``C`` not divisible by 8; ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, variant: str = "B", init_values: float | None = None):
+    def __init__(self, c1: int, variant: str = "B", init_values: float | None = None):
         super().__init__()
-        c1, where, (variant, init_values) = resolve(c1, "ELA", variant, init_values)
+        where = check_c1(c1, "ELA")
         ok = isinstance(variant, str) and variant in ELA_VARIANTS
         check(ok, where, "variant", variant, "'T', 'B', 'S' or 'L' (ELA-T/B/S/L; default B)")
         check_init_values(init_values, where)
@@ -68,5 +81,4 @@ class ELA(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gh = self.gate_h(self.gn(self.conv(x.mean(3))).unsqueeze(3))  # (B, C, H, 1)
         gw = self.gate_w(self.gn(self.conv(x.mean(2))).unsqueeze(2))  # (B, C, 1, W)
-        y = x * gw  # without autograd the second multiply goes into y's own buffer, as in CoordAtt
-        return gated(x, y.mul_(gh) if in_place_ok() else y * gh, self.scale)
+        return gated(x, x * gh * gw, self.scale)

@@ -5,10 +5,30 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, group_count, resolve
+from attn_yolo.nn.common import check_c1, check_init_values, group_count
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, ch, declare, hp, int_in
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+@declare(
+    "EMA",
+    paper="Ouyang et al., Efficient Multi-Scale Attention Module with Cross-Spatial Learning, ICASSP 2023",
+    params=(Param("factor", "None (adaptive) or a divisor of C (groups)", (lambda v: v is None or int_in(1, 64)(v),
+                  "1..64 groups (paper: 32)"), "adaptive",
+                  (CopyDefault(8, "EMA(channels, factor=8) (cv-attention) uses 8 groups", "groups"),)),),
+    aliases=("EMA_attention", "EMAttention"),
+    signatures=(
+        # YOLOonMe/EMA-attention-module EMA_attention_module (the authors): c2 accepted, unused
+        Signature("EMA(channels, c2=None, factor=32)", "YOLOonMe/EMA-attention-module",
+                  (ch("c2", none_ok=True), hp("factor", "factor", 32))),
+        # cv-attention/EMA.py: default factor 8
+        Signature("EMA(channels, factor=8)", "cv-attention", (hp("factor", "factor", 8),)),
+    ),
+    gate_maps={"gain": ("gain", "gate")},
+    min_opset=10,
+    opset_ops="Slice with the input's H as a dynamic bound (as CoordAtt), Reshape into groups, MatMul, Softmax",
+    example_args=(8,),
+)
 class EMA(nn.Module):
     """Efficient Multi-Scale Attention with cross-spatial learning (Ouyang et al., ICASSP 2023).
 
@@ -55,9 +75,9 @@ class EMA(nn.Module):
         AttnBuildError: ``factor`` not a divisor of ``C``, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, factor: int | None = None, init_values: float | None = None):
+    def __init__(self, c1: int, factor: int | None = None, init_values: float | None = None):
         super().__init__()
-        c1, where, (factor, init_values) = resolve(c1, "EMA", factor, init_values)
+        where = check_c1(c1, "EMA")
         check_init_values(init_values, where)
         self.groups = group_count(factor, [g for g in range(1, c1 + 1) if c1 % g == 0], 32, where, "factor")
         self.c1, c = c1, c1 // self.groups

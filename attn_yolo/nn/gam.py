@@ -5,10 +5,32 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_r, resolve
+from attn_yolo.nn.common import check_c1, check_init_values, check_r
+from attn_yolo.nn.declaration import Param, Signature, ch, declare, fixed, hp, int_in
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+@declare(
+    "GAM",
+    paper="Liu et al., Global Attention Mechanism: Retain Information to Enhance Channel-Spatial Interactions, 2021",
+    params=(Param("rate", "an int in 1..C (hidden width C // rate >= 1)", (int_in(1, 32), "1..32 (paper: 4)")),),
+    aliases=("GAM_Attention", "GAMAttention"),  # GAMAttention: yoloair's class name
+    signatures=(
+        # cv-attention/GAM.py
+        Signature("GAM_Attention(in_channels, rate=4)", "cv-attention", (hp("rate", "rate", 4),)),
+        # iscyy/yoloair models/Models/Attention/GAMAttention.py (an out width c2, and grouped 7x7 convs with a channel
+        # shuffle by default); also copied as GAM_Attention(c1, c2, group=True, rate=4)
+        Signature("GAMAttention(c1, c2, group=True, rate=4)", "yoloair", (
+            ch("c2"),
+            fixed("group", (False,), "the grouped-convolution variant with channel shuffle, which attn_yolo does "
+                  "not provide"),
+            hp("rate", "rate", 4),
+        )),
+    ),
+    gate_maps={"channel": ("gain", "gate_c"), "spatial": ("after", "gate_c", "gate_s")},
+    opset_ops="Conv (1×1 and 7×7, BatchNorm folded), Relu, Sigmoid, Mul",
+    example_args=(4,),
+)
 class GAM(nn.Module):
     """Global Attention Mechanism (Liu, Shao, Hoffmann, arXiv 2112.05561, 2021).
 
@@ -42,9 +64,9 @@ class GAM(nn.Module):
         AttnBuildError: ``rate`` not an int in ``1..C``, ``init_values`` out of range, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, rate: int = 4, init_values: float | None = None):
+    def __init__(self, c1: int, rate: int = 4, init_values: float | None = None):
         super().__init__()
-        c1, where, (rate, init_values) = resolve(c1, "GAM", rate, init_values)
+        where = check_c1(c1, "GAM")
         check_r(rate, where, c1, "rate", paper=4)
         check_init_values(init_values, where)
         self.c1, self.rate, self.hidden = c1, rate, c1 // rate

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, declare, hp
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 LSKA_KERNELS: dict[int, tuple[int, int, int]] = {
@@ -20,6 +21,28 @@ LSKA_KERNELS: dict[int, tuple[int, int, int]] = {
 code. The two stages together see ``(2d − 1) + (k_d − 1)·d = k`` pixels along each axis."""
 
 
+LSKA_COPIES = "the LSKA copied beside SPPF_LSKA in YOLO collections"
+
+
+@declare(
+    "LSKA",
+    paper="Lau et al., Large Separable Kernel Attention, Expert Systems with Applications 2024",
+    params=(Param("k", "one of the table's kernels (7, 11, 23, 35, 41, 53)",
+                  copies=(CopyDefault(11, f"LSKA(dim, k_size=11) ({LSKA_COPIES}) uses k_size=11", "k"),)),),
+    aliases=("LargeSeparableKernelAttention",),
+    signatures=(
+        # StevenLauHKHK/Large-Separable-Kernel-Attention (the authors) and cv-attention/LSKA.py: k_size=7
+        Signature("LSKA(dim, k_size=7)", "StevenLauHKHK/Large-Separable-Kernel-Attention, cv-attention",
+                  (hp("k_size", "k", 7),)),
+        # the LSKA that YOLO collections copy beside SPPF_LSKA (which builds LSKA(c_ * 4, k_size=11)): k_size=11
+        Signature("LSKA(dim, k_size=11)", LSKA_COPIES, (hp("k_size", "k", 11),)),
+    ),
+    gate_maps={"gain": ("absgain", "gate")},
+    opset_ops="depthwise and dilated depthwise Conv, 1×1 Conv, Mul",
+    example_args=(11,),
+    inside_defaults={"SPPF": ({"k": 11}, "the hand-written SPPF_LSKA of YOLO collections builds LSKA(c_ * 4, "
+                              "k_size=11)")},
+)
 class LSKA(nn.Module):
     """Large Separable Kernel Attention (Lau, Po, Rehman, "Large Separable Kernel Attention", ESWA 2024).
 
@@ -56,9 +79,9 @@ class LSKA(nn.Module):
         AttnBuildError: ``k`` not one of the table's sizes, ``init_values`` out of range, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, k: int = 7, init_values: float | None = None):
+    def __init__(self, c1: int, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where, (k, init_values) = resolve(c1, "LSKA", k, init_values)
+        where = check_c1(c1, "LSKA")
         check(is_int(k) and k in LSKA_KERNELS, where, "k", k, f"one of {list(LSKA_KERNELS)} (paper's table; default 7)")
         check_init_values(init_values, where)
         self.c1, self.k = c1, k

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_int, is_number, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int, is_number
+from attn_yolo.nn.declaration import Param, Signature, declare, fixed, hp, int_in, positive_int, unused
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_MLP_RATIO = 16
@@ -20,6 +21,36 @@ def _add(a: torch.Tensor, b: torch.Tensor, inplace: bool) -> torch.Tensor:
     return a.add_(b) if inplace and a.dtype == torch.promote_types(a.dtype, b.dtype) else a + b
 
 
+def _heads_inside(c: int) -> dict:
+    """MHSA's default inside a bottleneck: its 4 heads where the width allows head width >= 8, else 2 or 1."""
+    return {"heads": next(h for h in (4, 2, 1) if c % h == 0 and (c // h >= 8 or h == 1))}
+
+
+@declare(
+    "MHSA",
+    paper="Vaswani et al., Attention Is All You Need, NeurIPS 2017 (multi-head self-attention over the map's tokens)",
+    params=(
+        Param("heads", "an int >= 1 dividing C (or head_dim)", (int_in(1, 64), "1..64 heads")),
+        Param("mlp_ratio", "a number >= 0 (0: no MLP)"),
+        Param("attn_drop", "a number in [0, 1)"),
+        Param("head_dim", "None (C // heads) or an int >= 1"),
+    ),
+    aliases=("MultiHeadSelfAttention",),
+    signatures=(
+        # cv-attention/MHSA.py (BoTNet's MHSA): width/height size a relative position table used only with pos_emb
+        Signature("MHSA(n_dims, width=14, height=14, heads=4, pos_emb=False)", "cv-attention (BoTNet's MHSA)", (
+            unused("width", 14, positive_int), unused("height", 14, positive_int), hp("heads", "heads", 4),
+            fixed("pos_emb", (False,), "BoTNet's relative position embeddings sized to one map, which attn_yolo "
+                  "does not provide (its MHSA has a depthwise-conv position encoding for any map size)"),
+        ), min_args=3),  # with fewer args a row sets only width/height, unused: nothing to read
+    ),
+    attention_weights=True,
+    min_opset=14,
+    opset_ops="torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by "
+    "Ultralytics) maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",
+    example_args=(2,),
+    inside=(("heads", "head_dim"), _heads_inside),
+)
 class MHSA(nn.Module):
     """Multi-head self-attention block over the H·W tokens of a feature map (Vaswani et al., NeurIPS 2017).
 
@@ -65,7 +96,7 @@ class MHSA(nn.Module):
 
     def __init__(
         self,
-        c1: int = C1,
+        c1: int,
         heads: int = 4,
         mlp_ratio: float = 2.0,
         attn_drop: float = 0.0,
@@ -73,9 +104,7 @@ class MHSA(nn.Module):
         init_values: float | None = None,
     ):
         super().__init__()
-        c1, where, (heads, mlp_ratio, attn_drop, head_dim, init_values) = resolve(
-            c1, "MHSA", heads, mlp_ratio, attn_drop, head_dim, init_values
-        )
+        where = check_c1(c1, "MHSA")
         divisors = [h for h in range(1, c1 + 1) if c1 % h == 0 and c1 // h >= 8] or [1]  # head width >= 8
         if head_dim is not None:
             widths = [c1 // h for h in divisors]

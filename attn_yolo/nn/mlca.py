@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, gate_product, is_int, is_number, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int, is_number
+from attn_yolo.nn.declaration import Param, Signature, declare, hp
 from attn_yolo.nn.eca import eca_kernel_size
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
@@ -27,21 +27,33 @@ def adaptive_pool_matrix(n_in, n_out, like: torch.Tensor) -> torch.Tensor:
 
 
 def adaptive_avg_pool(x: torch.Tensor, h, w) -> torch.Tensor:
-    """``F.adaptive_avg_pool2d(x, (h, w))``: as two small matrix products (separable windows), so an exported graph
-    takes any size in or out; in eager mode a pooling (``h ≤ H``, ``w ≤ W``) runs as ``F.adaptive_avg_pool2d``
-    itself. Measured on yolo11n's P3 (1×128×80×80, 2 threads): pooling to 5×5 0.41 ms fused vs 0.83 ms as products;
-    un-pooling 5×5 back to 80×80 0.55 ms as products vs 4.7 ms with ``F.adaptive_avg_pool2d``. (A non-contiguous
-    ``x`` is copied first: its products would otherwise run as ``C`` tiny ones, 2 ms at P5, 1×256×20×20.)
+    """``F.adaptive_avg_pool2d(x, (h, w))`` as two small matrix products (separable windows), so an exported graph
+    takes any size in or out (pools and un-pools alike). (A non-contiguous ``x`` is copied first: its products would
+    otherwise run as ``C`` tiny ones.)
 
     Shapes: ``(B, C, H, W) -> (B, C, h, w)``.
     """
-    eager = not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export())
-    if eager and h <= x.shape[2] and w <= x.shape[3]:  # pooling: one fused pass (the same windows)
-        return F.adaptive_avg_pool2d(x, (h, w))
     ph, pw = adaptive_pool_matrix(x.shape[2], h, x), adaptive_pool_matrix(x.shape[3], w, x)
     return ph @ (x.contiguous() @ pw.T)  # contiguous: PyTorch then folds the batch into single GEMMs
 
 
+@declare(
+    "MLCA",
+    paper="Wan et al., Mixed local channel attention for object detection, EAAI 2023",
+    params=(Param("local_size", "an int in 1..32"), Param("gamma", "a number > 0"), Param("b", "a finite number"),
+            Param("local_weight", "a number in [0, 1]")),
+    aliases=("MLCAAttention", "MixedLocalChannelAttention"),
+    signatures=(
+        # wandahangFY/MLCA (the authors) and cv-attention/MLCA.py: our order and defaults
+        Signature("MLCA(in_size, local_size=5, gamma=2, b=1, local_weight=0.5)", "wandahangFY/MLCA, cv-attention", (
+            hp("local_size", "local_size", 5), hp("gamma", "gamma", 2), hp("b", "b", 1),
+            hp("local_weight", "local_weight", 0.5),
+        )),
+    ),
+    gate_maps={"gain": ("gain", "gate")},
+    min_opset=11,
+    opset_ops="Range (adaptive pool windows from the input's H, W), Div, Less/GreaterOrEqual, MatMul, 1-D Conv",
+)
 class MLCA(nn.Module):
     """Mixed Local Channel Attention (Wan et al., "Mixed local channel attention for object detection", EAAI 2023).
 
@@ -85,7 +97,7 @@ class MLCA(nn.Module):
 
     def __init__(
         self,
-        c1: int = C1,
+        c1: int,
         local_size: int = 5,
         gamma: float = 2,
         b: float = 1,
@@ -93,9 +105,7 @@ class MLCA(nn.Module):
         init_values: float | None = None,
     ):
         super().__init__()
-        c1, where, (local_size, gamma, b, local_weight, init_values) = resolve(
-            c1, "MLCA", local_size, gamma, b, local_weight, init_values
-        )
+        where = check_c1(c1, "MLCA")
         ok = is_int(local_size) and 1 <= local_size <= 32
         check(ok, where, "local_size", local_size, "an int in 1..32 (local pooling grid side; paper: 5)")
         check(is_number(gamma) and gamma > 0, where, "gamma", gamma, "a number > 0 (ECA kernel rule; paper: 2)")
@@ -120,4 +130,4 @@ class MLCA(nn.Module):
         seq = local.flatten(2).transpose(1, 2).reshape(b, 1, s * s * c)  # cell-major: C channels of each cell
         gl = self.gate_local(self.conv_local(seq).reshape(b, s * s, c).transpose(1, 2).reshape(b, c, s, s))
         m = gl * self.local_weight + g.transpose(1, 2).unsqueeze(-1) * (1 - self.local_weight)  # (B, C, s, s)
-        return gated(x, gate_product(self.gate, adaptive_avg_pool(m, h, w), x), self.scale)
+        return gated(x, x * self.gate(adaptive_avg_pool(m, h, w)), self.scale)

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, in_place_ok, resolve
+from attn_yolo.nn.common import check_c1, check_init_values
+from attn_yolo.nn.declaration import Signature, ch, declare, is_bool, positive_int, unused
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+@declare(
+    "NAM",
+    paper="Liu et al., NAM: Normalization-based Attention Module, NeurIPS 2021 Workshop",
+    aliases=("NAMAttention", "NAM_Attention"),
+    signatures=(
+        # Christian-lyc/NAM MODELS/attention.py (the authors): Channel_Att(channels, t=16), t unused
+        Signature("Channel_Att(channels, t=16)", "Christian-lyc/NAM", (unused("t", 16, positive_int),)),
+        # iscyy/yoloair models/Models/Attention/NAMAttention.py: the channel gate only; out_channels and no_spatial
+        # accepted and unused
+        Signature("NAMAttention(channels, out_channels=None, no_spatial=True)", "yoloair",
+                  (ch("out_channels", none_ok=True), unused("no_spatial", True, is_bool))),
+    ),
+    gate_maps={"gain": ("gain", "gate")},
+    opset_ops="BatchNormalization, Abs, ReduceSum, Div, Sigmoid, Mul",
+)
 class NAM(nn.Module):
     """Normalization-based Attention Module, channel attention (Liu et al., arXiv 2111.12419, 2021).
 
@@ -27,8 +42,6 @@ class NAM(nn.Module):
     gate, a ``BatchNorm1d`` over a fixed ``H·W`` sized at build time, which is not included here (it fixes the input
     size); nor is the paper's optional L1 penalty on ``γ`` (a loss term, not part of the block). Their
     ``Channel_Att(channels, t=16)`` never uses ``t``.
-    ``W_γ`` is folded into the BatchNorm's affine (``weighted_bn``): one pass over the map for ``W_γ ⊙ BN(x)``, the
-    same numbers and running statistics.
 
     YAML: ``[-1, 1, NAM, []]``.
 
@@ -43,9 +56,10 @@ class NAM(nn.Module):
         AttnBuildError: ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, init_values: float | None = None):
+    def __init__(self, c1: int, init_values: float | None = None):
         super().__init__()
-        self.c1, where, (init_values,) = resolve(c1, "NAM", init_values)
+        where = check_c1(c1, "NAM")
+        self.c1 = c1
         check_init_values(init_values, where)
         self.bn = nn.BatchNorm2d(self.c1)
         self.gate = nn.Sigmoid()
@@ -56,20 +70,6 @@ class NAM(nn.Module):
         g = self.bn.weight.detach().abs()
         return g / g.sum()
 
-    def weighted_bn(self, x: torch.Tensor) -> torch.Tensor:
-        """``W_γ ⊙ BN(x)`` in one pass: ``self.bn`` run with scale ``γ ⊙ W_γ`` and shift ``β ⊙ W_γ``
-        (``W_γ (x̂ γ + β) = x̂ (γ W_γ) + β W_γ``), with ``nn.BatchNorm2d``'s own statistics and running-stat update."""
-        bn, w = self.bn, self.channel_weights()
-        momentum = 0.0 if bn.momentum is None else bn.momentum
-        if bn.training and bn.track_running_stats:
-            bn.num_batches_tracked.add_(1)
-            momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
-        use_batch = bn.training or bn.running_mean is None
-        stats = (bn.running_mean, bn.running_var) if not bn.training or bn.track_running_stats else (None, None)
-        return F.batch_norm(x, *stats, bn.weight * w, bn.bias * w, use_batch, momentum, bn.eps)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.weighted_bn(x)
-        s = self.gate(z)
-        # without autograd the product goes into z's buffer (z is no longer needed; s is the recorded gate)
-        return gated(x, torch.mul(x, s, out=z) if in_place_ok() else x * s, self.scale)
+        s = self.gate(self.bn(x) * self.channel_weights().view(1, -1, 1, 1))  # M_c = σ(W_γ ⊙ BN(x))
+        return gated(x, x * s, self.scale)

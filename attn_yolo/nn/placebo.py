@@ -5,10 +5,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_int, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_int
+from attn_yolo.nn.declaration import Param, declare
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+@declare(
+    "Placebo",
+    params=(Param("hidden", "an int >= 1 (the MLP's hidden width; the ablation runner sets it to match a block's "
+                  "parameters)"),),
+    control=True,
+)
 class Placebo(nn.Module):
     """Residual pointwise MLP without attention, a placebo arm for an attention block (the control of
     ``attn-yolo ablate``'s ``placebo:``).
@@ -37,9 +44,9 @@ class Placebo(nn.Module):
         AttnBuildError: ``hidden`` not an int >= 1, ``init_values`` out of range, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, hidden: int | None = None, init_values: float | None = None):
+    def __init__(self, c1: int, hidden: int | None = None, init_values: float | None = None):
         super().__init__()
-        c1, where, (hidden, init_values) = resolve(c1, "Placebo", hidden, init_values)
+        where = check_c1(c1, "Placebo")
         check(is_int(hidden) and hidden >= 1, where, "hidden", hidden,
               "an int >= 1 (the MLP's hidden width; the ablation runner sets it to match a block's parameters)")
         check_init_values(init_values, where)

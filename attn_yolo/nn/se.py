@@ -5,10 +5,25 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_r, resolve
+from attn_yolo.nn.common import check_c1, check_init_values, check_r
+from attn_yolo.nn.declaration import Param, Signature, declare, hp, int_in
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
+@declare(
+    "SE",
+    paper="Hu et al., Squeeze-and-Excitation Networks, CVPR 2018",
+    params=(Param("r", "an int in 1..C (hidden width C // r >= 1)",
+                  (int_in(1, 32), "1..32 (Hu et al. tried 2 to 32)")),),
+    aliases=("SEAttention", "SELayer", "SEBlock", "SqueezeExcitation"),
+    # z1069614715/objectdetection_script cv-attention/SE.py, iscyy/yoloair models/Models/Attention/SEAttention.py:
+    # Linear FCs without bias (ours: 1x1 convs with bias)
+    signatures=(Signature("SEAttention(channel=512, reduction=16)", "cv-attention, yoloair",
+                          (hp("reduction", "r", 16),)),),
+    gate_maps={"channel": ("gain", "gate")},
+    opset_ops="ReduceMean (global pool), Conv, Relu, Sigmoid, Mul",
+    example_args=(4,),
+)
 class SE(nn.Module):
     """Squeeze-and-Excitation block (Hu et al., "Squeeze-and-Excitation Networks", CVPR 2018).
 
@@ -31,9 +46,9 @@ class SE(nn.Module):
         AttnBuildError: ``r`` not an int in ``1..C``, ``init_values`` out of range, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, r: int = 16, init_values: float | None = None):
+    def __init__(self, c1: int, r: int = 16, init_values: float | None = None):
         super().__init__()
-        c1, where, (r, init_values) = resolve(c1, "SE", r, init_values)
+        where = check_c1(c1, "SE")
         check_r(r, where, c1)
         check_init_values(init_values, where)
         self.c1, self.r, self.hidden = c1, r, c1 // r

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, group_count, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, group_count
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, declare, hp, int_in, positive_int, unused
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -20,6 +21,28 @@ def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x.reshape(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
 
 
+@declare(
+    "ShuffleAttention",
+    paper="Zhang & Yang, SA-Net: Shuffle Attention for Deep Convolutional Neural Networks, ICASSP 2021",
+    params=(Param("groups", "None (adaptive) or a divisor of C // 2 (groups G)",
+                  (lambda v: v is None or int_in(1, 64)(v), "1..64 groups (paper: 64)"), "adaptive",
+                  (CopyDefault(8, "ShuffleAttention(channel=512, reduction=16, G=8) (cv-attention, yoloair) uses 8 "
+                               "groups", "groups"),)),),
+    aliases=("SA", "sa_layer", "ShuffleAttBlock"),  # sa_layer: the SA-Net authors' class name
+    alias_notes={"SA": "in YOLO YAMLs SA (with a group count) is Shuffle Attention (SA-Net, Zhang & Yang 2021), not "
+                 "spatial attention; for CBAM's spatial attention write SAM"},
+    signatures=(
+        # wofmanaf/SA-Net models/sa_resnet.py (the authors)
+        Signature("sa_layer(channel, groups=64)", "wofmanaf/SA-Net", (hp("groups", "groups", 64),)),
+        # cv-attention/ShuffleAttention.py, iscyy/yoloair models/Models/Attention/ShuffleAttention.py: reduction
+        # accepted and unused, G=8
+        Signature("ShuffleAttention(channel=512, reduction=16, G=8)", "cv-attention, yoloair",
+                  (unused("reduction", 16, positive_int), hp("G", "groups", 8))),
+    ),
+    gate_maps={"channel": ("half0", "gate_c"), "spatial": ("half1", "gate_s")},
+    opset_ops="Reshape, Transpose (groups, channel shuffle), InstanceNormalization",
+    example_args=(4,),
+)
 class ShuffleAttention(nn.Module):
     """Shuffle Attention (Zhang, Yang, "SA-Net: Shuffle Attention for Deep Convolutional Neural Networks", ICASSP 2021).
 
@@ -58,9 +81,9 @@ class ShuffleAttention(nn.Module):
         AttnBuildError: ``C`` odd, ``groups`` not a divisor of ``C / 2``, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, groups: int | None = None, init_values: float | None = None):
+    def __init__(self, c1: int, groups: int | None = None, init_values: float | None = None):
         super().__init__()
-        c1, where, (groups, init_values) = resolve(c1, "ShuffleAttention", groups, init_values)
+        where = check_c1(c1, "ShuffleAttention")
         check_init_values(init_values, where)
         check(c1 % 2 == 0, where, "input channels C", c1, "an even number (each group is split into two halves)")
         half = c1 // 2

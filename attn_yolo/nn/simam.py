@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check, check_init_values, is_number, resolve
+from attn_yolo.nn.common import check, check_c1, check_init_values, is_number
+from attn_yolo.nn.declaration import Param, Signature, declare, hp
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -24,6 +25,22 @@ def inverse_energy(x: torch.Tensor, e_lambda: float) -> torch.Tensor:
     return (d / (2 * (var + e_lambda).sqrt())).square() + 0.5
 
 
+@declare(
+    "SimAM",
+    paper="Yang et al., SimAM: A Simple, Parameter-Free Attention Module for Convolutional Neural Networks, ICML 2021",
+    params=(Param("e_lambda", "a number > 0", (lambda v: is_number(v) and 0 < v <= 1,
+                  "(0, 1] (paper: 1e-4; searched 1e-6 to 1e-1)")),),
+    aliases=("simam_module",),
+    signatures=(
+        # ZjjConan/SimAM simam_module (the authors) and External-Attention-pytorch SimAM.py: channels unused
+        Signature("simam_module(channels=None, e_lambda=1e-4)", "ZjjConan/SimAM, External-Attention-pytorch",
+                  (hp("e_lambda", "e_lambda", 1e-4),)),
+        # cv-attention/SimAM.py: no channel arg (need_channel False: the row's args are passed verbatim)
+        Signature("SimAM(e_lambda=1e-4)", "cv-attention", (hp("e_lambda", "e_lambda", 1e-4),)),
+    ),
+    gate_maps={"gain": ("gain", "gate")},
+    opset_ops="ReduceMean, Sub, Mul, Div, Sqrt, Sigmoid",
+)
 class SimAM(nn.Module):
     """SimAM (Yang, Zhang, Li, Xie, "SimAM: A Simple, Parameter-Free Attention Module for CNNs", ICML 2021).
 
@@ -45,9 +62,9 @@ class SimAM(nn.Module):
         AttnBuildError: ``e_lambda`` not a finite number > 0 (inf, nan, 0, negative, bool), or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, e_lambda: float = 1e-4, init_values: float | None = None):
+    def __init__(self, c1: int, e_lambda: float = 1e-4, init_values: float | None = None):
         super().__init__()
-        c1, where, (e_lambda, init_values) = resolve(c1, "SimAM", e_lambda, init_values)
+        where = check_c1(c1, "SimAM")
         check_init_values(init_values, where)
         check(is_number(e_lambda) and e_lambda > 0, where, "e_lambda", e_lambda, "a finite number > 0 (paper: 1e-4)")
         self.c1, self.e_lambda = c1, float(e_lambda)

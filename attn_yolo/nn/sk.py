@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from attn_yolo.nn.common import (
-    C1,
-    check,
-    check_init_values,
-    fold_bn,
-    group_count,
-    hooked,
-    in_place_ok,
-    is_int,
-    resolve,
-)
+from attn_yolo.nn.common import check, check_c1, check_init_values, group_count, is_int
+from attn_yolo.nn.declaration import CopyDefault, Param, Signature, declare, hp
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 MAX_BRANCHES = 4
@@ -25,33 +15,10 @@ MAX_KERNEL = 11
 """Largest branch kernel accepted (the paper's largest is 7, as a 3×3 with dilation 3)."""
 
 
-MIN_GROUP_WIDTH = 8
-"""Channels per group below which ``SKBranches`` merges groups (onnxruntime's NCHWc block on AVX2 CPUs)."""
-
-
-def merge_factor(c: int, groups: int) -> int:
-    """Smallest ``f`` dividing ``groups`` with ``f·C/G >= MIN_GROUP_WIDTH`` where a conv has 2 to 7 channels per
-    group; 1 otherwise (depthwise convs, with one channel per group, have fast kernels of their own)."""
-    cg = c // groups
-    if cg == 1 or cg >= MIN_GROUP_WIDTH:
-        return 1
-    return next((f for f in range(2, groups + 1) if groups % f == 0 and f * cg >= MIN_GROUP_WIDTH), 1)
-
-
 class SKBranches(nn.Module):
     """The ``M`` kernel branches of a selective-kernel block: ``[U_1, ..., U_M]``.
 
     Each branch is a grouped convolution (no bias), BatchNorm and ReLU, padded to keep the map size.
-
-    Cost, with the same function: in eval each BatchNorm is folded into its conv; and a grouped conv of fewer than
-    ``MIN_GROUP_WIDTH`` channels per group runs as one with ``f`` neighbouring groups merged and the weight widened
-    with exact zeros (``widened``: block-diagonal, the same sums for finite inputs; an inf would reach the merged
-    neighbours as NaN), because CPU kernels fall off their fast path on narrow groups: on yolo11n's P3 at 640
-    (1×128×80×80, the paper's G = 32: 4 channels per group) onnxruntime runs a 4-channel group conv outside its
-    NCHWc kernels (8-channel blocks on AVX2), about 8.2 ms per branch in the whole model, against 3.3 ms merged to
-    8 channels per group (twice the MACs, zeros included), 1 thread; PyTorch's oneDNN kernels gain too
-    (BENCHMARKS.md section 2e). Exports keep one plain Conv per branch (the widening and the fold are
-    constant-folded).
 
     Args:
         c (int): channels ``C`` (in and out).
@@ -75,34 +42,42 @@ class SKBranches(nn.Module):
 
         self.convs = nn.ModuleList(branch(k) for k in kernels)
 
-    @staticmethod
-    def widened(w: torch.Tensor, groups: int, f: int) -> torch.Tensor:
-        """The weight ``(C, C/G, k, k)`` of a ``G``-group conv as that of the same conv with ``G/f`` groups:
-        ``(C, f·C/G, k, k)``, each output channel's taps on its own group, exact zeros on the ``f − 1`` merged
-        neighbours (so the outputs are the same sums)."""
-        if f == 1:
-            return w
-        c, cg = w.shape[:2]
-        eye = torch.eye(f, dtype=w.dtype, device=w.device).view(1, f, 1, f, 1, 1, 1)
-        return (w.view(groups // f, f, c // groups, 1, cg, *w.shape[2:]) * eye).reshape(c, f * cg, *w.shape[2:])
-
-    def run(self, seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-        """``seq(x)`` (grouped conv, BatchNorm, ReLU), the BatchNorm folded into the conv in eval, narrow groups
-        merged (``widened``). Shapes: ``(B, C, H, W) -> (B, C, H, W)``."""
-        conv, norm, act = seq
-        if hooked(conv, norm, act):  # e.g. thop counting MACs (Ultralytics' GFLOPs): the plain module calls
-            return seq(x)
-        w, b, fold = conv.weight, None, not norm.training and norm.running_var is not None
-        if fold:
-            w, b = fold_bn(w, norm)
-        f = merge_factor(conv.in_channels, conv.groups)
-        u = F.conv2d(x, self.widened(w, conv.groups, f), b, conv.stride, conv.padding, conv.dilation, conv.groups // f)
-        return act(u if fold else norm(u))
-
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return [self.run(seq, x) for seq in self.convs]
+        return [seq(x) for seq in self.convs]
 
 
+SK_COPIES = "External-Attention-pytorch, cv-attention, yoloair"
+SK_WHO = (f"SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32) ({SK_COPIES}) uses "
+          "kernels [1, 3, 5, 7], one group and dense k x k convs")
+
+
+@declare(
+    "SKAttention",
+    paper="Li et al., Selective Kernel Networks, CVPR 2019",
+    params=(
+        Param("kernels", f"a list of 2..{MAX_BRANCHES} distinct odd ints in 1..{MAX_KERNEL}",
+              copies=(CopyDefault([1, 3, 5, 7], SK_WHO, "kernels"),)),
+        Param("r", "an int >= 1 (fuse width d = max(C // r, L))"),
+        Param("groups", "None (adaptive) or a divisor of C", none_means="adaptive",
+              copies=(CopyDefault(1, SK_WHO, "groups"),)),
+        Param("L", "an int >= 1 (minimal fuse width)"),
+        Param("dilated", "true or false", copies=(CopyDefault(False, SK_WHO, "dilated"),)),
+    ),
+    aliases=("SK", "SKNet", "SKConv"),
+    alias_notes={"SKConv": "args are SKAttention's [kernels, r, groups, L, dilated], not SKConv's [M, G, r, stride, "
+                 "L]: two branches are kernels=[3, 5]"},
+    signatures=(
+        # xmu-xiaoma666/External-Attention-pytorch model/attention/SKAttention.py, cv-attention/SK.py, yoloair
+        # SKAttention.py: dense k x k convs (with bias) of one group, Linear fuse/select layers; the same order as ours
+        Signature("SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32)", SK_COPIES, (
+            hp("kernels", "kernels", [1, 3, 5, 7]), hp("reduction", "r", 16), hp("group", "groups", 1),
+            hp("L", "L", 32),
+        )),
+    ),
+    gate_maps={"large": ("large", "select")},
+    opset_ops="grouped and dilated Conv, ReduceMean, Softmax over branches, ReduceSum",
+    helpers=(SKBranches,),
+)
 class SKAttention(nn.Module):
     """Selective Kernel attention (Li, Wang, Hu, Yang, "Selective Kernel Networks", CVPR 2019).
 
@@ -158,7 +133,7 @@ class SKAttention(nn.Module):
 
     def __init__(
         self,
-        c1: int = C1,
+        c1: int,
         kernels: list[int] | tuple[int, ...] = (3, 5),
         r: int = 16,
         groups: int | None = None,
@@ -167,9 +142,7 @@ class SKAttention(nn.Module):
         init_values: float | None = None,
     ):
         super().__init__()
-        c1, where, (kernels, r, groups, L, dilated, init_values) = resolve(
-            c1, "SKAttention", kernels, r, groups, L, dilated, init_values
-        )
+        where = check_c1(c1, "SKAttention")
         ok = (
             isinstance(kernels, (list, tuple))
             and 2 <= len(kernels) <= MAX_BRANCHES
@@ -196,8 +169,5 @@ class SKAttention(nn.Module):
         us = self.branches(x)  # M × (B, C, H, W)
         z = self.fuse(sum(u.mean((2, 3), keepdim=True) for u in us))  # from GAP(Σ_i U_i) = Σ_i GAP(U_i): (B, d, 1, 1)
         a = self.select(self.fc(z).view(b, len(us), c, 1, 1))  # (B, M, C, 1, 1)
-        own = in_place_ok() and not hooked(*self.branches.convs[0])  # U_1 is a buffer no one else sees: reuse it
-        v = us[0].mul_(a[:, 0]) if own else us[0] * a[:, 0]
-        for i in range(1, len(us)):  # V = Σ_i a_i ⊙ U_i, accumulated in place into the first product
-            v = v.addcmul_(us[i], a[:, i])
+        v = sum(a[:, i] * u for i, u in enumerate(us))  # V = Σ_i a_i ⊙ U_i
         return gated(x, v, self.scale)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.nn.common import C1, check_init_values, check_odd_k, in_place_ok, resolve
+from attn_yolo.nn.common import check_c1, check_init_values, check_odd_k
+from attn_yolo.nn.declaration import Param, Signature, declare, fixed, int_in, is_names, positive_int, unused
 from attn_yolo.nn.layer_scale import LayerScale, gated
 
 
@@ -38,6 +39,33 @@ class ZPoolGate(nn.Module):
         return self.gate(self.bn(self.conv(z)))
 
 
+NO_SPATIAL = fixed("no_spatial", (False,), "the two-branch variant without the spatial gate, which attn_yolo does "
+                   "not provide")
+
+
+@declare(
+    "TripletAttention",
+    paper="Misra et al., Rotate to Attend: Convolutional Triplet Attention Module, WACV 2021",
+    params=(Param("k", "a positive odd int", (int_in(1, 15), "1..15 (paper: 7)")),),
+    aliases=("Triplet",),
+    signatures=(
+        # landskape-ai/triplet-attention triplet_attention.py (the authors), External-Attention-pytorch,
+        # cv-attention: kernel fixed at 7
+        Signature("TripletAttention(no_spatial=False)", "landskape-ai/triplet-attention, External-Attention-pytorch",
+                  (NO_SPATIAL,)),
+        # landskape-ai/triplet-attention MODELS/triplet_attention.py (the authors' first version): CBAM's signature,
+        # gate_channels, reduction_ratio and pool_types unused
+        Signature("TripletAttention(gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False)",
+                  "landskape-ai/triplet-attention MODELS/", (
+                      unused("reduction_ratio", 16, positive_int), unused("pool_types", ["avg", "max"], is_names),
+                      NO_SPATIAL,
+                  )),
+    ),
+    gate_maps={"cw": ("cw", "cw.gate"), "hc": ("hc", "hc.gate"), "hw": ("plane", "hw.gate")},
+    opset_ops="ReduceMax, ReduceMean (Z-pools), Transpose, Conv, Sigmoid",
+    example_args=(7,),
+    helpers=(ZPoolGate,),
+)
 class TripletAttention(nn.Module):
     """Triplet Attention (Misra et al., "Rotate to Attend: Convolutional Triplet Attention Module", WACV 2021).
 
@@ -54,9 +82,7 @@ class TripletAttention(nn.Module):
     orientation, Z-pool order ``[max; mean]``, convs without bias and BatchNorm (momentum 0.01) as in the authors'
     code (landskape-ai/triplet-attention ``triplet_attention.py``). Differences from it: the kernel is an argument
     here (fixed at 7 there), and their ``no_spatial=True`` two-branch variant is not provided. The branches
-    pool with reductions on ``x`` itself (no permuted copy of the map), and ``y`` is computed as
-    ``x ⊙ (s_cw/3 + s_hc/3 + s_hw/3)``: the 1/3 scales the small gates (three full-size ops after the pools, not
-    four), and without autograd (not while tracing) the sum and the product go into one full-size buffer.
+    pool with reductions on ``x`` itself (no permuted copy of the map); ``y = x ⊙ (s_cw + s_hc + s_hw) / 3``.
 
     YAML: ``[-1, 1, TripletAttention, []]`` or ``[-1, 1, TripletAttention, [k]]``.
 
@@ -73,9 +99,9 @@ class TripletAttention(nn.Module):
         AttnBuildError: ``k`` not a positive odd int, or ``c1`` invalid.
     """
 
-    def __init__(self, c1: int = C1, k: int = 7, init_values: float | None = None):
+    def __init__(self, c1: int, k: int = 7, init_values: float | None = None):
         super().__init__()
-        c1, where, (k, init_values) = resolve(c1, "TripletAttention", k, init_values)
+        where = check_c1(c1, "TripletAttention")
         check_init_values(init_values, where)
         check_odd_k(k, where)
         self.c1, self.k = c1, k
@@ -86,8 +112,4 @@ class TripletAttention(nn.Module):
         s_cw = self.cw(z_pool(x, 2)).transpose(1, 2)  # (B, 2, C, W) → (B, C, 1, W)
         s_hc = self.hc(z_pool(x, 3).transpose(2, 3)).permute(0, 3, 2, 1)  # (B, 2, H, C) → (B, C, H, 1)
         s_hw = self.hw(z_pool(x, 1))  # (B, 1, H, W)
-        if in_place_ok():  # no autograd: the sum and the product in one buffer of x's layout (the broadcast sum
-            s = torch.add(s_cw / 3, s_hc / 3, out=torch.empty_like(x))  # alone would lay it out (B, H, C, W))
-            return gated(x, s.add_(s_hw / 3).mul_(x), self.scale)
-        s = s_cw / 3 + s_hc / 3  # the 1/3 on the small gates; s is the first full-size (B, C, H, W) tensor
-        return gated(x, x * (s + s_hw / 3), self.scale)
+        return gated(x, x * ((s_cw + s_hc + s_hw) / 3), self.scale)
