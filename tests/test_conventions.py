@@ -197,10 +197,13 @@ def test_ambiguous_leading_count_refused_with_both_edits(log):
 
 def test_short_alias_logs_the_meaning_chosen(log, monkeypatch):
     """A short name with two meanings in the literature resolves to one block, and the log line says which."""
-    from attn_yolo import registry
+    import dataclasses
 
-    monkeypatch.setitem(registry.ALIASES, "SpA", "SAM")
-    monkeypatch.setitem(registry.ALIAS_NOTES, "SpA", "here spatial attention, not Shuffle Attention")
+    from attn_yolo.registry import DECLARATIONS
+
+    sam = DECLARATIONS["SAM"]  # an alias is part of the block's declaration
+    notes = {**sam.alias_notes, "SpA": "here spatial attention, not Shuffle Attention"}
+    monkeypatch.setitem(DECLARATIONS, "SAM", dataclasses.replace(sam, aliases=(*sam.aliases, "SpA"), alias_notes=notes))
     assert type(build_block(with_row("yolo11", "n", 10, [-1, 1, "SpA", [7]]), 11)) is SAM
     assert [line for line in log if line.startswith("attn-yolo: ")] == [
         "attn-yolo: row 11 (scale n) SpA (SAM), [7] read as SAM(c1=256, k=7): 'SpA' is attn_yolo's SAM (here spatial "

@@ -16,11 +16,6 @@ MAX_MLP_RATIO = 16
 """Largest feed-forward expansion ``mlp_ratio`` accepted (ViT uses 4): a larger one is a typo, not a design."""
 
 
-def _add(a: torch.Tensor, b: torch.Tensor, inplace: bool) -> torch.Tensor:
-    """``a + b``; written into ``a`` when ``inplace`` and the sum keeps ``a``'s dtype (it would not under autocast)."""
-    return a.add_(b) if inplace and a.dtype == torch.promote_types(a.dtype, b.dtype) else a + b
-
-
 def _heads_inside(c: int) -> dict:
     """MHSA's default inside a bottleneck: its 4 heads where the width allows head width >= 8, else 2 or 1."""
     return {"heads": next(h for h in (4, 2, 1) if c % h == 0 and (c // h >= 8 or h == 1))}
@@ -91,9 +86,6 @@ class MHSA(nn.Module):
             allowed at ``C``.
     """
 
-    MLP_CHUNK = 2**18
-    """Without autograd, the MLP runs on token chunks of at most this many ``(B, N, C)`` elements (1 MiB in fp32)."""
-
     def __init__(
         self,
         c1: int,
@@ -129,13 +121,11 @@ class MHSA(nn.Module):
         self.scale = None if init_values is None else LayerScale(c1, init_values)
 
     def qkv_heads(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Project normalised tokens ``(B, N, C)`` to contiguous q, k, v of shape ``(B, h, N, d)`` each."""
+        """Project normalised tokens ``(B, N, C)`` to contiguous q, k, v of shape ``(B, h, N, d)`` each (``self.qkv``'s
+        output features are q, k, v in that order, each ``h`` heads of ``d``)."""
         b, n, _ = t.shape
-        # one projection at a time, each copied once into (B, h, N, d): peak memory 4 token maps, not 6
-        return tuple(
-            F.linear(t, w, bias).view(b, n, self.heads, self.head_dim).transpose(1, 2).contiguous()
-            for w, bias in zip(self.qkv.weight.chunk(3), self.qkv.bias.chunk(3))
-        )
+        qkv = self.qkv(t).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return tuple(u.contiguous() for u in qkv.unbind(0))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return ``(softmax(QKᵀ/√d) V, weights)``: fused SDPA (weights None) or, if ``not self.fused``, explicit."""
@@ -148,27 +138,12 @@ class MHSA(nn.Module):
     def tokens_forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The block on ``(B, C, H, W)``: output ``(B, C, H, W)`` and attention weights ``(B, h, N, N)`` or None.
 
-        Without autograd (``torch.no_grad``, inference mode) the residual adds run in place on the block's own
-        buffers, and the MLP runs over chunks of ``MLP_CHUNK`` elements of ``(B, N, C)`` tokens, so its hidden
-        activations never exist for all tokens at once. The result is the same (per-token ops; the tokens are the
-        same), and peak memory drops to the attention's own inputs and output. With autograd on, nothing is done in
-        place (autograd needs the intermediates); nor while tracing or compiling (ONNX export), where a loop over
-        tokens would be frozen to the traced size.
         """
         b, c, h, w = x.shape
-        inplace = not (torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling())
-        t = _add(self.pos(x), x, inplace).flatten(2).transpose(1, 2)  # (B, N, C) view of a (B, C, N) buffer
+        t = (self.pos(x) + x).flatten(2).transpose(1, 2)  # (B, N, C)
         o, weights = self.attend(*self.qkv_heads(self.norm1(t)))
-        o = self.proj(o.transpose(1, 2).reshape(b, h * w, c))
-        t = _add(t, o, inplace)
-        del o
-        if inplace:  # the MLP's output dtype is t's or narrower (autocast), so += gives t + mlp's dtype
-            step = max(1, self.MLP_CHUNK // (b * c))
-            for i in range(0, h * w, step):
-                part = t[:, i : i + step]
-                part += self.mlp(self.norm2(part))
-        else:
-            t = t + self.mlp(self.norm2(t))
+        t = t + self.proj(o.transpose(1, 2).reshape(b, h * w, c))
+        t = t + self.mlp(self.norm2(t))
         return t.transpose(1, 2).reshape(b, c, h, w), weights
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
