@@ -41,9 +41,9 @@ REDUCTIONS = {"SE": MEAN, "ECA": MEAN, "SAM": MEAN_MAX, "CBAM": MEAN_MAX, "MHSA"
               "LSKA": set(), "MLCA": {"MatMul", "ReduceMean"}, "ELA": MEAN, "CAA": set(),
               "SKAttention": MEAN, "BiLevelRoutingAttention": {"TopK", "Gather"}}
 """The pooling each block must export as (reductions over an axis: any input size), never as a sized pool."""
-LOCAL_POOLS: dict[str, set[str]] = {}
-"""Fixed-window local pools a block may export as by design (size-independent, so allowed); none now: CAA's 7×7 mean
-exports as two depthwise Convs of constant weights (``CAA.box_mean``)."""
+LOCAL_POOLS: dict[str, set[str]] = {"CAA": {"AveragePool"}}
+"""Fixed-window local pools a block may export as by design (size-independent, so allowed): CAA's 7×7 mean, stride 1
+(PKINet's ``AvgPool2d(7, 1, 3)``)."""
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 
 
