@@ -29,26 +29,27 @@ LAYERS = {
     "cli": 6, "__init__": 6,
 }  # fmt: skip
 
-# Class paths that checkpoints pickle: part of the checkpoint format, changed only deliberately.
+# Class paths that checkpoints pickle: part of the checkpoint format, changed only deliberately (a set of
+# paths, not a table keyed by block: the blocks' declarations must build exactly these).
 PINNED_CLASSES = {
-    "SE": "attn_yolo.nn.se.SE",
-    "ECA": "attn_yolo.nn.eca.ECA",
-    "SAM": "attn_yolo.nn.cbam.SAM",
-    "CBAM": "attn_yolo.nn.cbam.CBAM",
-    "MHSA": "attn_yolo.nn.mhsa.MHSA",
-    "CoordAtt": "attn_yolo.nn.coordatt.CoordAtt",
-    "EMA": "attn_yolo.nn.ema.EMA",
-    "SimAM": "attn_yolo.nn.simam.SimAM",
-    "GAM": "attn_yolo.nn.gam.GAM",
-    "ShuffleAttention": "attn_yolo.nn.shuffle.ShuffleAttention",
-    "TripletAttention": "attn_yolo.nn.triplet.TripletAttention",
-    "NAM": "attn_yolo.nn.nam.NAM",
-    "LSKA": "attn_yolo.nn.lska.LSKA",
-    "MLCA": "attn_yolo.nn.mlca.MLCA",
-    "ELA": "attn_yolo.nn.ela.ELA",
-    "CAA": "attn_yolo.nn.caa.CAA",
-    "SKAttention": "attn_yolo.nn.sk.SKAttention",
-    "BiLevelRoutingAttention": "attn_yolo.nn.biformer.BiLevelRoutingAttention",
+    "attn_yolo.nn.se.SE",
+    "attn_yolo.nn.eca.ECA",
+    "attn_yolo.nn.cbam.SAM",
+    "attn_yolo.nn.cbam.CBAM",
+    "attn_yolo.nn.mhsa.MHSA",
+    "attn_yolo.nn.coordatt.CoordAtt",
+    "attn_yolo.nn.ema.EMA",
+    "attn_yolo.nn.simam.SimAM",
+    "attn_yolo.nn.gam.GAM",
+    "attn_yolo.nn.shuffle.ShuffleAttention",
+    "attn_yolo.nn.triplet.TripletAttention",
+    "attn_yolo.nn.nam.NAM",
+    "attn_yolo.nn.lska.LSKA",
+    "attn_yolo.nn.mlca.MLCA",
+    "attn_yolo.nn.ela.ELA",
+    "attn_yolo.nn.caa.CAA",
+    "attn_yolo.nn.sk.SKAttention",
+    "attn_yolo.nn.biformer.BiLevelRoutingAttention",
 }
 PINNED_HELPERS = {"attn_yolo.nn.cbam.ChannelGate", "attn_yolo.nn.cbam.SpatialGate",
                   "attn_yolo.nn.layer_scale.LayerScale",
@@ -174,12 +175,12 @@ def test_checkpoint_class_paths_are_pinned_and_reload_without_import(tmp_path):
     import attn_yolo
     from attn_yolo.checkpoint import save_checkpoint
 
-    assert {k: f"{c.__module__}.{c.__qualname__}" for k, c in attn_yolo.MODULES.items()} == PINNED_CLASSES
-    rows = [[-1, 1, "Conv", [32, 3, 2]]] + [[-1, 1, name, []] for name in PINNED_CLASSES] + [[-1, 1, "SE", [4, 0.0]]]
+    assert {f"{c.__module__}.{c.__qualname__}" for c in attn_yolo.MODULES.values()} == PINNED_CLASSES
+    rows = [[-1, 1, "Conv", [32, 3, 2]]] + [[-1, 1, name, []] for name in attn_yolo.MODULES] + [[-1, 1, "SE", [4, 0.0]]]
     d = {"nc": 2, "backbone": rows, "head": [[[-1], 1, "Detect", ["nc"]]]}
     ckpt = save_checkpoint(DetectionModel(d, verbose=False), tmp_path / "all.pt")
     ours = {g for g in pickled_globals(ckpt) if g.startswith("attn_yolo")}
-    assert ours == set(PINNED_CLASSES.values()) | PINNED_HELPERS
+    assert ours == PINNED_CLASSES | PINNED_HELPERS
 
     code = (
         "import sys\nfrom ultralytics import YOLO\n"
@@ -192,4 +193,4 @@ def test_checkpoint_class_paths_are_pinned_and_reload_without_import(tmp_path):
                          env={**os.environ, "YOLO_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
-    assert set(ast.literal_eval(lines[-2])) == set(PINNED_CLASSES.values()) | PINNED_HELPERS
+    assert set(ast.literal_eval(lines[-2])) == PINNED_CLASSES | PINNED_HELPERS
