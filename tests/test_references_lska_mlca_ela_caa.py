@@ -423,9 +423,8 @@ def test_yaml_row_out_of_range_names_row_and_value():
 
 
 @pytest.mark.parametrize("name", ["CoordAtt", "NAM", "TripletAttention", "ELA"])
-def test_in_place_inference_exports_under_no_grad(name):
-    """``torch.onnx.export`` traces under ``no_grad`` here: the in-place path is not traced (``in_place_ok`` is
-    False while tracing), and onnxruntime reproduces the block."""
+def test_inference_exports_under_no_grad(name):
+    """``torch.onnx.export`` traces under ``no_grad`` here, and onnxruntime reproduces the block."""
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     import io
