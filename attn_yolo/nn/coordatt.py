@@ -95,4 +95,4 @@ class CoordAtt(nn.Module):
         f = self.act(self.bn(self.conv1(z)))
         gh = self.gate_h(self.conv_h(f[:, :, :h]))  # (B, C, H, 1)
         gw = self.gate_w(self.conv_w(f[:, :, h:]).transpose(2, 3))  # (B, C, 1, W)
-        return gated(x, x * gh * gw, self.scale)
+        return gated(x, x * gw * gh, self.scale)

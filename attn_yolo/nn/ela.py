@@ -81,4 +81,4 @@ class ELA(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gh = self.gate_h(self.gn(self.conv(x.mean(3))).unsqueeze(3))  # (B, C, H, 1)
         gw = self.gate_w(self.gn(self.conv(x.mean(2))).unsqueeze(2))  # (B, C, 1, W)
-        return gated(x, x * gh * gw, self.scale)
+        return gated(x, x * gw * gh, self.scale)
