@@ -325,6 +325,34 @@ def remove_default_callback(event: str, fn: Callable) -> None:
         hooks.remove(fn)
 
 
+def add_callbacks(owner, event: str, first: tuple[Callable, ...] = (), last: tuple[Callable, ...] = ()) -> None:
+    """Run ``first`` before and ``last`` after the callbacks ``owner`` (a trainer or a ``YOLO``: its ``callbacks``
+    dict of event → list, run in list order by ``run_callbacks``) already runs at ``event``. The list is a new one:
+    one that another owner shares (a ``YOLO``'s and its trainer's) stays as it is."""
+    cb = owner.callbacks
+    cb[event] = [*first, *cb.get(event, []), *last]
+
+
+def has_callback(owner, event: str, fn: Callable) -> bool:
+    """Whether ``owner`` (a trainer or a ``YOLO``) runs ``fn`` at ``event``."""
+    cb = getattr(owner, "callbacks", None)
+    return isinstance(cb, dict) and fn in cb.get(event, [])
+
+
+def remove_callback(owner, event: str, fn: Callable) -> None:
+    """Take ``fn`` out of ``owner``'s callbacks at ``event`` (a no-op if it is not there)."""
+    cb = owner.callbacks
+    if fn in cb.get(event, []):
+        cb[event] = [f for f in cb[event] if f is not fn]
+
+
+def validation_images(trainer) -> list[str]:
+    """The image files of a trainer's validation loader (``test_loader``; its ``train_loader`` if it has none), sorted;
+    empty if neither is built yet."""
+    loader = getattr(trainer, "test_loader", None) or getattr(trainer, "train_loader", None)
+    return sorted(getattr(getattr(loader, "dataset", None), "im_files", None) or [])
+
+
 # ------------------------------------------------------------------------------------ trainer and model attributes
 def epoch_losses(trainer) -> dict[str, float] | None:
     """The mean training losses of the epoch so far (``trainer.tloss``: box, cls, dfl, ...), or None before any."""
@@ -437,4 +465,8 @@ def __getattr__(name: str):
     """``MatchingValidator``, made on first use (``import attn_yolo`` does not import Ultralytics' validators)."""
     if name == "MatchingValidator":
         return _matching_validator()
+    if name in ("PerImageValidator", "PerImageTrainer"):
+        from attn_yolo.ultralytics_api import training
+
+        return getattr(training, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
