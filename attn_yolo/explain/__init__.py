@@ -1,4 +1,6 @@
-"""Explain an ablation's Δ: where each variant gains or loses (TIDE's error types), on which images, and what its
+"""The ``attn-yolo explain`` tool: where an ablation's Δ comes from, on which images, what attention did there.
+
+Explain an ablation's Δ: where each variant gains or loses (TIDE's error types), on which images, and what its
 attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
 
     attn-yolo explain out=runs/ablate/synthetic-quick                 # every variant against the baseline

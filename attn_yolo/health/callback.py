@@ -29,12 +29,11 @@ import numpy as np
 import torch
 
 from attn_yolo import ultralytics_api as api
+from attn_yolo.capture import attention_blocks, block_gates, has_attention_weights
 from attn_yolo.health.flags import flags
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv, write_csv
 from attn_yolo.health.measure import block_name, measure
 from attn_yolo.health.report import console_table, plot_gates
-from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, block_gates
-from attn_yolo.heatmap.model import attention_blocks
 
 PNG_NAME = "gates.png"
 LOGGED = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout")
@@ -221,7 +220,7 @@ class HealthMonitor:
             for path, gate in block_gates(block).items():  # finite logits give a finite gate: its input suffices
                 self._handles.append(gate.register_forward_hook(self._check(f"{label}: NaN/inf in the logits of gate "
                                                                             f"'{path}' (its input)", 0)))
-            what = "attention output" if isinstance(block, ATTENTION_WEIGHTS) else "output"
+            what = "attention output" if has_attention_weights(block) else "output"
             self._handles.append(block.register_forward_hook(self._check(f"{label}: NaN/inf in the block's {what}")))
 
     def _check(self, label: str, arg: int | None = None):

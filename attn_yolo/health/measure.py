@@ -1,7 +1,7 @@
 """Measure: the health of every attention block of a detector on one fixed batch of images.
 
-For each block (``attn_yolo.heatmap.model.attention_blocks``), one forward pass under ``AttentionCapture`` records
-the gates the block applied and turns them into the same maps the heatmap tool draws (``GATE_MAPS``, one definition of
+For each block (``attn_yolo.capture.attention_blocks``), one forward pass under ``capture.GateCapture`` records the
+gates the block applied and turns them into the same maps the heatmap tool draws (``GATE_MAPS``, one definition of
 a block's maps for both tools). From them, over the batch:
 
 - ``gate_mean``, ``gate_std``: mean and standard deviation of every element of every gate the block applied
@@ -31,9 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_yolo.heatmap.capture import AttentionCapture
-from attn_yolo.heatmap.maps import ATTENTION_WEIGHTS, attention_rows, block_gates
-from attn_yolo.heatmap.model import attention_blocks
+from attn_yolo.capture import GateCapture, attention_blocks, attention_rows, block_gates, has_attention_weights
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
 COLUMNS = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout", "nonfinite")
@@ -143,7 +141,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     was_training = model.training
     model.eval()
     try:
-        with AttentionCapture(model, "all") as cap:
+        with GateCapture(model, blocks) as cap:
             outs: dict[tuple[int, str], torch.Tensor] = {}
             handles = [b.register_forward_hook(lambda m, a, o, key=key: outs.__setitem__(key, o.detach()))
                        for key, b in blocks.items()]
@@ -159,7 +157,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
             gates = [rec["gate:" + p] for p in block_gates(block) if "gate:" + p in rec]
             row = {"layer": f"{key[0]}.{key[1]}" if key[1] else str(key[0]), "block": type(block).__name__,
                    **_gate_stats(gates)}  # fmt: skip
-            if isinstance(block, ATTENTION_WEIGHTS) and "q" in rec:
+            if has_attention_weights(block) and "q" in rec:
                 row["entropy"], row["peak_share"] = attention_entropy(rec["q"], rec["k"])
             else:
                 kinds: dict[str, list[dict]] = {}

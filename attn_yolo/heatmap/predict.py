@@ -16,11 +16,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attn_yolo.capture import attention_blocks
 from attn_yolo.heatmap.cam import CAM_METHODS, class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
 from attn_yolo.heatmap.letterbox import letterbox, letterbox_gain_pad
 from attn_yolo.heatmap.maps import AttentionMap
-from attn_yolo.heatmap.model import HeatmapError, as_model, attention_blocks, resolve_layers
+from attn_yolo.heatmap.model import HeatmapError, as_model, resolve_layers
 from attn_yolo.images import default_images, read_image, read_sources
 
 MIN_SIDE = 10  # pixels: the smallest image side accepted, as Ultralytics' dataset check (verify_image_label) requires

@@ -1,5 +1,6 @@
 """Contacts with Ultralytics' trainer and validator: per-image validation records, a trainer's callback lists.
 
+- ``MatchingValidator``: Ultralytics' ``DetectionValidator`` with a hook after each image's matching;
 - ``PerImageValidator``: Ultralytics' ``DetectionValidator`` that keeps, for a final or standalone validation, each
   image's matching as plain numpy arrays (it reads the per-image batch dict of ``_prepare_batch`` and
   ``scale_preds``; ``CONTRACT`` checks the keys);
@@ -13,13 +14,25 @@ from __future__ import annotations
 
 from copy import copy
 
-from ultralytics.models.yolo.detect import DetectionTrainer
+from ultralytics.models.yolo.detect import DetectionTrainer, DetectionValidator
 from ultralytics.utils import ops
-
-from attn_yolo.ultralytics_api import MatchingValidator
 
 IMAGE_KEYS = ("im_file", "cls", "bboxes", "imgsz", "ori_shape", "ratio_pad")
 """Keys of the per-image batch dict (``DetectionValidator._prepare_batch``) that ``image_entry`` reads."""
+
+
+class MatchingValidator(DetectionValidator):
+    """Ultralytics' ``DetectionValidator`` that calls ``on_matched(preds, batch, out)`` after it matched one image's
+    predictions to its boxes (the private ``_process_batch``; ``out["tp"]``: (N, 10) bool, one column per IoU
+    0.50:0.95)."""
+
+    def on_matched(self, preds: dict, batch: dict, out: dict) -> None:
+        """Override: called once per image with its predictions, its batch entry and the matching."""
+
+    def _process_batch(self, preds: dict, batch: dict) -> dict:
+        out = super()._process_batch(preds, batch)
+        self.on_matched(preds, batch, out)
+        return out
 
 
 def image_entry(validator, preds: dict, batch: dict, out: dict) -> dict:
