@@ -105,7 +105,7 @@ def _tokens(m, x: torch.Tensor) -> int | None:
     if isinstance(m, _classes()[1]):
         a = m.area if m.area > 1 else 1
         return (H * W) // a if (H * W) % a == 0 else None
-    return H * W if m.key_dim > 0 else None
+    return H * W if qkv_layout(m).q > 0 else None
 
 
 def kernel_for(m, x: torch.Tensor) -> str:
@@ -126,7 +126,7 @@ def kernel_for(m, x: torch.Tensor) -> str:
     if x.device.type == "cuda":
         return "sdpa"
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-        padded = isinstance(m, _classes()[0]) and m.key_dim != m.head_dim
+        padded = qkv_layout(m).q != qkv_layout(m).v  # Attention with attn_ratio < 1
         return "sdpa" if n >= CPU_MIN_TOKENS["padded" if padded else "equal"] else "explicit"
     return "explicit"
 
