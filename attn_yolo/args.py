@@ -1,8 +1,19 @@
-"""Ultralytics-style ``key=value`` argument parsing and ``UsageError``, shared by every tool and the CLI."""
+"""The tools' ``key=value`` arguments: one typed schema per tool (``Key``, ``Schema``), parsed and checked up front.
+
+A tool declares its keys once, as a ``Schema`` of ``Key`` objects (name, type, default, range or choices, help);
+``Schema.parse`` reads Ultralytics-style ``key=value`` tokens (values as Ultralytics' ``smart_value`` reads them) and
+refuses, before any heavy work, an unknown key (naming the closest one) or a value outside what its key allows, in
+one line: ``attn-yolo heatmap: conf=2 is invalid; allowed: a number in [0, 1]``; the CLI exits 2 on it.
+``Schema.rows()`` lists each key as a dict (``name``, ``type``, ``default``, ``allowed``, ``help``), which the CLI
+reference is generated from (``attn_yolo.cli.TOOLS[name].schema``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import math
+from collections.abc import Callable
 
 
 class UsageError(ValueError):
@@ -28,7 +39,8 @@ def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
         if key not in defaults:
             close = difflib.get_close_matches(key, list(defaults), n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise UsageError(f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {', '.join(defaults)}")
+            keys = ", ".join(defaults) or "none (it takes no keys)"
+            raise UsageError(f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {keys}")
         out[key] = smart_value(value)
     return out
 
@@ -58,6 +70,10 @@ def imgsz_problem(v, pair: bool = False) -> str | None:
     return sides + (", or h,w of two such ints (e.g. 480,640)" if pair else "")
 
 
+BATCH_ALLOWED = ("a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) (auto batch at that "
+                 "fraction of GPU memory)")
+
+
 def batch_problem(v) -> str | None:
     """Why ``v`` is not an Ultralytics training batch, or None: a positive int, -1 (auto batch at 60 % of the GPU
     memory) or a float in (0, 1) (auto batch at that fraction), as ``ultralytics.utils.autobatch`` reads it; any
@@ -66,4 +82,173 @@ def batch_problem(v) -> str | None:
         return None  # a wrong type is Ultralytics' check_cfg's to name
     if (isinstance(v, int) and (v >= 1 or v == -1)) or (isinstance(v, float) and 0 < v < 1):
         return None
-    return "a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) (auto batch at that fraction)"
+    return BATCH_ALLOWED
+
+
+# ------------------------------------------------------------------------------------------------------ the schema
+TYPES = ("bool", "int", "float", "choice", "str", "path", "imgsz", "list", "any")
+"""The kinds of value a ``Key`` takes: ``list`` is comma-separated or ``[a, b]``; ``any`` is checked by the tool."""
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bound(x: float) -> str:
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One ``key=value`` argument of a tool.
+
+    Attributes:
+        name: the key.
+        type: one of ``TYPES``.
+        default: the value when the key is not given (None: unset, or the tool's own choice; see ``help``).
+        help: one line, for ``<tool> help`` and the CLI reference.
+        low, high: the inclusive range of an ``int`` / ``float`` (``imgsz``: ``MIN_IMGSZ..MAX_IMGSZ``).
+        choices: the values a ``choice`` (case-insensitive) or each item of a ``list`` may take (empty: any).
+        pair: an ``imgsz`` may also be ``h,w``.
+        note: appended to ``allowed`` in the error (``(the long side)``).
+        required: the error when the key is missing (its text after ``<key>= is required``), or None.
+        check: ``fn(value) -> why it is wrong or None``, for a rule beyond the type (a perfect square, ...).
+    """
+
+    name: str
+    type: str
+    default: object = None
+    help: str = ""
+    low: float = -math.inf
+    high: float = math.inf
+    choices: tuple = ()
+    pair: bool = False
+    note: str = ""
+    required: str | None = None
+    check: Callable | None = None
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise ValueError(f"Key {self.name!r}: type {self.type!r}; allowed: {', '.join(TYPES)}")
+
+    @property
+    def allowed(self) -> str:
+        """What the key takes, in words (the end of its error message)."""
+        t = self.type
+        if t == "bool":
+            text = "True or False"
+        elif t in ("int", "float"):
+            what = "an int" if t == "int" else "a number"
+            if self.low > -math.inf and self.high < math.inf:
+                text = f"{what} in [{_bound(self.low)}, {_bound(self.high)}]"
+            elif self.low > -math.inf:
+                text = f"{what} >= {_bound(self.low)}"
+            else:
+                text = what
+        elif t == "choice":
+            text = "one of " + ", ".join(map(str, self.choices))
+        elif t == "imgsz":
+            text = (f"an int in {MIN_IMGSZ}..{MAX_IMGSZ} (pixels; rounded up to a multiple of the stride, 32)"
+                    + (", or h,w of two such ints (e.g. 480,640)" if self.pair else ""))
+        elif t == "list":
+            text = "a comma-separated list" + (f" of {', '.join(map(str, self.choices))}" if self.choices else "")
+        elif t == "path":
+            text = "a file or folder path"
+        else:
+            text = "a string" if t == "str" else "see help"
+        return text + (f" {self.note}" if self.note else "") + (" (or none)" if self._none_ok and t != "any" else "")
+
+    @property
+    def _none_ok(self) -> bool:
+        return self.default is None and self.required is None
+
+    def problem(self, v) -> str | None:
+        """Why ``v`` is not a value of this key (``allowed``), or None. A list is returned parsed by ``value``."""
+        if v is None and (self._none_ok or self.type == "any"):
+            return None
+        t, ok = self.type, True
+        if t == "bool":
+            ok = isinstance(v, bool)
+        elif t == "int":
+            ok = isinstance(v, int) and not isinstance(v, bool) and self.low <= v <= self.high
+        elif t == "float":
+            ok = _number(v) and self.low <= v <= self.high
+        elif t == "choice":
+            ok = str(v).lower() in {str(c).lower() for c in self.choices}
+        elif t == "imgsz":  # [640]: one side in a list, as Ultralytics' check_imgsz reads it
+            ok = imgsz_problem(v[0] if isinstance(v, list) and len(v) == 1 else v, self.pair) is None
+        elif t == "list":
+            items = self.value(v)
+            ok = bool(items) and (not self.choices or all(i in self.choices for i in items))
+        elif t in ("str", "path"):
+            ok = isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        if not ok:
+            return self.allowed
+        return self.check(v) if self.check else None
+
+    def value(self, v):
+        """``v`` as the tool uses it: a ``list`` as a tuple of stripped strings, a ``choice`` lower-cased, an
+        ``imgsz`` pair as a tuple; anything else unchanged."""
+        if self.type == "list" and v is not None:
+            items = v if isinstance(v, (list, tuple)) else str(v).split(",")
+            return tuple(str(i).strip() for i in items if str(i).strip())
+        if self.type == "choice" and isinstance(v, str):
+            return v.lower()
+        if self.type == "imgsz" and isinstance(v, list):
+            return v[0] if len(v) == 1 else tuple(v)
+        return v
+
+    def row(self) -> dict:
+        """The key for the CLI reference: ``{"name", "type", "default", "allowed", "help"}``."""
+        return {"name": self.name, "type": self.type, "default": self.default, "allowed": self.allowed,
+                "help": self.help}
+
+
+class Schema(tuple):
+    """A tool's keys (``Key`` objects, in the order its help lists them)."""
+
+    def __new__(cls, keys=()):
+        keys = tuple(keys)
+        names = [k.name for k in keys]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Schema: a key is declared twice: {names}")
+        return super().__new__(cls, keys)
+
+    def __getitem__(self, item):
+        if isinstance(item, str):
+            return next(k for k in self if k.name == item)
+        return super().__getitem__(item)
+
+    @property
+    def names(self) -> list[str]:
+        return [k.name for k in self]
+
+    def defaults(self) -> dict:
+        return {k.name: k.default for k in self}
+
+    def rows(self) -> list[dict]:
+        """Every key as ``Key.row()``: what the CLI reference prints."""
+        return [k.row() for k in self]
+
+    def parse(self, argv: list[str], tool: str) -> dict:
+        """``key=value`` tokens → ``{key: value}`` (defaults filled in, values as ``Key.value``), each checked.
+
+        Raises:
+            UsageError: ``attn-yolo <tool>: expected key=value, got 'x'``, ``... unknown key 'cnf'. Did you mean
+                'conf'? Keys: ...``, ``... model= is required, ...`` or ``... conf=2 is invalid; allowed: a number in
+                [0, 1]``.
+        """
+        a = kv_args(argv, self.defaults(), tool)
+        for k in self:
+            v = a[k.name]
+            if (v is None or v == "") and k.required is not None:
+                raise UsageError(f"attn-yolo {tool}: {k.name}= is required{k.required}")
+            if why := k.problem(v):
+                raise UsageError(f"attn-yolo {tool}: {k.name}={v!r} is invalid; allowed: {why}")
+            a[k.name] = k.value(v)
+        return a
+
+    def help_text(self) -> str:
+        """One line per key: ``name=default  help (allowed)``."""
+        w = max(len(f"{k.name}={k.default}") for k in self) + 2 if self else 0
+        return "\n".join(f"  {f'{k.name}={k.default}':<{w}}{k.help} ({k.allowed})" for k in self)

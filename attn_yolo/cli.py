@@ -13,27 +13,54 @@ Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import sys
 from pathlib import Path
 
-from attn_yolo.args import UsageError, batch_problem, imgsz_problem
+from attn_yolo.args import Key, Schema, UsageError, batch_problem, imgsz_problem
 
-TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and returning an exit code
-    "modules": "attn_yolo.cli:modules_main",
-    "insert": "attn_yolo.insertion:main",
-    "ablate": "attn_yolo.ablate:main",
-    "export": "attn_yolo.export:main",
-    "heatmap": "attn_yolo.heatmap:main",
-    "bench": "attn_yolo.bench:main",
-    "explain": "attn_yolo.explain:main",
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    """One of the plugin's sub-commands: ``entry`` (``"module:function"``, taking argv and returning an exit code) and
+    ``schema_at`` (``"module:NAME"`` of its ``attn_yolo.args.Schema``; None: its keys are its config's)."""
+
+    entry: str
+    schema_at: str | None
+
+    @property
+    def schema(self) -> Schema | None:
+        """The tool's keys (``Schema.rows()``: name, type, default, allowed, help), imported on use."""
+        if self.schema_at is None:
+            return None
+        module, _, name = self.schema_at.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def run(self, argv: list[str]) -> int:
+        module, _, func = self.entry.partition(":")
+        return int(getattr(importlib.import_module(module), func)(argv) or 0)
+
+
+TOOLS = {  # sub-command → its entry point and key schema
+    "modules": Tool("attn_yolo.cli:modules_main", "attn_yolo.cli:MODULES_SCHEMA"),
+    "insert": Tool("attn_yolo.insertion:main", "attn_yolo.insertion:SCHEMA"),
+    "ablate": Tool("attn_yolo.ablate:main", None),  # a config file and its dotted overrides (attn_yolo.ablate.config)
+    "export": Tool("attn_yolo.export:main", "attn_yolo.export:SCHEMA"),
+    "heatmap": Tool("attn_yolo.heatmap:main", "attn_yolo.heatmap:SCHEMA"),
+    "bench": Tool("attn_yolo.bench:main", "attn_yolo.bench:SCHEMA"),
+    "explain": Tool("attn_yolo.explain:main", "attn_yolo.explain:SCHEMA"),
 }
+MODULES_SCHEMA = Schema()
+"""``attn-yolo modules`` takes no keys."""
 
 
 def modules_main(argv: list[str]) -> int:
     """Print every attention block with its YAML name, hyperparameters and defaults, and its paper."""
     from attn_yolo.registry import DECLARATIONS
+
+    MODULES_SCHEMA.parse([a for a in argv if a not in ("help", "-h", "--help")], "modules")
 
     decls = [d for d in DECLARATIONS.values() if not d.control]
     width = max(len(d.name) for d in decls) + 2  # one column for the longest name (ShuffleAttention, ...)
@@ -77,7 +104,15 @@ def check_command(word: str) -> None:
 CHECKPOINT_KEYS = ("model", "pretrained")  # pass-through arguments that name a checkpoint Ultralytics will load
 
 
-OWN_KEYS = {"trust": False, "health": True, "sdpa": False}  # attn-yolo's own pass-through keys, with their defaults
+OWN_SCHEMA = Schema([
+    Key("trust", "bool", False, help="True: load checkpoints with a full unpickle, for files you trust"),
+    Key("health", "bool", True, help="attention health per epoch of training (gates.csv, gates.png, a stop at NaN)"),
+    Key("sdpa", "bool", False, help="True: Ultralytics' own Attention and AAttn layers run on fused "
+        "scaled_dot_product_attention"),
+])
+"""attn-yolo's own keys of the pass-through commands (``attn-yolo train|val|predict|export ...``), beside all of
+Ultralytics' own arguments."""
+OWN_KEYS = OWN_SCHEMA.defaults()
 
 
 def command_name(argv: list[str]) -> str:
@@ -209,11 +244,10 @@ def passthrough(argv: list[str]) -> int:
     from attn_yolo.ultralytics_api import run_cli
 
     name = command_name(argv)
-    argv, trust = take_flag(argv, "trust", False, "True: load checkpoints with a full unpickle, for files you trust",
-                            name)
-    argv, health = take_flag(argv, "health", None, "attention health per epoch of training; default True", name)
-    argv, sdpa = take_flag(argv, "sdpa", False, "True: Ultralytics' own Attention and AAttn layers run on fused "
-                           "scaled_dot_product_attention; default False", name)
+    flags = {}
+    for k in OWN_SCHEMA:  # health: None when not given (training only)
+        argv, flags[k.name] = take_flag(argv, k.name, None if k.name == "health" else k.default, k.help, name)
+    trust, health, sdpa = flags["trust"], flags["health"], flags["sdpa"]
     training = "train" in argv or "mode=train" in argv
     if health and not training:
         raise UsageError(f"{name}: health= applies to training only (attn-yolo train ...)")
@@ -242,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if argv and argv[0] in TOOLS:
-            module, _, func = TOOLS[argv[0]].partition(":")
-            return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+            return TOOLS[argv[0]].run(argv[1:])
         if argv:
             check_command(argv[0])
         if not argv or argv[0] in ("help", "-h", "--help"):

@@ -39,13 +39,15 @@ from ultralytics.nn.modules.block import SPPF, Bottleneck, C2f, C3k2
 from attn_yolo.conventions import fmt, yaml_params
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.declaration import LiveMapping, blocks
+from attn_yolo.ultralytics_api.layers import become, relabel_layer, yaml_args
 
 BASES: dict[str, type[nn.Module]] = {"C2f": C2f, "C3k2": C3k2, "SPPF": SPPF}
 """Ultralytics block name → class, for the blocks that get a derived ``<base>_<X>``."""
 
-BASE_ARGS = {"C2f": ["c2", "shortcut", "g", "e"], "C3k2": ["c2", "c3k", "e", "attn", "g", "shortcut"],
-             "SPPF": ["c2", "k", "n", "shortcut"]}
-"""The YAML args each base takes (after ``c1``; ``n`` of C2f / C3k2 is the row's repeats), as Ultralytics 8.4."""
+BASE_ARGS = {name: yaml_args(cls) for name, cls in BASES.items()}
+"""The YAML args each base takes (after ``c1``; ``n`` of C2f / C3k2 is the row's repeats), read from Ultralytics
+(``attn_yolo.ultralytics_api.layers.yaml_args``): C2f ``[c2, shortcut, g, e]``, C3k2 ``[c2, c3k, e, attn, g,
+shortcut]``, SPPF ``[c2, k, n, shortcut]`` in 8.4."""
 
 
 def _is_int(v, low: int = 1) -> bool:
@@ -171,10 +173,9 @@ def attach(block: nn.Module, cls: type, kwargs: dict, where: str) -> nn.Module:
     else:
         for b in list(block.modules()):
             if type(b) is Bottleneck:
-                b.__class__ = AttnBottleneck
+                become(b, AttnBottleneck)
                 b.attn = make(b.cv2.conv.out_channels)
-    block.__class__ = cls
-    return block
+    return become(block, cls)
 
 
 def derive(blocks: dict[str, type[nn.Module]]) -> dict[str, type[nn.Module]]:
@@ -303,12 +304,10 @@ def convert(layers: nn.Module, inner: dict[int, Inner], verbose: bool = False) -
         layer = layers[i]
         for block in (layer if type(layer) is nn.Sequential else [layer]):
             attach(block, spec.cls, spec.kwargs, spec.where)
-        n_before = layer.np
-        layer.np = sum(p.numel() for p in layer.parameters())
-        layer.type = f"{spec.cls.__module__}.{spec.cls.__qualname__}"
+        added = relabel_layer(layer, spec.cls)
         note = inside_note(spec)
         if verbose or note:
             x = spec.cls.attention.__name__
             kw = ", ".join(f"{k}={v}" for k, v in spec.kwargs.items())
             LOGGER.info(f"attn-yolo: {spec.where}: {x}({kw or 'defaults'}) inside {spec.cls.base.__name__} "
-                        f"(+{layer.np - n_before} params){note}")
+                        f"(+{added} params){note}")

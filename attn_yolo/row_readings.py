@@ -1,4 +1,6 @@
-"""Every way to read a YAML row's args: by our signature and each public one (``attn_yolo.signatures``), with and
+"""Every way to read a YAML row's args, each checked by building the block on the meta device.
+
+Every way to read a YAML row's args: by our signature and each public one (``attn_yolo.signatures``), with and
 without a leading channel count, each checked by building the block on the meta device (nothing allocated).
 
 ``attn_yolo.conventions`` chooses among the readings (``choose``), logs the one taken and writes the edits of a

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_yolo import ultralytics_api as api
+from attn_yolo.ultralytics_api.layers import qkv_layout, split_v
 
 __all__ = ["CPU_MIN_TOKENS", "attention_layers", "fuse_attention", "is_fused", "kernel_for",
            "is_default", "register_default_callbacks", "sdpa_callback", "set_default", "unfuse_attention"]
@@ -70,14 +71,15 @@ def attention_sdpa(m, x: torch.Tensor, pad: bool = True) -> torch.Tensor:
     """
     B, C, H, W = x.shape
     N = H * W
-    nh, kd, hd = m.num_heads, m.key_dim, m.head_dim
-    qkv = m.qkv(x).view(B, nh, 2 * kd + hd, N)
-    q, k, v = qkv.transpose(-2, -1).split([kd, kd, hd], dim=-1)  # (B, nh, N, ·)
+    lay = qkv_layout(m)  # q, k of key_dim, v of head_dim per head
+    kd, hd = lay.q, lay.v
+    qkv = m.qkv(x)
+    q, k, v = qkv.view(B, lay.heads, lay.per_head, N).transpose(-2, -1).split(lay[1:], dim=-1)  # (B, nh, N, ·)
     w = max(kd, hd) if pad else None
     if pad:  # unit stride on the width (F.pad writes a new tensor; a zero pad would keep the strides)
         q, k, v = (F.pad(t, (0, w - t.shape[-1])) if t.shape[-1] < w else t.contiguous() for t in (q, k, v))
     o = F.scaled_dot_product_attention(q, k, v, scale=m.scale)[..., :hd]  # (B, nh, N, hd)
-    x = o.transpose(-2, -1).reshape(B, C, H, W) + m.pe(qkv[:, :, 2 * kd :].reshape(B, C, H, W))
+    x = o.transpose(-2, -1).reshape(B, C, H, W) + m.pe(split_v(m, qkv))
     return m.proj(x)
 
 
@@ -87,14 +89,14 @@ def aattn_sdpa(m, x: torch.Tensor, pad: bool = True) -> torch.Tensor:
     B, _, H, W = x.shape
     N = H * W
     a = m.area if m.area > 1 else 1
-    n, nh, hd, C = N // a, m.num_heads, m.head_dim, m.all_head_dim
-    qkv = m.qkv(x)  # (B, 3C, H, W); channel = head · 3·hd + (q | k | v) · hd + d
-    t = qkv.view(B, nh, 3 * hd, a, n).permute(0, 3, 1, 4, 2).contiguous().view(B * a, nh, n, 3 * hd)
-    q, k, v = t.split(hd, dim=-1)  # (B·a, nh, n, hd), unit stride on hd; area i = tokens i·n ... (i+1)·n - 1
+    lay = qkv_layout(m)  # q, k and v of head_dim per head
+    n, nh, hd, C = N // a, lay.heads, lay.v, m.all_head_dim
+    qkv = m.qkv(x)  # (B, 3C, H, W)
+    t = qkv.view(B, nh, lay.per_head, a, n).permute(0, 3, 1, 4, 2).contiguous().view(B * a, nh, n, lay.per_head)
+    q, k, v = t.split(lay[1:], dim=-1)  # (B·a, nh, n, hd), unit stride on hd; area i = tokens i·n ... (i+1)·n - 1
     o = F.scaled_dot_product_attention(q, k, v, scale=hd**-0.5)
     o = o.view(B, a, nh, n, hd).permute(0, 2, 4, 1, 3).reshape(B, C, H, W)
-    v = qkv.view(B, nh, 3 * hd, N)[:, :, 2 * hd :].reshape(B, C, H, W)
-    return m.proj(o + m.pe(v))
+    return m.proj(o + m.pe(split_v(m, qkv)))
 
 
 def _tokens(m, x: torch.Tensor) -> int | None:
@@ -103,7 +105,7 @@ def _tokens(m, x: torch.Tensor) -> int | None:
     if isinstance(m, _classes()[1]):
         a = m.area if m.area > 1 else 1
         return (H * W) // a if (H * W) % a == 0 else None
-    return H * W if m.key_dim > 0 else None
+    return H * W if qkv_layout(m).q > 0 else None
 
 
 def kernel_for(m, x: torch.Tensor) -> str:
@@ -124,7 +126,7 @@ def kernel_for(m, x: torch.Tensor) -> str:
     if x.device.type == "cuda":
         return "sdpa"
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-        padded = isinstance(m, _classes()[0]) and m.key_dim != m.head_dim
+        padded = qkv_layout(m).q != qkv_layout(m).v  # Attention with attn_ratio < 1
         return "sdpa" if n >= CPU_MIN_TOKENS["padded" if padded else "equal"] else "explicit"
     return "explicit"
 
@@ -200,13 +202,11 @@ def fuse_attention(model, enabled: bool = True):
         _install()
     for _, m in layers:
         _SETTING[m] = enabled
-    callbacks = getattr(model, "callbacks", None)
-    if hasattr(model, "add_callback") and isinstance(callbacks, dict):
-        hooks = callbacks.setdefault(_TRAIN_EVENT, [])
-        if enabled and _fuse_trainer not in hooks:
-            hooks.append(_fuse_trainer)
-        elif not enabled and _fuse_trainer in hooks:
-            hooks.remove(_fuse_trainer)
+    if hasattr(model, "add_callback"):  # a YOLO: its later train() too
+        if enabled and not api.has_callback(model, _TRAIN_EVENT, _fuse_trainer):
+            api.add_callbacks(model, _TRAIN_EVENT, last=(_fuse_trainer,))
+        elif not enabled:
+            api.remove_callback(model, _TRAIN_EVENT, _fuse_trainer)
     return model
 
 

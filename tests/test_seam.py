@@ -15,8 +15,13 @@ SEAM = PKG / "ultralytics_api"
 
 FRAME_NAMES = {"_getframe", "f_locals", "f_globals", "f_back", "currentframe", "tb_frame"}
 """Frame access: only the seam reads Ultralytics' frames."""
-WRAPPED_ATTRS = {"pt_path", "tloss", "ckpt", "default_callbacks", "ARGV"}
-"""Ultralytics attributes attn_yolo relies on that the seam wraps (``model_file``, ``epoch_losses``, ...)."""
+WRAPPED_ATTRS = {"pt_path", "tloss", "ckpt", "default_callbacks", "ARGV", "callbacks", "test_loader", "scale_preds",
+                 "np"}
+"""Ultralytics attributes attn_yolo relies on that the seam wraps (``model_file``, ``epoch_losses``, ``add_callbacks``,
+``validation_images``, ``relabel_layer``, ...)."""
+SWAPPED_ATTRS = {"__class__": "assigns __class__ (use ultralytics_api.layers.become)",
+                 "forward": "assigns an instance's forward (use ultralytics_api.layers.instance_forward)"}
+"""Attributes whose assignment changes what a module computes behind Ultralytics' back: only the seam does it."""
 
 
 def _root(node) -> ast.AST:
@@ -56,20 +61,34 @@ def violations(source: str, filename: str = "<string>") -> list[str]:
         r = _root(node)
         return isinstance(r, ast.Name) and r.id in ulx
 
+    ulx_self = set()  # `self` nodes inside the methods of classes with an Ultralytics base
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(from_ulx(b) for b in node.bases):
+            ulx_self |= {id(n) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == "self"}
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             if node.attr in FRAME_NAMES:
                 flag(node, f"frame access .{node.attr}")
             elif _private(node.attr) and from_ulx(node.value):
                 flag(node, f"private Ultralytics name .{node.attr}")
+            elif _private(node.attr) and id(node.value) in ulx_self:
+                flag(node, f"private attribute self.{node.attr} of an Ultralytics subclass")
             elif node.attr in WRAPPED_ATTRS:
                 flag(node, f".{node.attr} (use the attn_yolo.ultralytics_api function for it)")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg and _private(kw.arg):
+                    flag(node, f"private keyword argument {kw.arg}=")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = node.args
             if node.func.id == "vars" and args and from_ulx(args[0]):
                 flag(node, "vars() of an Ultralytics module or class")
             elif node.func.id in ("setattr", "delattr") and args and from_ulx(args[0]):
                 flag(node, f"{node.func.id}() on an Ultralytics module or class")
+            elif (node.func.id == "setattr" and len(args) > 1 and isinstance(args[1], ast.Constant)
+                  and args[1].value in SWAPPED_ATTRS):
+                flag(node, SWAPPED_ATTRS[args[1].value])
             elif node.func.id in ("getattr", "hasattr") and len(args) > 1 and isinstance(args[1], ast.Constant) and (
                     args[1].value in WRAPPED_ATTRS or (isinstance(args[1].value, str) and _private(args[1].value)
                                                         and from_ulx(args[0]))):
@@ -80,6 +99,9 @@ def violations(source: str, filename: str = "<string>") -> list[str]:
                 for leaf in ast.walk(t):
                     if isinstance(leaf, ast.Attribute) and from_ulx(leaf.value):
                         flag(node, f"assigns {ast.unparse(leaf)} of an Ultralytics module or class")
+                    elif (isinstance(leaf, ast.Attribute) and leaf.attr in SWAPPED_ATTRS
+                          and isinstance(node, ast.Assign)):
+                        flag(node, SWAPPED_ATTRS[leaf.attr])
                     elif (isinstance(leaf, ast.Attribute) and leaf.attr == "shape" and isinstance(node, ast.Assign)
                           and isinstance(node.value, ast.Constant) and node.value.value is None):
                         flag(node, f"assigns {ast.unparse(leaf)} = None (Detect's anchor cache)")
@@ -104,7 +126,9 @@ def test_the_seam_itself_is_what_the_scan_would_flag():
     found = "\n".join(v for f in sorted(SEAM.glob("*.py")) for v in violations(f.read_text(), f.name))
     for what in ("frame access ._getframe", "frame access .f_locals", "vars() of an Ultralytics module",
                  "getattr(..., '_process_batch')", "overrides the private _process_batch",
-                 ".pt_path", "'tloss'", ".ARGV", "= None (Detect's anchor cache)"):
+                 ".pt_path", "'tloss'", ".ARGV", "= None (Detect's anchor cache)", "assigns __class__",
+                 "assigns an instance's forward", "private keyword argument _callbacks=", ".test_loader",
+                 ".scale_preds", ".callbacks", ".np"):
         assert what in found, what
 
 
@@ -129,6 +153,19 @@ PLANTED = {
     "wrapped attribute by getattr": ("def f(t):\n    return getattr(t, 'tloss', None)\n", "getattr(..., 'tloss')"),
     "anchor cache": ("def f(head):\n    head.shape = None\n", "Detect's anchor cache"),
     "ARGV": ("import ultralytics.cfg\nultralytics.cfg.ARGV = ['x']\n", ".ARGV"),
+    "class swap": ("def f(block, cls):\n    block.__class__ = cls\n", "assigns __class__"),
+    "class swap by setattr": ("def f(block, cls):\n    setattr(block, '__class__', cls)\n", "assigns __class__"),
+    "instance forward": ("import types\ndef f(m, g):\n    m.forward = types.MethodType(g, m)\n",
+                         "assigns an instance's forward"),
+    "private keyword": ("from ultralytics.models.yolo.detect import DetectionValidator as V\n"
+                        "def f(t):\n    return V(t.loader, _callbacks=t.cb)\n", "private keyword argument _callbacks="),
+    "private attribute of a subclass": ("from ultralytics.engine.trainer import BaseTrainer\nclass T(BaseTrainer):\n"
+                                        "    def run(self):\n        return self._setup_train()\n",
+                                        "private attribute self._setup_train"),
+    "trainer's callback lists": ("def f(trainer, fn):\n    trainer.callbacks['on_train_end'].append(fn)\n",
+                                 ".callbacks"),
+    "layer bookkeeping": ("def f(layer):\n    layer.np = 0\n", ".np"),
+    "validator's loader": ("def f(trainer):\n    return trainer.test_loader\n", ".test_loader"),
 }
 
 

@@ -124,6 +124,60 @@ def _break_attention(mp):
     _fake_original(mp, "forward", lambda self, x, mask: x)
 
 
+def _break_layer_record(mp):
+    real = api.original(tasks, "parse_model")
+
+    def parse_model(d, ch, verbose=True):  # a release that no longer records np / type on the layers
+        seq, save = real(d, ch=ch, verbose=verbose)
+        for m in seq:
+            del m.np, m.type
+        return seq, save
+
+    _fake_original(mp, "parse_model", parse_model)
+
+
+def _break_csp_blocks(mp):
+    real = api.original(tasks, "parse_model")
+
+    def parse_model(d, ch, verbose=True):  # no `repeat_modules = frozenset({...})` in its source
+        return real(d, ch=ch, verbose=verbose)
+
+    _fake_original(mp, "parse_model", parse_model)
+
+
+def _break_qkv_layout(mp):
+    attention, _ = api.attention_classes()
+    real = api.original(attention, "forward")
+
+    def forward(self, x):  # a release that puts v first in each head
+        B, C, H, W = x.shape
+        qkv = self.qkv(x).view(B, self.num_heads, -1, H * W)
+        v = qkv[:, :, : self.head_dim].reshape(B, C, H, W)
+        self.pe(v)
+        return real(self, x)
+
+    _fake_original(mp, "forward", forward)
+
+
+def _break_validator_batch(mp):
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    def _prepare_batch(self, si, batch):  # a release that renames the image's file key
+        return {"cls": 0, "bboxes": 0, "ori_shape": 0, "imgsz": 0, "ratio_pad": 0, "file": batch["im_file"][si]}
+
+    mp.setattr(DetectionValidator, "_prepare_batch", _prepare_batch)
+
+
+def _break_trainer_callbacks(mp):
+    from ultralytics.engine.trainer import BaseTrainer
+
+    def run_callbacks(self, event):  # a release that keeps its callbacks elsewhere
+        for cb in self.hooks[event]:
+            cb(self)
+
+    mp.setattr(BaseTrainer, "run_callbacks", run_callbacks)
+
+
 BREAK = {
     "parse_model looks names up in tasks' globals": _break_lookup,
     "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _break_row_context,
@@ -140,6 +194,11 @@ BREAK = {
     "Detect rebuilds its anchors when shape differs": _break_detect_shape,
     "DetectionValidator._process_batch(preds, batch) runs per image": _break_process_batch,
     "Attention and AAttn have the forward and attributes sdpa uses": _break_attention,
+    "parse_model records each layer's np and type": _break_layer_record,
+    "C2f/C3k2/SPPF take their signature's args, n the repeats, and keep what csp's subclasses use": _break_csp_blocks,
+    "Attention/AAttn lay qkv out head-major q | k | v, and an instance forward shadows the class's": _break_qkv_layout,
+    "get_validator(test_loader, _callbacks=) and the per-image batch's keys and scale_preds": _break_validator_batch,
+    "a trainer runs callbacks[event] in list order and lists its validation images": _break_trainer_callbacks,
 }
 
 

@@ -14,7 +14,7 @@ from attn_yolo.ablate.config import (
     SYNTHETIC,
     first_line,
 )
-from attn_yolo.args import imgsz_problem
+from attn_yolo.args import batch_problem, imgsz_problem
 
 
 def _int_in(lo: int, hi: int | None = None):
@@ -80,23 +80,6 @@ def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]
     return str(p.resolve()) if p.is_file() else path, f"{raw}:{data_id}", int(info["nc"]), []
 
 
-def check_batch(train: dict) -> list[str]:
-    """``batch`` beyond Ultralytics' type checks: values it would take silently but misread.
-
-    batch: a positive int, or auto batch (``ultralytics.utils.autobatch.check_train_batch_size``): -1 at 60% of the
-    GPU memory, a float in (0, 1) at that fraction of it; any other value < 1 also starts auto batch at 60%.
-    (``fraction`` needs no check here: Ultralytics' own ``check_cfg`` refuses what it cannot read.)
-    """
-    problems = []
-    b = train.get("batch")
-    if b is not None and not (
-        (isinstance(b, int) and not isinstance(b, bool) and (b >= 1 or b == -1)) or (isinstance(b, float) and 0 < b < 1)
-    ):
-        problems.append(f"train.batch: {b!r}; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float "
-                        "in (0, 1) (auto batch at that fraction of GPU memory)")
-    return problems
-
-
 def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     from ultralytics.cfg import DEFAULT_CFG_DICT, check_cfg
     from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES, attempt_download_asset
@@ -128,7 +111,8 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
             problems.append(f"train.{k}: {first_line(e)}")
             continue
         train[k] = one[k]
-    problems += check_batch(train)
+    if train.get("batch") is not None and (why := batch_problem(train["batch"])):  # values Ultralytics misreads
+        problems.append(f"train.batch: {train['batch']!r}; expected {why}")
     if "device" in train and has_devices:
         problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])

@@ -1,4 +1,6 @@
-"""The ablation's console: one line per run under an overall progress bar (Ultralytics' TQDM), each run's full
+"""The ablation's console: one progress line per run, each run's full Ultralytics output in its train.log.
+
+The ablation's console: one line per run under an overall progress bar (Ultralytics' TQDM), each run's full
 Ultralytics output in its run folder's ``train.log``; ``verbose=True`` shows that output on the terminal too.
 """
 

@@ -1,4 +1,6 @@
-"""The design keys of an ablation config (``start``, ``seeds`` as a rule, ``reference``, ``placebo``): their checks
+"""The design keys of an ablation config (start, seeds, reference, placebo): their checks and the arms they add.
+
+The design keys of an ablation config (``start``, ``seeds`` as a rule, ``reference``, ``placebo``): their checks
 before any training, and the arms they add.
 
 - ``start``: the one point every arm starts from. A checkpoint (``start: path/to/base.pt``, loaded weights-only,

@@ -21,14 +21,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-from copy import copy
 from pathlib import Path
 
 import numpy as np
-from ultralytics.models.yolo.detect import DetectionTrainer
 
 from attn_yolo.checkpoint import atomic_write
-from attn_yolo.ultralytics_api import MatchingValidator
+from attn_yolo.ultralytics_api.training import PerImageTrainer, PerImageValidator
 
 PERIMAGE_NAME = "perimage.npz"  # in the run folder
 RECORD_VERSION = 1
@@ -148,43 +146,21 @@ def load_record(path: str | Path) -> Record:
 # ----------------------------------------------------------------------------------------------------- capture
 
 
-class RecordingValidator(MatchingValidator):
+class RecordingValidator(PerImageValidator):
     """Ultralytics' ``DetectionValidator`` that also keeps its per-image matching results in ``self.per_image``.
 
     Only a final or standalone validation (not the per-epoch ones during training) is kept. Each entry holds the
-    image file, and as numpy arrays: ``tp`` (N, 10) from Ultralytics' per-image matching (``on_matched``), ``conf``,
-    ``cls``, the predicted boxes and the ground-truth classes and boxes, scaled to the original image (xyxy px).
+    image file, and as numpy arrays: ``tp`` (N, 10) from Ultralytics' per-image matching, ``conf``, ``cls``, the
+    predicted boxes and the ground-truth classes and boxes, scaled to the original image (xyxy px)
+    (``attn_yolo.ultralytics_api.training.image_entry``).
     """
 
-    def init_metrics(self, model) -> None:
-        super().init_metrics(model)
-        self.per_image = None if self.training else []
 
-    def on_matched(self, preds: dict, batch: dict, out: dict) -> None:
-        if getattr(self, "per_image", None) is not None:
-            from ultralytics.utils import ops
-
-            gt = batch["bboxes"]
-            if len(batch["cls"]):
-                gt = ops.scale_boxes(batch["imgsz"], gt.clone(), batch["ori_shape"], ratio_pad=batch["ratio_pad"])
-            self.per_image.append({
-                "file": str(batch["im_file"]),
-                "tp": out["tp"].astype(bool),
-                "conf": preds["conf"].float().cpu().numpy(),
-                "cls": preds["cls"].cpu().numpy(),
-                "box": self.scale_preds(preds, batch)["bboxes"].float().cpu().numpy().reshape(-1, 4),
-                "gt_cls": batch["cls"].cpu().numpy().reshape(-1),
-                "gt_box": gt.float().cpu().numpy().reshape(-1, 4),
-            })  # fmt: skip
-
-
-class RecordingTrainer(DetectionTrainer):
+class RecordingTrainer(PerImageTrainer):
     """Ultralytics' ``DetectionTrainer`` whose validator is a ``RecordingValidator``: after ``train()``,
     ``trainer.validator.per_image`` holds the final validation of best.pt image by image."""
 
-    def get_validator(self):
-        return RecordingValidator(self.test_loader, save_dir=self.save_dir, args=copy(self.args),
-                                  _callbacks=self.callbacks)
+    validator_class = RecordingValidator
 
 
 def record_from_validator(validator: RecordingValidator, reported: dict | None = None) -> Record:

@@ -1,4 +1,6 @@
-"""The ablation's plots: ablation.png (mAP50-95 against GFLOPs), curves.png (validation mAP per epoch) and
+"""The ablation's plots: ablation.png, curves.png and delta.png.
+
+The ablation's plots: ablation.png (mAP50-95 against GFLOPs), curves.png (validation mAP per epoch) and
 delta.png (each paired Δ with its three intervals)."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""What the design reads off the runs: the stopping rule's decision over the paired seeds, the yardstick fractions and
+"""What the design reads off the runs: stopping decisions, yardstick fractions and placebo verdicts.
+
+What the design reads off the runs: the stopping rule's decision over the paired seeds, the yardstick fractions and
 the placebo verdicts, with their summary lines (used by the runner after every round and by the report).
 
 Every figure is a paired Δ mAP50-95 (arm − baseline, same seed). With seeds chosen by the data (``seeds: {min, max,

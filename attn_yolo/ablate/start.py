@@ -1,4 +1,6 @@
-"""The starts of a warm-started ablation: a recipe is trained once into ``out/start/`` (its own record and fingerprint),
+"""The starts of a warm-started ablation: a recipe trained once into out/start/ and reused by every arm.
+
+The starts of a warm-started ablation: a recipe is trained once into ``out/start/`` (its own record and fingerprint),
 reused by reruns and by every arm, and retrained only when its settings change.
 
 A recipe start is a run like any other (``train.execute_run``: the record ``result.json`` with the start's mAP, its

@@ -1,4 +1,6 @@
-"""One training run: train a variant with one seed, validate its best.pt (kept image by image), time it, and return
+"""One training run: train a variant with one seed, validate its best.pt image by image, time it, record it.
+
+One training run: train a variant with one seed, validate its best.pt (kept image by image), time it, and return
 the run's record."""
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def new_block_paths(base_dict: dict, arm_dict: dict, model: nn.Module) -> list[s
         The paths; ``[]`` for the baseline itself; None when ``arm_dict`` is not ``base_dict`` with blocks inserted
         (another model: the check does not apply).
     """
-    from attn_yolo.heatmap.model import attention_blocks
+    from attn_yolo.capture import attention_blocks
     from attn_yolo.insertion import InsertionError, layer_map
     from attn_yolo.insertion.base import model_rows
 

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-from attn_yolo.args import UsageError, imgsz_problem, kv_args
+from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.bench.attention import attention_section
 from attn_yolo.bench.blocks import VARIANTS, blocks_section
 from attn_yolo.bench.common import SMOKE_WARNING, Section, default_mem_limit_gb
@@ -72,50 +72,42 @@ RUNNERS = {  # section name (``sections=``) → its runner: cfg → Section, one
     "ultralytics": ultralytics_section,
 }
 SECTIONS = tuple(RUNNERS)
-DEFAULTS = {  # None: taken from FULL or QUICK below
-    "quick": False,
-    "sections": ",".join(SECTIONS),
-    "variants": ",".join(VARIANTS),
-    "tokens": None,
-    "repeats": None,
-    "warmup": 1,
-    "case_budget_s": None,
-    "mem_limit_gb": 0,
-    "isolate": True,
-    "imgsz": None,
-    "rounds": None,
-    "onnx": True,
-    "openvino": True,
-    "train_imgsz": None,
-    "train_batch": None,
-    "train_iters": None,
-    "ultra_rounds": None,
-    "threads": 0,
-    "cache": "",
-    "out": None,
-}
-KEY_HELP = {
-    "quick": "smoke run of every code path: tiny sizes, 1-2 repeats, no report file unless out=",
-    "sections": f"comma-separated subset of {','.join(SECTIONS)}",
-    "variants": f"blocks for sections 2 and 4 (models/yolo11-<block>.yaml), subset of {','.join(VARIANTS)}",
-    "tokens": "N = H·W token counts (perfect squares) for sections 1 and 5",
-    "repeats": "timed runs per case (median), sections 1 and 5; section 3 uses 5× as many",
-    "warmup": "untimed runs before timing, section 1 (the first one is profiled for the kernel name)",
-    "case_budget_s": "a pass whose run exceeds case_budget_s / repeats gets fewer repeats (at least 3; column n)",
-    "mem_limit_gb": "address-space limit per attention case over its baseline; 0: half of available RAM (<= 16)",
-    "isolate": "section 1: each case in a fresh subprocess (honest peak memory); False: all in this process",
-    "imgsz": "section 2 image size (targets are at 640)",
-    "rounds": "section 2: round-robin rounds (one run of every model per round)",
-    "onnx": "section 2: also onnxruntime latency (Ultralytics ONNX export, cached under cache)",
-    "openvino": "section 2: also OpenVINO CPU latency (Ultralytics OpenVINO export, cached under cache)",
-    "train_imgsz": "section 4 image size",
-    "train_batch": "section 4 batch size",
-    "train_iters": "section 4 timed steps per model (after one warm-up step)",
-    "ultra_rounds": "section 6: rounds per model, size and pass (each runs stock and fused); 4x as many per layer",
-    "threads": "torch and onnxruntime intra-op threads; 0: every core this process may use",
-    "cache": "ONNX export cache folder; '': <tmp>/attn-yolo-bench",
-    "out": "Markdown report; None: BENCHMARKS.md in a full run, none in a quick run; '': none",
-}
+def _stride_multiple(v) -> str | None:
+    return None if v is None or v % 32 == 0 else "a multiple of 32 (the detector's max stride)"
+
+
+SCHEMA = Schema([  # default None: taken from FULL or QUICK below
+    Key("quick", "bool", False, help="smoke run of every code path: tiny sizes, 1-2 repeats, no report file unless "
+        "out="),
+    Key("sections", "list", ",".join(SECTIONS), help="the sections to run", choices=SECTIONS),
+    Key("variants", "list", ",".join(VARIANTS), help="blocks for sections 2 and 4 (models/yolo11-<block>.yaml)",
+        choices=VARIANTS),
+    Key("tokens", "any", help="N = H·W token counts (perfect squares, comma-separated) for sections 1 and 5"),
+    Key("repeats", "int", help="timed runs per case (median), sections 1 and 5; section 3 uses 5× as many", low=1),
+    Key("warmup", "int", 1, help="untimed runs before timing, section 1 (the first one is profiled for the kernel "
+        "name)", low=0),
+    Key("case_budget_s", "float", help="a pass whose run exceeds case_budget_s / repeats gets fewer repeats (at "
+        "least 3; column n), s", low=0),
+    Key("mem_limit_gb", "float", 0, help="address-space limit per attention case over its baseline, GiB; 0: half of "
+        "available RAM (<= 16)", low=0),
+    Key("isolate", "bool", True, help="section 1: each case in a fresh subprocess (honest peak memory); False: all in "
+        "this process"),
+    Key("imgsz", "imgsz", help="section 2 image size (targets are at 640)", check=_stride_multiple),
+    Key("rounds", "int", help="section 2: round-robin rounds (one run of every model per round)", low=1),
+    Key("onnx", "bool", True, help="section 2: also onnxruntime latency (Ultralytics ONNX export, cached under cache)"),
+    Key("openvino", "bool", True, help="section 2: also OpenVINO CPU latency (Ultralytics OpenVINO export, cached "
+        "under cache)"),
+    Key("train_imgsz", "imgsz", help="section 4 image size", check=_stride_multiple),
+    Key("train_batch", "int", help="section 4 batch size", low=1),
+    Key("train_iters", "int", help="section 4 timed steps per model (after one warm-up step)", low=1),
+    Key("ultra_rounds", "int", help="section 6: rounds per model, size and pass (each runs stock and fused); 4x as "
+        "many per layer", low=1),
+    Key("threads", "int", 0, help="torch and onnxruntime intra-op threads; 0: every core this process may use", low=0),
+    Key("cache", "str", "", help="ONNX export cache folder; '': <tmp>/attn-yolo-bench"),
+    Key("out", "path", help="Markdown report; default: BENCHMARKS.md in a full run, none in a quick run; '': none"),
+])
+"""``attn-yolo bench`` keys."""
+DEFAULTS = SCHEMA.defaults()
 FULL = {
     "tokens": (400, 1600, 6400, 25600),
     "repeats": 10,
@@ -162,27 +154,15 @@ def available_cores() -> int:
 
 def parse_args(argv: list[str]) -> dict:
     """``key=value`` arguments → configuration (quick/full presets filled in, values validated)."""
-    cfg = kv_args(argv, DEFAULTS, "bench")
+    cfg = SCHEMA.parse(argv, "bench")
     for k, v in (QUICK if cfg["quick"] else FULL).items():
         if cfg[k] is None:
             cfg[k] = v
-    cfg["sections"] = _as_list(cfg["sections"], "sections", SECTIONS)
-    cfg["variants"] = _as_list(cfg["variants"], "variants", VARIANTS)
     cfg["tokens"] = _as_list(cfg["tokens"], "tokens", cast=int)
     bad = [n for n in cfg["tokens"] if n < 1 or math.isqrt(n) ** 2 != n]
     if bad:
         raise UsageError(f"attn-yolo bench: tokens={bad}: each N must be a perfect square (an H×W map with H = W), "
                          "e.g. 400, 1600, 6400, 25600")
-    for k in ("repeats", "warmup", "rounds", "train_iters", "train_batch", "imgsz", "train_imgsz", "ultra_rounds"):
-        if not isinstance(cfg[k], int) or isinstance(cfg[k], bool) or cfg[k] < (0 if k == "warmup" else 1):
-            raise UsageError(f"attn-yolo bench: {k}={cfg[k]!r}: expected a positive int")
-    for k in ("imgsz", "train_imgsz"):
-        if why := imgsz_problem(cfg[k]):  # the range every tool takes
-            raise UsageError(f"attn-yolo bench: {k}={cfg[k]!r} is invalid; allowed: {why}")
-        if cfg[k] % 32:
-            raise UsageError(f"attn-yolo bench: {k}={cfg[k]}: must be a multiple of 32 (the detector's max stride)")
-    if not isinstance(cfg["threads"], int) or cfg["threads"] < 0:
-        raise UsageError(f"attn-yolo bench: threads={cfg['threads']!r}: expected an int >= 0 (0: all usable cores)")
     cfg["threads"] = cfg["threads"] or available_cores()
     if not isinstance(cfg["mem_limit_gb"], (int, float)) or cfg["mem_limit_gb"] < 0:
         raise UsageError(f"attn-yolo bench: mem_limit_gb={cfg['mem_limit_gb']!r}: expected a number >= 0 (0: auto)")
@@ -220,9 +200,9 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(__doc__)
         print("Keys (key=default; None: the full/quick preset):")
-        for k, v in DEFAULTS.items():
-            preset = f" [full: {FULL[k]}, quick: {QUICK[k]}]" if k in FULL else ""
-            print(f"  {k}={v}{preset}  {KEY_HELP[k]}")
+        for k in SCHEMA:
+            preset = f" [full: {FULL[k.name]}, quick: {QUICK[k.name]}]" if k.name in FULL else ""
+            print(f"  {k.name}={k.default}{preset}  {k.help} ({k.allowed})")
         return 0
     cfg = parse_args(argv)
     os.environ.setdefault("YOLO_OFFLINE", "1")

@@ -8,7 +8,6 @@ import os
 import statistics
 import subprocess
 import sys
-import types
 
 import torch
 
@@ -25,6 +24,7 @@ from attn_yolo.bench.common import (
     timed,
 )
 from attn_yolo.sdpa import CPU_MIN_TOKENS, attention_layers, fuse_attention, kernel_for
+from attn_yolo.ultralytics_api.layers import instance_forward, split_v
 
 IMPLS = ("stock", "fused", "none")
 """``none``: the attention math taken out (``attention_free``), the bound no attention kernel can beat."""
@@ -40,9 +40,7 @@ MODULES = {  # label → (Ultralytics class, kwargs, channels): the layers as yo
 def _value_path(m, x: torch.Tensor) -> torch.Tensor:
     """Ultralytics ``Attention`` / ``AAttn`` without softmax(QKᵀ)V: ``proj(v + pe(v))``, the convs (qkv, pe, proj)
     as in stock and v standing for the attention output. x: (B, C, H, W) → (B, C, H, W)."""
-    B, C, H, W = x.shape
-    qk = 2 * getattr(m, "key_dim", m.head_dim)  # Attention: q, k of key_dim; AAttn: of head_dim
-    v = m.qkv(x).view(B, m.num_heads, qk + m.head_dim, H * W)[:, :, qk:].reshape(B, C, H, W)
+    v = split_v(m, m.qkv(x))
     return m.proj(v + m.pe(v))
 
 
@@ -51,14 +49,8 @@ def attention_free(model):
     """Within: every Ultralytics ``Attention`` / ``AAttn`` of ``model`` skips its attention math (``_value_path``, an
     instance-level ``forward``), so a pass's time is the lower bound for any attention kernel (stock, SDPA, a future
     one): ``stock / none`` is the most speed any kernel can give the model."""
-    layers = [m for _, m in attention_layers(model)]
-    for m in layers:
-        m.forward = types.MethodType(_value_path, m)
-    try:
+    with instance_forward([m for _, m in attention_layers(model)], _value_path):
         yield
-    finally:
-        for m in layers:
-            del m.forward
 
 
 def run_model_case(yaml: str, imgsz: int, batch: int, rounds: int, threads: int, force: bool = False) -> dict:

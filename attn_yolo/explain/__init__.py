@@ -1,4 +1,6 @@
-"""Explain an ablation's Δ: where each variant gains or loses (TIDE's error types), on which images, and what its
+"""The ``attn-yolo explain`` tool: where an ablation's Δ comes from, on which images, what attention did there.
+
+Explain an ablation's Δ: where each variant gains or loses (TIDE's error types), on which images, and what its
 attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
 
     attn-yolo explain out=runs/ablate/synthetic-quick                 # every variant against the baseline
@@ -33,34 +35,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from attn_yolo.ablate.outdir import OutLock
-from attn_yolo.args import UsageError, kv_args
+from attn_yolo.args import Key, Schema
 from attn_yolo.explain import decompose
 from attn_yolo.explain.changed import changed_images
 from attn_yolo.explain.health import health_rows
 from attn_yolo.explain.inputs import REPORT_NAME, TOOL, Runs, check_writes, read_runs
 
-__all__ = ["DEFAULTS", "Runs", "explain", "main", "read_runs"]
+__all__ = ["DEFAULTS", "SCHEMA", "Runs", "explain", "main", "read_runs"]
 
-DEFAULTS = {"out": None, "variants": None, "top": 3, "cam": "eigencam", "overwrite": False}
 CAMS = ("eigencam", "gradcam", "none")
+SCHEMA = Schema([
+    Key("out", "path", help="the out folder of an attn-yolo ablate run",
+        required=": the out folder of an attn-yolo ablate run (e.g. out=runs/ablate/synthetic-quick)"),
+    Key("variants", "any", help="variants to explain, comma-separated; default: all"),
+    Key("top", "int", 3, help="images shown each way per variant", low=1),
+    Key("cam", "choice", "eigencam", help="the CAM columns of the figure", choices=CAMS),
+    Key("overwrite", "bool", False, help="replace files of explain's names it did not write"),
+])
+"""``attn-yolo explain`` keys."""
+DEFAULTS = SCHEMA.defaults()
 
 USAGE = f"""attn-yolo explain out=runs/ablate/<name> [variants=all|a,b] [top=3] [cam=eigencam|gradcam|none]
                   [overwrite=False]
 
 {__doc__.split("The package")[0].strip()}"""
-
-
-def check_args(a: dict) -> None:
-    """The keys' values; raises ``UsageError`` (one line naming the key and what it allows)."""
-    if a["out"] is None:
-        raise UsageError(f"{TOOL}: out= is required: the out folder of an attn-yolo ablate run "
-                         "(e.g. out=runs/ablate/synthetic-quick)")
-    if not isinstance(a["top"], int) or isinstance(a["top"], bool) or a["top"] < 1:
-        raise UsageError(f"{TOOL}: top={a['top']!r}: expected an int >= 1 (images shown each way per variant)")
-    if str(a["cam"]).lower() not in CAMS:
-        raise UsageError(f"{TOOL}: cam={a['cam']!r}: expected one of {', '.join(CAMS)}")
-    if not isinstance(a["overwrite"], bool):
-        raise UsageError(f"{TOOL}: overwrite={a['overwrite']!r}: expected True or False")
 
 
 def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", overwrite: bool = False,
@@ -130,8 +128,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(USAGE)
         return 0
-    a = kv_args(argv, DEFAULTS, "explain")
-    check_args(a)
+    a = SCHEMA.parse(argv, "explain")
     res = explain(a["out"], a["variants"], a["top"], str(a["cam"]).lower(), a["overwrite"])
     for v, r in res["results"].items():
         h = r["decomposition"]["parts"]["total"]

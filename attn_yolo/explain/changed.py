@@ -1,4 +1,6 @@
-"""The images that changed: each validation image's paired AP change (variant − baseline), over the seeds, and the
+"""The images that changed: each validation image's paired AP change over the seeds, the largest each way.
+
+The images that changed: each validation image's paired AP change (variant − baseline), over the seeds, and the
 images that moved most each way."""
 
 from __future__ import annotations

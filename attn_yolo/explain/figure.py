@@ -1,4 +1,6 @@
-"""``changed-<variant>.png``: on the images that changed most, both models' detections, the baseline's and the
+"""``changed-<variant>.png``: both models' detections, CAMs and attention maps on the images that changed most.
+
+``changed-<variant>.png``: on the images that changed most, both models' detections, the baseline's and the
 variant's CAM and the variant's attention maps, same image and seed, on the heatmap tool's fixed [0, 1] scale.
 
 The maps and CAMs are the heatmap tool's own (``heatmap.predict_with_maps``, ``heatmap.class_activation_map``,
@@ -54,8 +56,8 @@ def heat_items(runs, variant: str, item: ChangedImage, cam: str | None, models: 
     import torch
     from ultralytics.utils.checks import check_imgsz
 
+    from attn_yolo.capture import attention_blocks
     from attn_yolo.heatmap import as_model, class_activation_map, predict_with_maps
-    from attn_yolo.heatmap.model import attention_blocks
     from attn_yolo.images import read_image
 
     image = read_image(Path(item.path))

@@ -1,4 +1,6 @@
-"""Health next to Δ: each paired run's Δ mAP50-95 beside its blocks' last-epoch health (``gates.csv``,
+"""Health next to Δ: each paired run's Δ mAP50-95 beside its blocks' last-epoch health.
+
+Health next to Δ: each paired run's Δ mAP50-95 beside its blocks' last-epoch health (``gates.csv``,
 ``attn_yolo.health``), and how knock-out and entropy moved from before training to the last epoch."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""What ``attn-yolo explain`` reads: an ablation's out folder checked (config, runs, per-image records, the files it
+"""What ``attn-yolo explain`` reads: an ablation's out folder, checked before any heavy work.
+
+What ``attn-yolo explain`` reads: an ablation's out folder checked (config, runs, per-image records, the files it
 writes) before any heavy work, every problem a one-line ``UsageError``."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from attn_yolo.args import UsageError, imgsz_problem, kv_args
+from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
 from attn_yolo.export.onnx_export import (
@@ -79,28 +79,30 @@ __all__ = [
 ]
 
 
-DEFAULTS = {
-    "model": None,
-    "format": "onnx",
-    "imgsz": 640,
-    "dynamic": False,
-    "half": False,
-    "opset": None,
-    "simplify": True,
-    "verify": True,
-    "source": None,
-    "conf": 0.25,
-    "iou": 0.7,
-    "onnx": None,
-    "openvino": None,
-    "engine": None,
-    "out": None,
-    "overwrite": False,
-    "trust": False,
-    "sdpa": False,
-}
+SCHEMA = Schema([
+    Key("model", "path", help=".pt checkpoint or model YAML", required=" (a .pt checkpoint or a model YAML)"),
+    Key("format", "str", "onnx", help="onnx, openvino or engine (TensorRT)"),
+    Key("imgsz", "imgsz", 640, help="export size: int or h,w", pair=True),
+    Key("dynamic", "bool", False, help="dynamic batch/height/width"),
+    Key("half", "bool", False, help="fp16 weights (CPU: Ultralytics converts the graph)"),
+    Key("opset", "any", help="ONNX opset; default: Ultralytics' choice (18)"),
+    Key("simplify", "bool", True, help="onnxslim"),
+    Key("verify", "bool", True, help="run the checks against PyTorch"),
+    Key("source", "any", help="images for the checks; default: 2 val images of the model's dataset, else bus.jpg, "
+        "zidane.jpg"),
+    Key("conf", "float", 0.25, help="NMS confidence threshold of the detection check", low=0, high=1),
+    Key("iou", "float", 0.7, help="NMS IoU threshold of the detection check", low=0, high=1),
+    Key("onnx", "path", help="verify this .onnx instead of exporting"),
+    Key("openvino", "path", help="verify this OpenVINO IR folder instead of exporting"),
+    Key("engine", "path", help="verify this TensorRT engine instead of exporting"),
+    Key("out", "path", help="the file (folder for openvino) to write; default: next to model="),
+    Key("overwrite", "bool", False, help="replace an existing export and its .verify.json"),
+    Key("trust", "bool", False, help="unpickle model= fully (may run code it contains); else weights-only"),
+    Key("sdpa", "bool", False, help="trace Ultralytics' own Attention/AAttn on scaled_dot_product_attention"),
+])
 """``attn-yolo export`` keys. ``onnx=file.onnx`` (``openvino=best_openvino_model``, ``engine=best.engine``) verifies an
 existing file against ``model=`` instead of exporting."""
+DEFAULTS = SCHEMA.defaults()
 
 HELP = """attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     [verify=True] [source=img.jpg|dir] [conf=0.25] [iou=0.7] [onnx=existing.onnx] [out=file.onnx] [overwrite=True]
@@ -130,13 +132,6 @@ format=engine: TensorRT via Ultralytics, verified against PyTorch on CUDA; refus
 """
 
 
-def _imgsz(v) -> int | tuple[int, int]:
-    """The export size ``v`` (an int or h,w), checked by the tools' one range (``attn_yolo.args.imgsz_problem``)."""
-    if why := imgsz_problem(v, pair=True):
-        raise UsageError(f"attn-yolo export: imgsz={v!r} is invalid; allowed: {why}")
-    return tuple(v) if isinstance(v, (list, tuple)) else v
-
-
 def main(argv: list[str]) -> int:
     """``attn-yolo export``: export (unless ``onnx=``), verify (unless ``verify=False``), print and save the report.
 
@@ -149,17 +144,17 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(HELP)
         return 0
-    a = kv_args(argv, DEFAULTS, "export")
+    tokens = [t.partition("=") for t in argv]
+    if any(k == "engine" or (k == "format" and v.lower() == "engine") for k, _, v in tokens):
+        # at once: nothing else is worth checking without a GPU
+        try:
+            require_cuda()
+        except NoCudaError as e:
+            raise UsageError(f"attn-yolo export: {e}") from None
+    a = SCHEMA.parse(argv, "export")
     fmt = str(a["format"]).lower()
     for k in ("openvino", "engine"):  # openvino=<IR> / engine=<file> re-verify a file of that format
         fmt = k if a[k] is not None and fmt == "onnx" else fmt
-    if fmt == "engine" or a["engine"] is not None:
-        try:
-            require_cuda()  # at once: nothing else is worth checking without a GPU
-        except NoCudaError as e:
-            raise UsageError(f"attn-yolo export: {e}") from None
-    if not a["model"]:
-        raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
     verified, known = ("onnx", "openvino", "engine"), export_format_names()
     if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
         close = [f" Did you mean {c!r}?" for c in difflib.get_close_matches(fmt, known, n=1, cutoff=0.6)]
@@ -174,20 +169,14 @@ def main(argv: list[str]) -> int:
             f"other formats run Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... "
             f"format={a['format']}"
         )
-    for k in ("dynamic", "half", "simplify", "verify", "overwrite", "trust", "sdpa"):
-        if not isinstance(a[k], bool):
-            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: True or False")
-    for k, lo, hi in (("conf", 0.0, 1.0), ("iou", 0.0, 1.0)):
-        if not isinstance(a[k], (int, float)) or isinstance(a[k], bool) or not lo <= a[k] <= hi:
-            raise UsageError(f"attn-yolo export: {k}={a[k]!r} is invalid; allowed: a number in [{lo}, {hi}]")
     if fmt != "onnx":
         from attn_yolo.export.deploy import run_format
 
-        return run_format(fmt, a, _imgsz(a["imgsz"]))
+        return run_format(fmt, a, a["imgsz"])
     if a["half"]:
         print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
               f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
-    imgsz = _imgsz(a["imgsz"])
+    imgsz = a["imgsz"]
     try:
         if not a["onnx"]:
             valid_opset(a["opset"])

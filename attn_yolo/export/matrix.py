@@ -1,4 +1,6 @@
-"""The export matrix: every block × (ONNX opset × static/dynamic in onnxruntime; OpenVINO static/dynamic/FP16), each
+"""The export matrix: every block × format × shape mode exported, verified against PyTorch and recorded.
+
+The export matrix: every block × (ONNX opset × static/dynamic in onnxruntime; OpenVINO static/dynamic/FP16), each
 cell exported, verified against PyTorch and recorded PASS / FAIL / not supported with the reason.
 
 Each block sits in a tiny detector (``tiny_yaml``: three stride-2 convs, the block at P3, two more convs, Detect on

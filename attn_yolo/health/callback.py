@@ -29,12 +29,11 @@ import numpy as np
 import torch
 
 from attn_yolo import ultralytics_api as api
+from attn_yolo.capture import attention_blocks, block_gates, has_attention_weights
 from attn_yolo.health.flags import flags
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv, write_csv
 from attn_yolo.health.measure import block_name, measure
 from attn_yolo.health.report import console_table, plot_gates
-from attn_yolo.heatmap.maps import block_gates, gives_attention_weights
-from attn_yolo.heatmap.model import attention_blocks
 
 PNG_NAME = "gates.png"
 LOGGED = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout")
@@ -95,13 +94,12 @@ class HealthMonitor:
     def attach(self, trainer) -> HealthMonitor:
         """Register this monitor's callbacks on an Ultralytics trainer (new lists: the ``YOLO``'s own stay as they
         are). The metrics callback goes first in ``on_fit_epoch_end``, before the loggers; its cleanup goes last."""
-        cb = trainer.callbacks
         for event, fn in (("on_train_start", self.on_train_start), ("on_train_epoch_start", self.on_epoch_start),
                           ("on_train_batch_start", self.on_batch_start), ("on_train_batch_end", self.on_batch_end),
                           ("on_train_epoch_end", self.on_epoch_end), ("on_train_end", self.on_train_end),
                           ("teardown", self.teardown)):  # fmt: skip
-            cb[event] = [*cb.get(event, []), fn]
-        cb["on_fit_epoch_end"] = [self.on_fit_epoch_end, *cb.get("on_fit_epoch_end", []), self.after_loggers]
+            api.add_callbacks(trainer, event, last=(fn,))
+        api.add_callbacks(trainer, "on_fit_epoch_end", first=(self.on_fit_epoch_end,), last=(self.after_loggers,))
         trainer.attn_health = self
         return self
 
@@ -192,8 +190,7 @@ class HealthMonitor:
         return None if model is None or isinstance(model, str) else unwrap_model(model)
 
     def _choose_files(self, trainer) -> list[str]:
-        loader = getattr(trainer, "test_loader", None) or getattr(trainer, "train_loader", None)
-        files = sorted(getattr(getattr(loader, "dataset", None), "im_files", None) or [])
+        files = api.validation_images(trainer)
         if not files:
             raise FileNotFoundError("attention health: the trainer has no validation images to measure on")
         seed = self.seed if self.seed is not None else int(getattr(trainer.args, "seed", 0) or 0)
@@ -223,7 +220,7 @@ class HealthMonitor:
             for path, gate in block_gates(block).items():  # finite logits give a finite gate: its input suffices
                 self._handles.append(gate.register_forward_hook(self._check(f"{label}: NaN/inf in the logits of gate "
                                                                             f"'{path}' (its input)", 0)))
-            what = "attention output" if gives_attention_weights(block) else "output"
+            what = "attention output" if has_attention_weights(block) else "output"
             self._handles.append(block.register_forward_hook(self._check(f"{label}: NaN/inf in the block's {what}")))
 
     def _check(self, label: str, arg: int | None = None):

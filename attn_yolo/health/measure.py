@@ -1,7 +1,7 @@
 """Measure: the health of every attention block of a detector on one fixed batch of images.
 
-For each block (``attn_yolo.heatmap.model.attention_blocks``), one forward pass under ``AttentionCapture`` records
-the gates the block applied and turns them into the same maps the heatmap tool draws (``GATE_MAPS``, one definition of
+For each block (``attn_yolo.capture.attention_blocks``), one forward pass under ``capture.GateCapture`` records the
+gates the block applied and turns them into the same maps the heatmap tool draws (``GATE_MAPS``, one definition of
 a block's maps for both tools). From them, over the batch:
 
 - ``gate_mean``, ``gate_std``: mean and standard deviation of every element of every gate the block applied
@@ -31,9 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_yolo.heatmap.capture import AttentionCapture
-from attn_yolo.heatmap.maps import attention_rows, block_gates, gives_attention_weights
-from attn_yolo.heatmap.model import attention_blocks
+from attn_yolo.capture import GateCapture, attention_blocks, attention_rows, block_gates, has_attention_weights
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
 COLUMNS = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout", "nonfinite")
@@ -125,6 +123,31 @@ def _nonfinite(*tensors: torch.Tensor) -> int:
 
 
 @torch.no_grad()
+def _block_row(key: tuple[int, str], block, rec: dict, per_image: list, out) -> dict:
+    """One block's health row from its captured gates (``rec``), its maps on every image and its output ``out``
+    (``knockout`` left NaN: ``measure`` fills it in)."""
+    gates = [rec["gate:" + p] for p in block_gates(block) if "gate:" + p in rec]
+    row = {"layer": f"{key[0]}.{key[1]}" if key[1] else str(key[0]), "block": type(block).__name__,
+           **_gate_stats(gates)}  # fmt: skip
+    if has_attention_weights(block) and "q" in rec:
+        row["entropy"], row["peak_share"] = attention_entropy(rec["q"], rec["k"])
+    else:
+        kinds: dict[str, list[dict]] = {}
+        for maps in per_image:
+            for m in maps:
+                if (m.layer, m.part) == key:
+                    kinds.setdefault(m.kind, []).append(m.stats if m.map.size > 1 else None)
+        ent = [np.mean([s["entropy_norm"] for s in v]) for v in kinds.values() if None not in v]
+        peak = [np.mean([s["peak_share"] for s in v]) for v in kinds.values() if None not in v]
+        row["entropy"] = float(min(ent)) if ent else math.nan
+        row["peak_share"] = float(max(peak)) if peak else math.nan
+    scale = getattr(block, "scale", None)
+    row["gamma"] = math.nan if scale is None else float(scale.gamma.detach().double().abs().mean())
+    row["knockout"] = math.nan
+    row["nonfinite"] = _nonfinite(*gates, out)
+    return row
+
+
 def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> dict[str, dict]:
     """Health of every attention block of ``model`` on ``images``.
 
@@ -143,7 +166,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     was_training = model.training
     model.eval()
     try:
-        with AttentionCapture(model, "all") as cap:
+        with GateCapture(model, blocks) as cap:
             outs: dict[tuple[int, str], torch.Tensor] = {}
             handles = [b.register_forward_hook(lambda m, a, o, key=key: outs.__setitem__(key, o.detach()))
                        for key, b in blocks.items()]
@@ -153,29 +176,8 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
                 for h in handles:
                     h.remove()
         per_image = [cap.maps(b) for b in range(images.shape[0])]
-        result = {}
-        for key, block in blocks.items():
-            rec = cap.records.get(key, {})
-            gates = [rec["gate:" + p] for p in block_gates(block) if "gate:" + p in rec]
-            row = {"layer": f"{key[0]}.{key[1]}" if key[1] else str(key[0]), "block": type(block).__name__,
-                   **_gate_stats(gates)}  # fmt: skip
-            if gives_attention_weights(block) and "q" in rec:
-                row["entropy"], row["peak_share"] = attention_entropy(rec["q"], rec["k"])
-            else:
-                kinds: dict[str, list[dict]] = {}
-                for maps in per_image:
-                    for m in maps:
-                        if (m.layer, m.part) == key:
-                            kinds.setdefault(m.kind, []).append(m.stats if m.map.size > 1 else None)
-                ent = [np.mean([s["entropy_norm"] for s in v]) for v in kinds.values() if None not in v]
-                peak = [np.mean([s["peak_share"] for s in v]) for v in kinds.values() if None not in v]
-                row["entropy"] = float(min(ent)) if ent else math.nan
-                row["peak_share"] = float(max(peak)) if peak else math.nan
-            scale = getattr(block, "scale", None)
-            row["gamma"] = math.nan if scale is None else float(scale.gamma.detach().double().abs().mean())
-            row["knockout"] = math.nan
-            row["nonfinite"] = _nonfinite(*gates, outs.get(key))
-            result[block_name(key, block)] = row
+        result = {block_name(key, block): _block_row(key, block, cap.records.get(key, {}), per_image, outs.get(key))
+                  for key, block in blocks.items()}
         if knockout:
             for key, block in blocks.items():
                 h = block.register_forward_hook(lambda m, a, o: a[0])  # the block's output replaced by its input

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_yolo.args import UsageError, imgsz_problem, kv_args
+from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_writable
-from attn_yolo.heatmap.cam import class_activation_map
+from attn_yolo.heatmap.cam import CAM_METHODS, class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
 from attn_yolo.heatmap.figure import (
     SCALES,
@@ -68,21 +68,26 @@ __all__ = [
     "written_by_heatmap",
 ]
 
-DEFAULTS = {
-    "model": None,
-    "source": None,
-    "layers": "all",
-    "out": None,
-    "imgsz": 640,
-    "conf": 0.25,
-    "iou": 0.7,
-    "query": None,
-    "cam": None,
-    "device": None,
-    "trust": False,
-    "scale": "fixed",
-    "overwrite": False,
-}
+SCHEMA = Schema([
+    Key("model", "path", help="checkpoint (.pt) or model YAML",
+        required=", e.g. model=runs/detect/train/weights/best.pt"),
+    Key("source", "any", help="image, folder or glob; default: 2 val images of the model's dataset, else bus.jpg, "
+        "zidane.jpg"),
+    Key("layers", "any", "all", help="'all', a layer index or a comma-separated list (5,8)"),
+    Key("out", "path", help="output folder; default runs/heatmap/exp"),
+    Key("imgsz", "imgsz", 640, help="inference size", note="(the long side)"),
+    Key("conf", "float", 0.25, help="detection confidence threshold", low=0, high=1),
+    Key("iou", "float", 0.7, help="NMS IoU threshold", low=0, high=1),
+    Key("query", "any", help="MHSA query maps: none, det (each detection's centre) or x,y"),
+    Key("cam", "choice", help="class-activation maps (none: attention maps only)", choices=CAM_METHODS),
+    Key("device", "any", help="cpu, 0, ...; default: Ultralytics' choice"),
+    Key("trust", "bool", False, help="unpickle model= fully (may run code it contains); else weights-only"),
+    Key("scale", "choice", "fixed", help="gate colours on a fixed [0, 1] or each map's own min..max",
+        choices=SCALES),
+    Key("overwrite", "bool", False, help="replace files of the names this run writes in out"),
+])
+"""``attn-yolo heatmap`` keys."""
+DEFAULTS = SCHEMA.defaults()
 
 USAGE = """attn-yolo heatmap model=best.pt [source=img|folder|glob] [layers=all|5,8] [out=dir] [imgsz=640]
                   [conf=0.25] [iou=0.7] [query=none|det|x,y] [cam=none|eigencam|gradcam] [device=cpu|0]
@@ -103,19 +108,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(USAGE)
         return 0
-    a = kv_args(argv, DEFAULTS, "heatmap")
-    if a["model"] is None:
-        raise UsageError("attn-yolo heatmap: model= is required, e.g. model=runs/detect/train/weights/best.pt")
-    if why := imgsz_problem(a["imgsz"]):
-        raise UsageError(f"attn-yolo heatmap: imgsz={a['imgsz']!r} is invalid; allowed: {why} (the long side)")
-    for key in ("conf", "iou"):
-        if not isinstance(a[key], int | float) or not 0 <= a[key] <= 1:
-            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected a number in [0, 1]")
-    if a["scale"] not in SCALES:
-        raise UsageError(f"attn-yolo heatmap: scale={a['scale']!r}: expected one of {', '.join(SCALES)}")
-    for key in ("trust", "overwrite"):
-        if not isinstance(a[key], bool):
-            raise UsageError(f"attn-yolo heatmap: {key}={a[key]!r}: expected True or False")
+    a = SCHEMA.parse(argv, "heatmap")
     if a["out"] is not None and Path(str(a["out"])).exists() and not Path(str(a["out"])).is_dir():
         raise UsageError(f"attn-yolo heatmap: out={str(a['out'])!r} is an existing file; expected a folder")
     check_writable(Path(str(a["out"] or "runs/heatmap/exp")), "out",

@@ -1,4 +1,4 @@
-"""The model under study: load it, find its attention blocks, select the layers to capture (and the tool's errors).
+"""The model under study: load it, select the layers to capture (and the heatmap tool's errors).
 
 Blocks are found in every layer, also inside the ``nn.Sequential`` Ultralytics builds for a row with ``repeats > 1``;
 such a block's maps carry its path in the layer (``AttentionMap.part``, e.g. ``"1"`` for the second repeat).
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from torch import nn
 
+from attn_yolo.capture import attention_blocks
 from attn_yolo.checkpoint import load_model
 from attn_yolo.registry import MODULES
 
@@ -35,25 +36,6 @@ def as_model(model, trust: bool = False) -> nn.Module:
 
         LOGGER.warning(f"heatmap: {Path(model).name} is a model YAML: random weights, the maps show an untrained model")
     return load_model(model, "model", HeatmapError, trust=trust)
-
-
-def _blocks_in(module: nn.Module, path: str = ""):
-    """``(path, block)`` for every attention block in ``module``: the outermost ones (CBAM's gates are parts of it)."""
-    if isinstance(module, tuple(MODULES.values())):
-        yield path, module
-        return
-    for name, child in module.named_children():
-        yield from _blocks_in(child, f"{path}.{name}" if path else name)
-
-
-def attention_blocks(model) -> dict[tuple[int, str], nn.Module]:
-    """``{(layer index, path in the layer): block}`` for every attention block (``attn_yolo.MODULES``) of the model.
-
-    The path is ``""`` when the layer is the block itself, ``"0"``, ``"1"``, ... for the blocks of a row with
-    ``repeats > 1`` (Ultralytics builds those as an ``nn.Sequential``), or the submodule path where a layer holds a
-    block deeper inside.
-    """
-    return {(i, path): m for i, layer in enumerate(as_model(model).model) for path, m in _blocks_in(layer)}
 
 
 def resolve_layers(model, layers="all") -> dict[tuple[int, str], nn.Module]:

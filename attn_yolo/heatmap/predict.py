@@ -16,11 +16,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attn_yolo.capture import attention_blocks
 from attn_yolo.heatmap.cam import CAM_METHODS, class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
 from attn_yolo.heatmap.letterbox import letterbox, letterbox_gain_pad
 from attn_yolo.heatmap.maps import AttentionMap
-from attn_yolo.heatmap.model import HeatmapError, as_model, attention_blocks, resolve_layers
+from attn_yolo.heatmap.model import HeatmapError, as_model, resolve_layers
 from attn_yolo.images import default_images, read_image, read_sources
 
 MIN_SIDE = 10  # pixels: the smallest image side accepted, as Ultralytics' dataset check (verify_image_label) requires
@@ -169,6 +170,45 @@ def _points(query) -> list[tuple[float, float]]:
     return [(float(a), float(b)) for a, b in zip(v[0::2], v[1::2])]
 
 
+def check_model(net, layers, cam) -> bool:
+    """Refuse ``layers`` / ``cam`` the model cannot give maps for, before reading any image; whether it has
+    attention blocks.
+
+    Raises:
+        HeatmapError: an unknown ``cam`` or one without the grad-cam library; ``layers`` naming no attention layer
+            (``NoAttentionError``: no blocks at all and no ``cam``).
+    """
+    if cam is not None and str(cam).lower() not in CAM_METHODS:
+        raise HeatmapError(f"cam={cam!r}: expected one of {', '.join(CAM_METHODS)} (or none)")
+    if cam is not None and importlib.util.find_spec("pytorch_grad_cam") is None:
+        raise HeatmapError(f"cam={cam} needs the grad-cam library: pip install 'attn-yolo[cam]'")
+    has_blocks = bool(attention_blocks(net))
+    if has_blocks or cam is None:
+        resolve_layers(net, layers)
+    return has_blocks
+
+
+def check_image(f, im: np.ndarray, imgsz: int, query) -> None:
+    """Refuse an image (``(H, W, 3)``) the maps cannot be made of, before any work.
+
+    Raises:
+        HeatmapError: a side under ``MIN_SIDE`` px, a short side that scales to 0 px at ``imgsz``, or a ``query``
+            point outside the image.
+    """
+    h, w = im.shape[:2]
+    if min(h, w) < MIN_SIDE:
+        raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W); each side must be at least {MIN_SIDE} px")
+    if round(min(h, w) * imgsz / max(h, w)) < 1:
+        raise HeatmapError(
+            f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
+            f"crop it or use a larger imgsz="
+        )
+    for qx, qy in [] if query is None or _is_det(query) else _points(query):
+        if not (0 <= qx < w and 0 <= qy < h):
+            raise HeatmapError(f"query={query!r}: point ({qx:g}, {qy:g}) lies outside image {str(f)!r}, which is "
+                               f"{h}×{w} (H×W); allowed: 0 <= x < {w}, 0 <= y < {h} (original-image pixels)")
+
+
 def heatmaps(
     model,
     source=None,
@@ -206,13 +246,7 @@ def heatmaps(
             attention blocks when ``cam`` is None.
     """
     net = as_model(model, trust)
-    if cam is not None and str(cam).lower() not in CAM_METHODS:
-        raise HeatmapError(f"cam={cam!r}: expected one of {', '.join(CAM_METHODS)} (or none)")
-    if cam is not None and importlib.util.find_spec("pytorch_grad_cam") is None:
-        raise HeatmapError(f"cam={cam} needs the grad-cam library: pip install 'attn-yolo[cam]'")
-    has_blocks = bool(attention_blocks(net))
-    if has_blocks or cam is None:
-        resolve_layers(net, layers)  # fail before reading any image
+    has_blocks = check_model(net, layers, cam)
     if device is not None:
         from ultralytics.utils.torch_utils import select_device
 
@@ -223,18 +257,7 @@ def heatmaps(
     files = default_images(net)[0] if source is None else read_sources(source, HeatmapError)
     images = [read_image(f, HeatmapError) for f in files]  # fail on a bad file before any work
     for f, im in zip(files, images):
-        h, w = im.shape[:2]
-        if min(h, w) < MIN_SIDE:
-            raise HeatmapError(f"image {str(f)!r} is {h}×{w} (H×W); each side must be at least {MIN_SIDE} px")
-        if round(min(h, w) * imgsz / max(h, w)) < 1:
-            raise HeatmapError(
-                f"image {str(f)!r} is {h}×{w} (H×W): at imgsz={imgsz} its short side scales to 0 px; "
-                f"crop it or use a larger imgsz="
-            )
-        for qx, qy in [] if query is None or _is_det(query) else _points(query):
-            if not (0 <= qx < w and 0 <= qy < h):
-                raise HeatmapError(f"query={query!r}: point ({qx:g}, {qy:g}) lies outside image {str(f)!r}, which is "
-                                   f"{h}×{w} (H×W); allowed: 0 <= x < {w}, 0 <= y < {h} (original-image pixels)")
+        check_image(f, im, imgsz, query)
     items = []
     for f, im, (name, stem) in zip(files, images, image_names(files)):
         if has_blocks:

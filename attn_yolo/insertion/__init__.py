@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attn_yolo.args import UsageError, kv_args
+from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_out, check_writable, load_model, save_checkpoint
 from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import describe_args, module_class
@@ -27,18 +27,22 @@ __all__ = ["InsertionError", "TransferReport", "insert", "insert_dict", "layer_m
 
 # ------------------------------------------------------------------------------------------------------------- CLI
 
-DEFAULTS = {
-    "base": None,
-    "module": "CBAM",
-    "at": "backbone",
-    "args": None,
-    "identity": None,
-    "out": None,
-    "overwrite": False,
-    "pretrained": None,
-    "out_weights": None,
-    "trust": False,
-}
+SCHEMA = Schema([
+    Key("base", "str", help="path or Ultralytics name of a detect YAML (yolo11n.yaml, yolov8s.yaml, yolo26m.yaml)",
+        required=", e.g. base=yolo11n.yaml (see `attn-yolo insert help`)"),
+    Key("module", "any", "CBAM", help="block name(s): CBAM, SE,MHSA, or a block inside the base's rows: C3k2_CBAM"),
+    Key("at", "any", "backbone", help="backbone | sppf | neck | layer indices (4,6,10); one per module"),
+    Key("args", "any", help="block hyperparameters, e.g. [16,7]; per module [[16],[4]]; default: the paper's"),
+    Key("identity", "bool", help="write init_values=0.0 so blocks start as the identity; default: True with "
+        "pretrained=, else False"),
+    Key("out", "path", help="output YAML; default <base stem>-<modules>.yaml"),
+    Key("overwrite", "bool", False, help="replace existing outputs"),
+    Key("pretrained", "path", help="base checkpoint (*.pt) to carry into the new model"),
+    Key("out_weights", "path", help="checkpoint written with pretrained=; default: out with .pt"),
+    Key("trust", "bool", False, help="unpickle pretrained= fully (may run code it contains); else weights-only"),
+])
+"""``attn-yolo insert`` keys."""
+DEFAULTS = SCHEMA.defaults()
 
 HELP = """attn-yolo insert key=value ...   insert attention blocks into a detect YAML, optionally carrying weights over
 
@@ -74,13 +78,9 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(HELP)
         return 0
-    a = kv_args(argv, DEFAULTS, "insert")
-    if not a["base"]:
-        raise UsageError("attn-yolo insert: base= is required, e.g. base=yolo11n.yaml (see `attn-yolo insert help`)")
+    a = SCHEMA.parse(argv, "insert")
     pretrained = a["pretrained"]
-    identity = bool(pretrained) if a["identity"] is None else bool(a["identity"])
-    if not isinstance(a["trust"], bool):
-        raise UsageError(f"attn-yolo insert: trust={a['trust']!r} is invalid; allowed: True or False")
+    identity = bool(pretrained) if a["identity"] is None else a["identity"]
     if a["out_weights"] and not pretrained:
         raise UsageError("attn-yolo insert: out_weights= needs pretrained=<base checkpoint .pt>")
     try:

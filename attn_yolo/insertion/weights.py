@@ -77,6 +77,51 @@ def _is_identity(m: torch.nn.Module) -> bool:
     return isinstance(g, torch.Tensor) and bool((g == 0).all())
 
 
+def _build_target(src, d: dict, identity: bool):
+    """Build the inserted model dict ``d`` with the base ``src``'s class count (and scale, if ``d`` names none),
+    with ``identity``: its inserted blocks written with ``init_values=0.0``. Returns ``(DetectionModel, layer map
+    base index → new index)``."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    m = layer_map(src.yaml, d, ("checkpoint", "model"))
+    d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
+    if not d.get("scale") and src.yaml.get("scale"):
+        d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
+    if identity:
+        for j in sorted(set(range(len(model_rows(d)))) - set(m.values())):
+            row = model_rows(d)[j]
+            row[3] = block_args(row[2], row[3][: param_index(row[2])], True)
+        for i, j in m.items():
+            if inner.replaces(model_rows(src.yaml)[i], row := model_rows(d)[j]):
+                row[3] = inner.with_identity(row)
+    return DetectionModel(d, verbose=False), m
+
+
+def _matched_tensors(sd: dict, dst_sd: dict, m: dict[int, int]) -> tuple[dict, list[str]]:
+    """The base's tensors ``sd`` under their new names (layer ``i`` → ``m[i]``) where the model ``dst_sd`` has that
+    name and shape; and one line per tensor that does not fit."""
+    load, skipped = {}, []
+    for k, v in sd.items():
+        mk = re.match(r"model\.(\d+)\.(.*)", k)
+        nk = f"model.{m[int(mk.group(1))]}.{mk.group(2)}" if mk else k
+        if nk in dst_sd and dst_sd[nk].shape == v.shape:
+            load[nk] = v
+        else:
+            got = tuple(dst_sd[nk].shape) if nk in dst_sd else "missing"
+            skipped.append(f"{k} {tuple(v.shape)} -> {nk} {got}")
+    return load, skipped
+
+
+def _report(src, dst, m: dict[int, int], total: int, n_dst: int, loaded: int, skipped: list[str]) -> TransferReport:
+    """The ``TransferReport`` of weights moved from ``src`` into ``dst`` by the layer map ``m``."""
+    inserted = sorted(set(range(len(dst.model))) - set(m.values()))
+    replaced = [j for i, j in m.items() if inner.replaces(model_rows(src.yaml)[i], model_rows(dst.yaml)[j])]
+    identity = (all(_is_identity(dst.model[j]) for j in inserted)
+                and all(inner.is_identity(dst.model[j]) for j in replaced))
+    return TransferReport(transferred=loaded, total=total, new=n_dst - loaded, layer_map=m, inserted=inserted,
+                          identity=identity, model=dst, skipped=skipped, replaced=replaced)
+
+
 def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose: bool = True,
              trust: bool = False) -> TransferReport:
     """Load every tensor of the base model into the inserted model, each at its layer's new index.
@@ -105,7 +150,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
             with blocks inserted, or (``strict``) a tensor of another shape, e.g. another scale or class count.
     """
     from ultralytics.engine.model import Model
-    from ultralytics.nn.tasks import DetectionModel, yaml_model_load
+    from ultralytics.nn.tasks import yaml_model_load
     from ultralytics.utils import LOGGER
 
     src = load_model(base, "base", InsertionError, suffixes=(".pt",), trust=trust)
@@ -116,18 +161,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
              and api.holds_random_weights(yolo))  # random weights: from a YAML or insert()
     if isinstance(model, (str, Path, dict)) or fresh:  # built here, from its YAML, with the base's nc
         d = copy.deepcopy(yolo.model.yaml if fresh else model if isinstance(model, dict) else yaml_model_load(model))
-        m = layer_map(src.yaml, d, ("checkpoint", "model"))
-        d["nc"] = src.yaml.get("nc", d.get("nc"))  # the base's classes (Ultralytics adapts the head to a dataset)
-        if not d.get("scale") and src.yaml.get("scale"):
-            d["scale"] = src.yaml["scale"]  # a YAML named without scale letter: build the base's scale
-        if identity:
-            for j in sorted(set(range(len(model_rows(d)))) - set(m.values())):
-                row = model_rows(d)[j]
-                row[3] = block_args(row[2], row[3][: param_index(row[2])], True)
-            for i, j in m.items():
-                if inner.replaces(model_rows(src.yaml)[i], row := model_rows(d)[j]):
-                    row[3] = inner.with_identity(row)
-        dst = DetectionModel(d, verbose=False)
+        dst, m = _build_target(src, d, identity)
         if fresh:  # a YOLO with random weights (from a YAML or insert()): rebuilt, then it holds the transferred ones
             yolo.model = dst
     else:
@@ -142,15 +176,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
             f"the base's nc (pass the YAML path or dict to transfer, which does) and let training adapt the head"
         )
     sd, dst_sd = src.state_dict(), dst.state_dict()
-    load, skipped = {}, []
-    for k, v in sd.items():
-        mk = re.match(r"model\.(\d+)\.(.*)", k)
-        nk = f"model.{m[int(mk.group(1))]}.{mk.group(2)}" if mk else k
-        if nk in dst_sd and dst_sd[nk].shape == v.shape:
-            load[nk] = v
-        else:
-            got = tuple(dst_sd[nk].shape) if nk in dst_sd else "missing"
-            skipped.append(f"{k} {tuple(v.shape)} -> {nk} {got}")
+    load, skipped = _matched_tensors(sd, dst_sd, m)
     if skipped and strict:
         raise InsertionError(
             f"{len(skipped)} of {len(sd)} base tensors do not fit the model (another scale, class count or base?): "
@@ -160,20 +186,7 @@ def transfer(base, model, *, identity: bool = True, strict: bool = True, verbose
     src_names, dst_names = getattr(src, "names", None), getattr(dst, "names", None)
     if src_names and (not dst_names or len(src_names) == len(dst_names)):
         dst.names = dict(src_names)
-    inserted = sorted(set(range(len(dst.model))) - set(m.values()))
-    replaced = [j for i, j in m.items() if inner.replaces(model_rows(src.yaml)[i], model_rows(dst.yaml)[j])]
-    report = TransferReport(
-        transferred=len(load),
-        total=len(sd),
-        new=len(dst_sd) - len(load),
-        layer_map=m,
-        inserted=inserted,
-        identity=all(_is_identity(dst.model[j]) for j in inserted) and all(inner.is_identity(dst.model[j])
-                                                                            for j in replaced),
-        model=dst,
-        skipped=skipped,
-        replaced=replaced,
-    )
+    report = _report(src, dst, m, len(sd), len(dst_sd), len(load), skipped)
     if yolo is not None:  # train() then starts from these weights
         api.start_from(yolo, dst, str(report), replace=fresh)  # as Model.load does
     if verbose:

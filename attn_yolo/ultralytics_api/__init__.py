@@ -21,7 +21,14 @@ The touchpoints, by what they rely on:
 - attributes relied on: ``trainer.tloss`` (``epoch_losses``), ``trainer.metrics`` (``epoch_metrics``),
   ``Model.ckpt`` / ``cfg`` / ``overrides`` steering ``Model.train`` (``hold_in_memory``, ``holds_random_weights``,
   ``start_from``), ``model.pt_path`` naming the exporter's files (``model_file``, ``export_named``),
-  ``Detect.shape`` (``reset_anchor_cache``), ``DetectionValidator._process_batch`` (``MatchingValidator``).
+  ``Detect.shape`` (``reset_anchor_cache``), a trainer's ``callbacks`` lists (``add_callbacks``, ...) and its
+  ``test_loader`` (``validation_images``);
+- in ``attn_yolo.ultralytics_api.training``: the validator and trainer subclasses (``DetectionValidator``'s private
+  ``_process_batch``, its per-image batch dict and ``scale_preds``, ``get_validator``'s private ``_callbacks=``);
+- in ``attn_yolo.ultralytics_api.layers``: built layers changed in place (``become``: ``__class__``), the ``np`` /
+  ``type`` records ``parse_model`` keeps on each layer (``relabel_layer``), a block's YAML args from its signature
+  and ``parse_model``'s ``repeat_modules`` (``yaml_args``), an instance's ``forward`` (``instance_forward``), the
+  qkv layout of ``Attention`` / ``AAttn`` (``qkv_layout``, ``split_v``).
 """
 
 from __future__ import annotations
@@ -325,6 +332,34 @@ def remove_default_callback(event: str, fn: Callable) -> None:
         hooks.remove(fn)
 
 
+def add_callbacks(owner, event: str, first: tuple[Callable, ...] = (), last: tuple[Callable, ...] = ()) -> None:
+    """Run ``first`` before and ``last`` after the callbacks ``owner`` (a trainer or a ``YOLO``: its ``callbacks``
+    dict of event → list, run in list order by ``run_callbacks``) already runs at ``event``. The list is a new one:
+    one that another owner shares (a ``YOLO``'s and its trainer's) stays as it is."""
+    cb = owner.callbacks
+    cb[event] = [*first, *cb.get(event, []), *last]
+
+
+def has_callback(owner, event: str, fn: Callable) -> bool:
+    """Whether ``owner`` (a trainer or a ``YOLO``) runs ``fn`` at ``event``."""
+    cb = getattr(owner, "callbacks", None)
+    return isinstance(cb, dict) and fn in cb.get(event, [])
+
+
+def remove_callback(owner, event: str, fn: Callable) -> None:
+    """Take ``fn`` out of ``owner``'s callbacks at ``event`` (a no-op if it is not there)."""
+    cb = owner.callbacks
+    if fn in cb.get(event, []):
+        cb[event] = [f for f in cb[event] if f is not fn]
+
+
+def validation_images(trainer) -> list[str]:
+    """The image files of a trainer's validation loader (``test_loader``; its ``train_loader`` if it has none), sorted;
+    empty if neither is built yet."""
+    loader = getattr(trainer, "test_loader", None) or getattr(trainer, "train_loader", None)
+    return sorted(getattr(getattr(loader, "dataset", None), "im_files", None) or [])
+
+
 # ------------------------------------------------------------------------------------ trainer and model attributes
 def epoch_losses(trainer) -> dict[str, float] | None:
     """The mean training losses of the epoch so far (``trainer.tloss``: box, cls, dfl, ...), or None before any."""
@@ -412,29 +447,11 @@ def reset_anchor_cache(head) -> None:
     head.shape = None
 
 
-@functools.cache
-def _matching_validator() -> type:
-    from ultralytics.models.yolo.detect import DetectionValidator
-
-    class MatchingValidator(DetectionValidator):
-        """Ultralytics' ``DetectionValidator`` that calls ``on_matched(preds, batch, out)`` after it matched one
-        image's predictions to its boxes (``_process_batch``; ``out["tp"]``: (N, 10) bool, one column per IoU
-        0.50:0.95)."""
-
-        def on_matched(self, preds: dict, batch: dict, out: dict) -> None:
-            """Override: called once per image with its predictions, its batch entry and the matching."""
-
-        def _process_batch(self, preds: dict, batch: dict) -> dict:
-            out = super()._process_batch(preds, batch)
-            self.on_matched(preds, batch, out)
-            return out
-
-    MatchingValidator.__module__, MatchingValidator.__qualname__ = __name__, "MatchingValidator"
-    return MatchingValidator
-
-
 def __getattr__(name: str):
-    """``MatchingValidator``, made on first use (``import attn_yolo`` does not import Ultralytics' validators)."""
-    if name == "MatchingValidator":
-        return _matching_validator()
+    """The validator and trainer subclasses of ``attn_yolo.ultralytics_api.training`` (``MatchingValidator``, ...),
+    imported on first use (``import attn_yolo`` does not import Ultralytics' trainers and validators)."""
+    if name in ("MatchingValidator", "PerImageValidator", "PerImageTrainer"):
+        from attn_yolo.ultralytics_api import training
+
+        return getattr(training, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,6 @@
-"""Ultralytics' own checks of a command line, run up front: its ``key=value`` parsing and checks, where it finds a
+"""Ultralytics' own checks of a command line, run up front: key=value parsing, model YAMLs, formats.
+
+Ultralytics' own checks of a command line, run up front: its ``key=value`` parsing and checks, where it finds a
 model YAML, the formats its exporter takes (copied rules of the seam, which the CLI check of ``CONTRACT`` watches)."""
 
 from __future__ import annotations

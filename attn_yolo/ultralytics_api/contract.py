@@ -3,14 +3,16 @@
 ``CONTRACT`` maps a one-line statement of each assumption ``attn_yolo.ultralytics_api`` makes to a check against the
 installed Ultralytics that raises ``AssertionError`` saying what differs; ``check_contract`` raises one
 ``ContractError`` naming every assumption that no longer holds. ``tests/test_ultralytics_contract.py`` runs each and
-patches each away. Cheap (about 0.3 s; two ``parse_model`` builds on the meta device)::
+patches each away. Cheap (about 2 s; a few ``parse_model`` builds on the meta device, three small attention layers)::
 
     python -c "from attn_yolo.ultralytics_api.contract import check_contract; check_contract()"
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 import types
 from collections.abc import Callable
 
@@ -211,6 +213,89 @@ def _check_attention() -> None:
               f"{type(m).__name__}: forward{_params(fwd)} or attributes {missing} differ from what attn_yolo.sdpa uses")
 
 
+def _check_layer_record() -> None:
+    d = {"nc": 1, "head": [], "backbone": [[-1, 1, "Conv", [16, 3, 2]], [-1, 1, "C2f", [16]]]}
+    seq, _ = _probe_build(d)
+    layer = seq[1]
+    n = sum(p.numel() for p in layer.parameters())
+    _need(getattr(layer, "np", None) == n and isinstance(getattr(layer, "type", None), str) and "C2f" in layer.type,
+          f"parse_model no longer records np (parameter count) and type on each layer: "
+          f"np={getattr(layer, 'np', None)} (counted {n}), type={getattr(layer, 'type', None)!r}")
+
+
+def _check_csp_blocks() -> None:
+    from ultralytics.nn.modules.block import SPPF, Bottleneck, C2f, C3k2
+
+    from attn_yolo.ultralytics_api import layers
+
+    reps = layers.repeat_modules.__wrapped__()  # read now, not the cached reading
+    _need({"C2f", "C3k2"} <= reps and "SPPF" not in reps,
+          f"parse_model's repeat_modules no longer holds C2f and C3k2 (and not SPPF): {sorted(reps)}")
+    for cls in (C2f, C3k2):
+        args = layers.yaml_args(cls)
+        row = [32 if a == "c2" else False if a == "shortcut" else inspect.signature(cls).parameters[a].default
+               for a in args]
+        seq, _ = _probe_build({"nc": 1, "head": [], "backbone": [[-1, 1, "Conv", [32, 1, 1]], [-1, 2, cls.__name__,
+                                                                                                 row]]})
+        b = seq[1]
+        _need(len(b.m) == 2 and all(type(m) is Bottleneck and m.add is False for m in b.m),
+              f"{cls.__name__}{args}: a row's n is no longer the number of Bottlenecks, or shortcut=False not theirs")
+    args = layers.yaml_args(SPPF)
+    seq, _ = _probe_build({"nc": 1, "head": [], "backbone": [[-1, 1, "SPPF", [16, 3][: len(args)]]]})
+    _need(args[:2] == ["c2", "k"] and seq[0].m.kernel_size == 3, f"SPPF's YAML args {args} no longer start c2, k")
+    for cls, names in ((Bottleneck, {"cv1", "cv2", "add"}), (SPPF, {"cv1", "cv2", "m"})):
+        _need(names <= _code_names(cls.forward) and not hasattr(cls, "__slots__"),
+              f"{cls.__name__}.forward no longer reads {sorted(names)} (what attn_yolo.csp's subclasses compute with)")
+
+
+def _check_qkv_layout() -> None:
+    from attn_yolo.ultralytics_api.layers import instance_forward, split_v
+
+    attention, aattn = api.attention_classes()
+    torch.manual_seed(0)
+    for m in (attention(64, num_heads=2), aattn(64, num_heads=2, area=1), aattn(64, num_heads=2, area=4)):
+        x, seen = torch.randn(1, 64, 4, 4), []
+        h = m.pe.register_forward_pre_hook(lambda mod, a, seen=seen: seen.append(a[0]))
+        with torch.no_grad():
+            api.original(type(m), "forward")(m, x)
+            h.remove()
+            ours = split_v(m, m.qkv(x))
+        _need(len(seen) == 1 and torch.equal(seen[0], ours),
+              f"{type(m).__name__}: the v its pe conv reads is no longer the v of qkv_layout (head-major, q | k | v)")
+        with instance_forward([m], lambda self, t: t * 0):
+            _need(bool((m(x) == 0).all()), "an instance's forward no longer shadows its class's (nn.Module.__call__)")
+
+
+def _check_validator_batch() -> None:
+    from ultralytics.engine.validator import BaseValidator
+    from ultralytics.models.yolo.detect import DetectionTrainer, DetectionValidator
+
+    from attn_yolo.ultralytics_api.training import IMAGE_KEYS
+
+    _need(_params(BaseValidator.__init__) == ["self", "dataloader", "save_dir", "args", "_callbacks"],
+          f"BaseValidator(dataloader, save_dir, args, _callbacks) changed: {_params(BaseValidator.__init__)}")
+    _need({"test_loader", "save_dir", "args", "callbacks"} <= _code_names(DetectionTrainer.get_validator),
+          "DetectionTrainer.get_validator no longer builds its validator from test_loader, save_dir, args, callbacks")
+    tree = ast.parse(textwrap.dedent(inspect.getsource(DetectionValidator._prepare_batch)))
+    keys = {k.value for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict)
+            for k in n.value.keys if isinstance(k, ast.Constant)}
+    missing = [k for k in IMAGE_KEYS if k not in keys]
+    _need(not missing, f"DetectionValidator._prepare_batch no longer returns the keys {missing}")
+    _need(_params(DetectionValidator.scale_preds)[:3] == ["self", "predn", "pbatch"],
+          f"DetectionValidator.scale_preds(predn, pbatch) changed: {_params(DetectionValidator.scale_preds)}")
+
+
+def _check_trainer_callbacks() -> None:
+    from ultralytics.data.base import BaseDataset
+    from ultralytics.engine.trainer import BaseTrainer
+
+    _need({"callbacks", "get"} <= _code_names(BaseTrainer.run_callbacks),
+          "BaseTrainer.run_callbacks no longer runs self.callbacks.get(event, []) in order")
+    _need("test_loader" in _code_names(BaseTrainer._build_train_pipeline) and
+          "im_files" in inspect.getsource(BaseDataset.__init__),
+          "the trainer no longer builds test_loader, or its dataset no longer lists im_files")
+
+
 CONTRACT: dict[str, Callable[[], None]] = {
     "parse_model looks names up in tasks' globals": _check_lookup,
     "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _check_row_context,
@@ -227,6 +312,11 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "Detect rebuilds its anchors when shape differs": _check_detect_shape,
     "DetectionValidator._process_batch(preds, batch) runs per image": _check_process_batch,
     "Attention and AAttn have the forward and attributes sdpa uses": _check_attention,
+    "parse_model records each layer's np and type": _check_layer_record,
+    "C2f/C3k2/SPPF take their signature's args, n the repeats, and keep what csp's subclasses use": _check_csp_blocks,
+    "Attention/AAttn lay qkv out head-major q | k | v, and an instance forward shadows the class's": _check_qkv_layout,
+    "get_validator(test_loader, _callbacks=) and the per-image batch's keys and scale_preds": _check_validator_batch,
+    "a trainer runs callbacks[event] in list order and lists its validation images": _check_trainer_callbacks,
 }
 """Each assumption attn_yolo makes about the installed Ultralytics → a check that raises AssertionError if not."""
 
