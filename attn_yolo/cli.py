@@ -29,6 +29,7 @@ TOOLS = {  # sub-command → "module:function" taking argv (list[str]) and retur
     "heatmap": "attn_yolo.heatmap:main",
     "bench": "attn_yolo.bench:main",
     "explain": "attn_yolo.explain:main",
+    "search": "attn_yolo.search:main",
 }
 
 
