@@ -134,8 +134,9 @@ def test_first_run_eta_from_dataset_size_and_epochs():
     """Run 1's ETA: training steps × epochs plus validation passes, against a hand count."""
     from attn_yolo.ablate.train import estimate_run_s
 
-    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml", {"epochs": 3, "batch": 8, "val": True, "imgsz": 128},
-                          {"repeats": 10, "warmup": 2}, "r", 1, 0.1, "f")
+    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml",
+                          {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, {"repeats": 10, "warmup": 2}, "r", 1,
+                          0.1, "f")
     # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 / 16 → 13 batches after each of 3 epochs + best.pt;
     # latency: 12 forwards at batch 1 = 12/16 of a val batch
     assert estimate_run_s(spec, 1000, 200, step_s=0.5, val_s=0.2) == pytest.approx(

@@ -156,7 +156,7 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False,
-                 overwrite: bool = False, rounds=None, report=None) -> int:
+                 overwrite: bool = False, rounds=None, report=None, lines=None) -> int:
     """Prepare ``ab`` (``prepare``: the dataset generated, every arm built; its problems raised before any training),
     then run every unfinished run, recording each in its run folder and in results.csv as it ends, then write the
     report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
@@ -179,6 +179,7 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
             all of them, or the seed rule's rounds); ``attn_yolo.search`` passes its own.
         report: ``report(session, wall_s) -> (text, where)`` writing the report: what the terminal shows and the line
             saying where the results are (default ``ablation_report``).
+        lines: ``lines(ab, n_todo) -> list[str]``, the plan's printout (default ``describe``).
 
     Returns:
         Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
@@ -197,7 +198,7 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
     try:
         with stop_on_signals(fired), OutLock(ab.out):
             s = plan_session(ab, runner, fired)
-            resume(s, redo)
+            resume(s, redo, lines or describe)
             check(s)
             code = execute(s, rounds or ablation_rounds)
             return finish(s, code, *(report or ablation_report)(s, time.perf_counter() - t_start))
@@ -223,9 +224,10 @@ def plan_session(ab: Ablation, runner, fired: list) -> Session:
     return s
 
 
-def resume(s: Session, redo: bool) -> None:
+def resume(s: Session, redo: bool, lines=None) -> None:
     """Step 2, resume: the runs left to do (``s.todo``): those without a finished record, and those whose settings
-    changed (refused without ``redo``; with it each is trained in a staging folder, ``s.staged``). Prints the plan."""
+    changed (refused without ``redo``; with it each is trained in a staging folder, ``s.staged``). Prints the plan
+    (``lines(ab, n_todo)``, default ``describe``)."""
     ab, rows = s.ab, s.rows
     changed = [k for k, sp in s.planned.items() if k in rows and rows[k]["fingerprint"] != sp.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
@@ -236,7 +238,7 @@ def resume(s: Session, redo: bool) -> None:
     s.todo = [rerun.stage(sp, ab.out) if k in finished else sp for k, sp in s.planned.items()
               if rows.get(k, {}).get("status") != "ok" or k in changed]
     s.staged = {(sp.variant, sp.seed): sp.run_dir for sp in s.todo if (sp.variant, sp.seed) in finished}
-    for line in describe(ab, len(s.todo)):
+    for line in (lines or describe)(ab, len(s.todo)):
         print(line)
     s.done_before = len(s.planned) - len(s.todo)
     if s.done_before:

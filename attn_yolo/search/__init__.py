@@ -65,13 +65,25 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
         search = validate(raw, base, name, source)
     except ConfigError as e:
         raise ConfigError(source, from_command_line(e.problems, overrides)) from None
-    k = len(search.arm_names)
-    print(f"attn-yolo search: {name}: {k} arm(s) ({len(search.arms)} blocks × sites"
-          f"{', with placebos' if k > len(search.arms) else ''}) against the baseline, paired seeds {search.rule.min} "
-          f"to {search.rule.max} in rounds; budget: {search.max_runs or 'no'} max_runs, "
-          f"{search.minutes or 'no'} minutes", flush=True)
     return run_ablation(search.ab, runner=runner, started=started, rounds=search_rounds(search),
-                        report=search_report(search), **flags)
+                        report=search_report(search), lines=plan_lines(search), **flags)
+
+
+def plan_lines(search):
+    """The search's plan printout (``lines`` for ``run_ablation``): arms, seeds, budget, design, out."""
+    from attn_yolo.ablate.runner import describe
+
+    def lines(ab, n_todo: int) -> list[str]:
+        k, rule = len(search.arm_names), search.rule
+        placebos = ", each with a placebo arm" if k > len(search.arms) else ""
+        budget = ", ".join(x for x in (f"max_runs {search.max_runs}" if search.max_runs else "",
+                                       f"{search.minutes:g} minutes" if search.minutes else "") if x) or "none"
+        return [f"attn-yolo search: {ab.name}: {k} arm(s) ({len(search.arms) // len(search.sites)} block(s) × "
+                f"{len(search.sites)} site(s){placebos}) against the baseline; paired seeds {rule.min} to {rule.max} "
+                f"in rounds, at most {(k + 1) * rule.max} runs ({n_todo} not yet run); budget: {budget}",
+                *describe(ab, n_todo)[1:]]
+
+    return lines
 
 
 def main(argv: list[str]) -> int:

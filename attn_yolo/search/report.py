@@ -83,8 +83,8 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              f"wall {wall_s / 60:.1f} min",
              f"- seeds: min {rule.min} before any arm is dropped, max {rule.max}; the intervals cover the mean Δ over "
              "seeds on this validation set",
-             f"- treatment check: an arm whose blocks did not matter to its model (knock-out) is *not tested*, never "
-             f"worse", "", "## Ranked arms", "",
+             "- treatment check: an arm whose blocks did not matter to its model (knock-out) is *not tested*, never "
+             "worse", "", "## Ranked arms", "",
              "| # | arm | block | site | Δ mAP50-95 | joint interval | verdict vs baseline | treatment | seeds | "
              "state | params | GFLOPs | latency ms |", "|" + "---|" * 13]
     for r in ranked:
