@@ -251,3 +251,19 @@ def test_real_search_on_the_embedded_data_and_its_winner_trains(tmp_path):
         model.train(data=str(data), epochs=1, imgsz=64, batch=4, workers=0, plots=False, device="cpu",
                     project=str(tmp_path), name="winner", val=False)
         assert (tmp_path / "winner/weights/last.pt").is_file()
+
+
+def test_placebo_arms_at_one_site_each(tmp_path, tiny_data):
+    """``placebo: true``: each arm gets a Placebo arm at its one site, sized to its block's parameters (a one-block
+    placebo is insert's one-module form: its args are the block's, not a list of them)."""
+    from attn_yolo.ablate.config import load_config
+    from attn_yolo.ablate.prepare import prepare
+    from attn_yolo.search.config import validate
+
+    cfg = search_config(tmp_path, tiny_data, blocks=["SE"], sites=["sppf"], placebo=True)
+    search = validate(*load_config(cfg))
+    prepare(search.ab)
+    assert search.arm_names == ["se.sppf", "se.sppf-placebo"]
+    arm, placebo = (next(v for v in search.ab.variants if v.name == n) for n in search.arm_names)
+    assert placebo.spec["module"] == "Placebo" and placebo.spec["at"] == 10 and len(placebo.new_blocks) == 1
+    assert abs(placebo.params - arm.params) < 0.05 * (arm.params - search.ab.variants[0].params) + 600
