@@ -1014,3 +1014,22 @@ def test_a_discarded_interrupt_does_not_deafen_the_next_signal():
             os.kill(os.getpid(), sig_.SIGTERM)
             time_.sleep(1)
     assert fired == [sig_.SIGTERM, sig_.SIGINT, sig_.SIGTERM]
+
+
+def test_each_setting_is_held_once(tmp_path, tiny_data):
+    """imgsz lives in the train arguments alone (the Ablation and each RunSpec read it from there), sdpa beside them,
+    not in them: a changed imgsz reaches every view, and no dataclass holds a copy."""
+    import dataclasses
+
+    from attn_yolo.ablate.config import load_config
+    from attn_yolo.ablate.runner import plan
+    from attn_yolo.ablate.validate import validate
+
+    cfg = write_config(tmp_path, tiny_data, train={"epochs": 1, "imgsz": 96, "batch": 4, "device": "cpu"})
+    ab = validate(*load_config(cfg)[:2])
+    specs = plan(ab, ab.data)
+    assert ab.imgsz == 96 and {s.imgsz for s in specs} == {96} and not ab.sdpa and not any(s.sdpa for s in specs)
+    ab.train["imgsz"] = 160  # one place to change
+    assert ab.imgsz == 160
+    for cls in (ablate.Ablation, ablate.RunSpec):
+        assert not {"imgsz"} & {f.name for f in dataclasses.fields(cls)}

@@ -85,7 +85,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
-#   runner       the lock, dataset preparation, the plan of runs, resuming, the report
+#   session      one locked run of the plan: its runs, their records, the scheduler that records each as it ends
+#   runner       the lock, dataset preparation, and the steps: plan, resume, check, execute, report
 #   here         the `attn-yolo ablate` command
 
 from __future__ import annotations

@@ -139,7 +139,12 @@ def search_report(search):
         atomic_write(out / "summary.md", lambda p: Path(p).write_text(text))
         write_table(out / "search.csv", ranked)
         plot_placement(out / "placement.png", search, ranked)
-        files = ["summary.md", "search.csv", "results.csv", "placement.png", *write_best(search, best_arm(ranked))]
+        try:  # the table stands without the winner's files
+            best = write_best(search, best_arm(ranked))
+        except Exception as e:  # noqa: BLE001  e.g. a start checkpoint deleted since the runs
+            best = []
+            print(f"attn-yolo search: warning: best.yaml not written: {type(e).__name__}: {e}")
+        files = ["summary.md", "search.csv", "results.csv", "placement.png", *best]
         return "\n" + text, f"attn-yolo search: results in {out} ({', '.join(files)})"
 
     return report

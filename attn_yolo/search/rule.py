@@ -115,26 +115,10 @@ def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None) ->
     for n in range(1, n_max + 1):
         live = stop == 0
         alive = (state == 0) & live[:, None]
-        have = np.isfinite(d[:, :, n - 1]) | ~alive
-        live &= have.all(axis=1)  # every arm still in has seed n
-        alive &= live[:, None]
-        n_used = np.where(alive, n, n_used)
-        if n < rule.min:
-            continue
-        j = n - 1
-        below_base = alive & (hi_b[:, :, j] < 0)
-        beats = (lo_p[:, :, :, j] > 0) & alive[:, :, None] & alive[:, None, :]  # [e, i, j]: i better than j
-        beaten = beats.any(axis=1) & alive
-        by = np.where(beaten & (by < 0), np.argmax(beats, axis=1), by)
-        state = np.where(below_base, 1, np.where(beaten, 2, state))
-        left = (state == 0) & live[:, None]
-        count = left.sum(axis=1)
-        settled = (count == 0) | ((count == 1) & ((np.where(left, lo_b[:, :, j], 0) > 0).any(axis=1)))
-        width = np.where(left, hi_b[:, :, j] - lo_b[:, :, j], 0).max(axis=1, initial=0)
-        pw = np.where(left[:, :, None] & left[:, None, :], hi_p[:, :, :, j] - lo_p[:, :, :, j], 0)
-        narrow = np.maximum(width, pw.max(axis=(1, 2), initial=0)) < (rule.precision or -1)
-        code = np.where(settled, 1, np.where(narrow, 2, np.where(n >= rule.max, 3, 0)))
-        stop = np.where(live & (stop == 0), code, stop)
+        live &= (np.isfinite(d[:, :, n - 1]) | ~alive).all(axis=1)  # every arm still in has seed n
+        n_used = np.where((state == 0) & live[:, None], n, n_used)
+        if n >= rule.min:
+            state, by, stop = _round(n, rule, live, state, by, stop, (lo_b, hi_b, lo_p, hi_p))
     rows = np.arange(e)[:, None], np.arange(k)[None]
     last = np.maximum(n_used - 1, 0)
     lo, hi = lo_b[rows[0], rows[1], last], hi_b[rows[0], rows[1], last]
@@ -146,6 +130,25 @@ def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None) ->
     return {"state": state, "n": n_used, "lo": lo, "hi": hi, "mean": mean, "by": by, "stop": stop,
             "rounds": n_used.max(axis=1, initial=0), "best": best, "settled": settled, "rule": rule,
             "level": conf}  # fmt: skip
+
+
+def _round(n: int, rule: SearchRule, live, state, by, stop, iv) -> tuple[np.ndarray, ...]:
+    """One round's decisions at ``n`` seeds for the searches ``live``: the drops (``state``, ``by``) and the stop."""
+    lo_b, hi_b, lo_p, hi_p = (x[..., n - 1] for x in iv)
+    alive = (state == 0) & live[:, None]
+    below_base = alive & (hi_b < 0)
+    beats = (lo_p > 0) & alive[:, :, None] & alive[:, None, :]  # [e, i, j]: arm i better than arm j
+    beaten = beats.any(axis=1) & alive
+    by = np.where(beaten & (by < 0), np.argmax(beats, axis=1), by)
+    state = np.where(below_base, 1, np.where(beaten, 2, state))
+    left = (state == 0) & live[:, None]
+    count = left.sum(axis=1)
+    settled = (count == 0) | ((count == 1) & (np.where(left, lo_b, 0) > 0).any(axis=1))
+    width = np.where(left, hi_b - lo_b, 0).max(axis=1, initial=0)
+    pw = np.where(left[:, :, None] & left[:, None, :], hi_p - lo_p, 0).max(axis=(1, 2), initial=0)
+    narrow = np.maximum(width, pw) < (rule.precision or -1)
+    code = np.where(settled, 1, np.where(narrow, 2, np.where(n >= rule.max, 3, 0)))
+    return state, by, np.where(live & (stop == 0), code, stop)
 
 
 def naive_replay(d: np.ndarray, rule: SearchRule) -> dict:
