@@ -38,7 +38,9 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
         v = next(x for x in ab.variants if x.name == arm)
         t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
         verdict = "better" if lo > 0 else "worse" if hi < 0 else "no detectable difference"
-        if t["status"] == "failed":
+        if n < 2:
+            verdict = "n/a (needs >= 2 paired seeds)"
+        elif t["status"] == "failed":
             verdict = "not tested"
         by = int(dec["by"][k])
         why = DROPS[state] if state != 2 else f"below {names[by]}"
@@ -55,8 +57,8 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
 
 def best_arm(ranked: list[dict]) -> dict | None:
     """The search's best: the first arm still in that was tested (passed its treatment check), else None."""
-    return next((r for r in ranked if r["state"] == "in" and r["verdict"] != "not tested"
-                 and not r["arm"].endswith("-placebo")), None)
+    return next((r for r in ranked if r["state"] == "in" and r["verdict"] != "not tested" and r["seeds"] >= 2
+                 and math.isfinite(r["delta"]) and not r["arm"].endswith("-placebo")), None)
 
 
 def _f(x, d: int = 4, sign: bool = True) -> str:
@@ -75,7 +77,7 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
     head = (f"**Best: {best['arm']}** ({best['block']} at {best['site']}), Δ mAP50-95 {_f(best['delta'])} "
             f"[{_f(best['lo'])}, {_f(best['hi'])}]" + (": settled as the best placement" if settled else
             ": the highest Δ among the arms still in, not settled") if best else
-            "**No arm is returned**: none is left in that passed its treatment check")
+            "**No arm is returned**: none is left in with 2 paired seeds or more that passed its treatment check")
     lines = [f"# Placement search: {ab.name}", "", guarantee(rule.confidence, k), "", head, "",
              f"- stopped: {WHY[reason]}" + (f" ({dec['budget']})" if dec.get("budget") else "")
              + f", after {int(dec['rounds'])} paired seeds",
