@@ -50,6 +50,7 @@ def next_batch(search, s, dec: dict) -> list:
     want = max(search.rule.min, int(dec["rounds"]) + 1)
     going = {a for a, st in zip(search.arm_names, dec["state"]) if st == 0}
     batch, paired_seeds = [], 0
+    have = {(x["variant"], x["seed"]) for x in s.current()}
     for seed in ab.seeds:
         base = rows.get((ab.baseline, seed))
         if base and base["status"] != "ok" and base["fingerprint"] == s.planned[(ab.baseline, seed)].fingerprint:
@@ -59,7 +60,7 @@ def next_batch(search, s, dec: dict) -> list:
             break
         for arm in [ab.baseline, *search.arm_names]:
             key = (arm, seed)
-            if (arm == ab.baseline or arm in going) and key not in {(x["variant"], x["seed"]) for x in s.current()}:
+            if (arm == ab.baseline or arm in going) and key not in have:
                 batch.append(s.planned[key])
     return batch
 
