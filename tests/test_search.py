@@ -227,6 +227,7 @@ def test_search_end_to_end_stopped_resumed_and_a_larger_budget(tmp_path, tiny_da
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # a start and 20 real runs: about 15 min on 2 loaded cores
 def test_real_search_on_the_embedded_data_and_its_winner_trains(tmp_path):
     """3 blocks × 3 sites on the embedded data (tiny: imgsz 64, 16 images, a 1-epoch start), 2 seeds: every output,
     the winner's YAML and weights train with Ultralytics."""
