@@ -79,10 +79,12 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     backend, ray_address, resources, p = check_backend(raw, devices, train)
     problems += p
-    if isinstance(train.get("imgsz"), int) and train["imgsz"] >= 32:  # Ultralytics' rule (check_imgsz, one
+    side = train.get("imgsz")
+    side = side[0] if isinstance(side, (list, tuple)) and len(side) == 1 else side  # [640]: one side, as Ultralytics
+    if isinstance(side, int) and not isinstance(side, bool) and side >= 32:  # Ultralytics' rule (check_imgsz, one
         from ultralytics.utils.checks import check_imgsz  # warning): a multiple of the max stride, 32
 
-        train["imgsz"] = check_imgsz(train["imgsz"], stride=32)
+        train["imgsz"] = check_imgsz(side, stride=32)
     sdpa = train.pop("sdpa", False) is True  # attn-yolo's own key (checked by check_train): held by the Ablation
     seed_rule = None
     if isinstance(raw.get("seeds"), dict):
