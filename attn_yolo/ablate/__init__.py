@@ -108,12 +108,18 @@ __all__ = [
 ]  # fmt: skip
 
 
-def main(argv: list[str]) -> int:
-    """``attn-yolo ablate [config.yaml] [key=value ...]``; no config runs the embedded synthetic-quick ablation."""
+def config_main(argv: list[str], doc: str, run_config) -> int:
+    """``<tool> [config.yaml] [key=value ...]``: ``help`` prints ``doc``, else ``run_config(config or None, the
+    key=value tokens)``."""
     if argv and argv[0] in ("help", "-h", "--help"):
-        print(__doc__)
+        print(doc)
         return 0
     config = None
     if argv and "=" not in argv[0]:
         config, argv = argv[0], argv[1:]
-    return run(config, argv)
+    return run_config(config, argv)
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo ablate [config.yaml] [key=value ...]``; no config runs the embedded synthetic-quick ablation."""
+    return config_main(argv, __doc__, run)

@@ -88,13 +88,9 @@ def plan_lines(search):
 
 def main(argv: list[str]) -> int:
     """``attn-yolo search [config.yaml] [key=value ...]``."""
-    if argv and argv[0] in ("help", "-h", "--help"):
-        print(__doc__)
-        return 0
-    config = None
-    if argv and "=" not in argv[0]:
-        config, argv = argv[0], argv[1:]
-    return run(config, argv)
+    from attn_yolo.ablate import config_main
+
+    return config_main(argv, __doc__, run)
 
 
 __all__ = ["UsageError", "main", "run"]
