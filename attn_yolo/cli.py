@@ -4,7 +4,7 @@
     attn-yolo train ... health=False                                              # no attention health per epoch
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
-    attn-yolo insert | ablate | export | heatmap | bench  key=value ...           # the plugin's tools
+    attn-yolo insert | ablate | search | export | heatmap | bench  key=value ...  # the plugin's tools
     attn-yolo explain out=runs/ablate/synthetic-quick                             # why an ablation's Δ
     attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
 
@@ -51,6 +51,7 @@ TOOLS = {  # sub-command → its entry point and key schema
     "heatmap": Tool("attn_yolo.heatmap:main", "attn_yolo.heatmap:SCHEMA"),
     "bench": Tool("attn_yolo.bench:main", "attn_yolo.bench:SCHEMA"),
     "explain": Tool("attn_yolo.explain:main", "attn_yolo.explain:SCHEMA"),
+    "search": Tool("attn_yolo.search:main", None),  # an ablation config with a search: section (attn_yolo.search)
 }
 MODULES_SCHEMA = Schema()
 """``attn-yolo modules`` takes no keys."""

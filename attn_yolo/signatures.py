@@ -1,5 +1,6 @@
-"""The public signatures each block accepts, its plausible ranges and its copies' differing defaults: views of the
-declarations (``attn_yolo.nn.declaration``).
+"""Views of the declarations: the public signatures each block accepts, plausible ranges, copies' defaults.
+
+Each is derived from the blocks' declarations (``attn_yolo.nn.declaration``).
 
 A public YAML row is written for the class its author copied, and Ultralytics passes the row's args to that class
 positionally (after the input width, where the author's ``parse_model`` branch inserts it; verbatim otherwise). Each

@@ -134,8 +134,9 @@ def test_first_run_eta_from_dataset_size_and_epochs():
     """Run 1's ETA: training steps × epochs plus validation passes, against a hand count."""
     from attn_yolo.ablate.train import estimate_run_s
 
-    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml", {"epochs": 3, "batch": 8, "val": True}, 128,
-                          {"repeats": 10, "warmup": 2}, "r", 1, 0.1, "f")
+    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml",
+                          {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, {"repeats": 10, "warmup": 2}, "r", 1,
+                          0.1, "f")
     # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 / 16 → 13 batches after each of 3 epochs + best.pt;
     # latency: 12 forwards at batch 1 = 12/16 of a val batch
     assert estimate_run_s(spec, 1000, 200, step_s=0.5, val_s=0.2) == pytest.approx(
@@ -1013,3 +1014,22 @@ def test_a_discarded_interrupt_does_not_deafen_the_next_signal():
             os.kill(os.getpid(), sig_.SIGTERM)
             time_.sleep(1)
     assert fired == [sig_.SIGTERM, sig_.SIGINT, sig_.SIGTERM]
+
+
+def test_each_setting_is_held_once(tmp_path, tiny_data):
+    """imgsz lives in the train arguments alone (the Ablation and each RunSpec read it from there), sdpa beside them,
+    not in them: a changed imgsz reaches every view, and no dataclass holds a copy."""
+    import dataclasses
+
+    from attn_yolo.ablate.config import load_config
+    from attn_yolo.ablate.runner import plan
+    from attn_yolo.ablate.validate import validate
+
+    cfg = write_config(tmp_path, tiny_data, train={"epochs": 1, "imgsz": 96, "batch": 4, "device": "cpu"})
+    ab = validate(*load_config(cfg)[:2])
+    specs = plan(ab, ab.data)
+    assert ab.imgsz == 96 and {s.imgsz for s in specs} == {96} and not ab.sdpa and not any(s.sdpa for s in specs)
+    ab.train["imgsz"] = 160  # one place to change
+    assert ab.imgsz == 160
+    for cls in (ablate.Ablation, ablate.RunSpec):
+        assert not {"imgsz"} & {f.name for f in dataclasses.fields(cls)}

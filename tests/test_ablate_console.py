@@ -146,7 +146,7 @@ def test_eta_counts_fraction():
     from attn_yolo.ablate.train import estimate_run_s
 
     def spec(**train):
-        return RunSpec("v", 0, "m.yaml", None, "d.yaml", {"epochs": 2, "batch": 10, "val": False, **train}, 64,
+        return RunSpec("v", 0, "m.yaml", None, "d.yaml", {"epochs": 2, "batch": 10, "val": False, "imgsz": 64, **train},
                        {"repeats": 0, "warmup": 0}, "r", 0, 0.0, "f")
 
     full = estimate_run_s(spec(), 1000, 0, 1.0, 0.0)

@@ -44,7 +44,7 @@ LAYERS = {
     "args": 3, "checkpoint": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3,
     "insertion": 4, "export": 4, "heatmap": 4, "health": 4, "capture": 4,
     "ablate": 5, "bench": 5,
-    "explain": 5.5,
+    "explain": 5.5, "search": 5.5,
     "cli": 6, "__init__": 6,
 }  # fmt: skip
 

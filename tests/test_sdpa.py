@@ -471,8 +471,10 @@ def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
                        {"name": "y12se", "base": "yolo12n.yaml", "module": "SE", "at": "sppf"}], seeds=[0],
                        train={**train, "sdpa": True}, latency={"repeats": 1, "warmup": 0})  # fmt: skip
     ab = validate(*load_config(cfg)[:2])
-    assert ab.train["sdpa"] is True
-    row = execute_run(plan(ab, ab.data)[0])
+    assert ab.sdpa is True and "sdpa" not in ab.train and ab.config["train"]["sdpa"] is True  # held once
+    spec = plan(ab, ab.data)[0]
+    assert spec.sdpa is True and "sdpa" not in spec.train
+    row = execute_run(spec)
     assert row["status"] == "ok", row.get("error")
     assert sdpa_calls  # fused during training (and for the latency)
 

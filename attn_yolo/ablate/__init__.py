@@ -85,7 +85,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
-#   runner       the lock, dataset preparation, the plan of runs, resuming, the report
+#   session      one locked run of the plan: its runs, their records, the scheduler that records each as it ends
+#   runner       the lock, dataset preparation, and the steps: plan, resume, check, execute, report
 #   here         the `attn-yolo ablate` command
 
 from __future__ import annotations
@@ -107,12 +108,18 @@ __all__ = [
 ]  # fmt: skip
 
 
-def main(argv: list[str]) -> int:
-    """``attn-yolo ablate [config.yaml] [key=value ...]``; no config runs the embedded synthetic-quick ablation."""
+def config_main(argv: list[str], doc: str, run_config) -> int:
+    """``<tool> [config.yaml] [key=value ...]``: ``help`` prints ``doc``, else ``run_config(config or None, the
+    key=value tokens)``."""
     if argv and argv[0] in ("help", "-h", "--help"):
-        print(__doc__)
+        print(doc)
         return 0
     config = None
     if argv and "=" not in argv[0]:
         config, argv = argv[0], argv[1:]
-    return run(config, argv)
+    return run_config(config, argv)
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo ablate [config.yaml] [key=value ...]``; no config runs the embedded synthetic-quick ablation."""
+    return config_main(argv, __doc__, run)

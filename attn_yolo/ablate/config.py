@@ -122,8 +122,7 @@ class Ablation:
     variants: list[Variant]
     baseline: str
     seeds: list[int]
-    train: dict
-    imgsz: int
+    train: dict  # Ultralytics train arguments of every arm (imgsz among them: ``imgsz`` reads it)
     out: Path
     latency: dict
     devices: list  # [] → sequential, in this process, on train.device
@@ -142,7 +141,22 @@ class Ablation:
     arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
     new_blocks: object = None  # treatment.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
     treatment: object = None  # treatment.Treatment: the treatment check's threshold
+    sdpa: bool = False  # train.sdpa: Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa); not in ``train``
     prepared: bool = False  # set by prepare: the dataset exists, every arm is built and sized
+
+    @property
+    def imgsz(self) -> int:
+        """The square training size, pixels: ``train["imgsz"]`` (Ultralytics' default where not given); GFLOPs and
+        latency are measured at it."""
+        return train_imgsz(self.train)
+
+
+def train_imgsz(train: dict) -> int:
+    """The square size, pixels, that Ultralytics train arguments ``train`` train at (its default 640 where not
+    given)."""
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    return int(train.get("imgsz", DEFAULT_CFG_DICT["imgsz"]))
 
 
 # --------------------------------------------------------------------------------------------------- config loading

@@ -269,6 +269,9 @@ def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_mo
         if isinstance(gamma, torch.Tensor):
             a.append(float(gamma.detach().flatten()[0]))
         args.append(a)
+    if len(sites) == 1:  # one block: insert's one-module form (a one-module list would read args as one block's)
+        return {"name": f"{name}{PLACEBO_SUFFIX}", "base": baseline_model, "module": "Placebo", "at": sites[0],
+                "args": args[0]}
     return {"name": f"{name}{PLACEBO_SUFFIX}", "base": baseline_model, "module": ["Placebo"] * len(sites),
             "at": sites, "args": args}
 

@@ -13,6 +13,7 @@ import math
 import socket
 from pathlib import Path
 
+from attn_yolo.ablate.config import train_imgsz
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.ultralytics_api.flops import versions
 
@@ -37,8 +38,7 @@ class RunSpec:
     model: str
     model_dict: dict | None
     data: str
-    train: dict
-    imgsz: int
+    train: dict  # Ultralytics train arguments (imgsz among them: ``imgsz`` reads it)
     latency: dict
     run_dir: str
     params: int
@@ -51,6 +51,12 @@ class RunSpec:
     new_blocks: list[str] | None = None  # module paths of the blocks the arm adds to the baseline (treatment check)
     lr_mult: float = 1.0  # learning rate of the new blocks' parameters, × lr0 (the design's `new_blocks`)
     gamma: float = 0.0  # the new blocks' residual gates' γ at step 0 (with a start; 0.0: as inserted)
+    sdpa: bool = False  # Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa), in training and latency
+
+    @property
+    def imgsz(self) -> int:
+        """The square size the run trains, validates and is timed at, pixels (``train["imgsz"]``)."""
+        return train_imgsz(self.train)
 
 
 def new_record(spec: RunSpec, device: str, model: str | None = None, error: str = "") -> dict:

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import stat
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -16,16 +15,17 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate import console, readings, rerun, tracking
-from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
+from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, from_command_line, load_config
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, complete, write_record
-from attn_yolo.ablate.report import duration, write_report
+from attn_yolo.ablate.report import write_report
 from attn_yolo.ablate.results import check_index, collect_records, write_results
-from attn_yolo.ablate.scheduling import exit_code, schedule_local, schedule_ray, stop_on_signals
+from attn_yolo.ablate.scheduling import exit_code, stop_on_signals
+from attn_yolo.ablate.session import Session
 from attn_yolo.ablate.start import arm_start, pending, start_spec
-from attn_yolo.ablate.train import execute_run, first_run_estimate
+from attn_yolo.ablate.train import execute_run
 from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.ablate.validate import validate
 from attn_yolo.checkpoint import atomic_write
@@ -105,6 +105,8 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
     fingerprint covers the start's. ``ab`` is prepared first where it is not yet (``prepare``: dataset, builds)."""
     prepare(ab)
     train_id = {k: v for k, v in sorted(ab.train.items()) if k not in UNFINGERPRINTED_TRAIN_KEYS}
+    if ab.sdpa:  # it changes the numbers: in the fingerprint as the config gives it (train.sdpa)
+        train_id["sdpa"] = True
     specs = []
     for v in ab.variants:
         begin = arm_start(ab, v.name)
@@ -116,10 +118,10 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
             key = json.dumps(parts, sort_keys=True, default=str)
             specs.append(RunSpec(
                 variant=v.name, seed=seed, model=v.model, model_dict=v.model_dict, data=data, train=dict(ab.train),
-                imgsz=ab.imgsz, latency=dict(ab.latency), run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
+                latency=dict(ab.latency), run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
                 trust=ab.trust, health=ab.health, start=begin.weights if begin else None,
-                new_blocks=v.new_blocks or None, lr_mult=nb.lr_mult, gamma=nb.gamma if begin else 0.0,
+                new_blocks=v.new_blocks or None, lr_mult=nb.lr_mult, gamma=nb.gamma if begin else 0.0, sdpa=ab.sdpa,
             ))  # fmt: skip
     return specs
 
@@ -154,10 +156,14 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False,
-                 overwrite: bool = False) -> int:
+                 overwrite: bool = False, rounds=None, report=None, lines=None) -> int:
     """Prepare ``ab`` (``prepare``: the dataset generated, every arm built; its problems raised before any training),
     then run every unfinished run, recording each in its run folder and in results.csv as it ends, then write the
     report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
+
+    The steps, in order: ``plan_session`` (the runs and their records), ``resume`` (what is left, redos staged),
+    ``check`` (nothing the runner did not create is in the way), ``execute`` (the first writes, the starts, then the
+    runs in rounds) and ``report``.
 
     Args:
         ab: validated ablation (``validate``).
@@ -169,6 +175,11 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         overwrite: write into an existing ``out`` that the runner did not create (``outdir.check_out``): files of
             the runner's own names there are replaced, nothing else is deleted; without it such an ``out`` is
             refused before anything is built or written.
+        rounds: ``rounds(session)``: runs ``session.todo`` through ``session.schedule`` (default ``ablation_rounds``:
+            all of them, or the seed rule's rounds); ``attn_yolo.search`` passes its own.
+        report: ``report(session, wall_s) -> (text, where)`` writing the report: what the terminal shows and the line
+            saying where the results are (default ``ablation_report``).
+        lines: ``lines(ab, n_todo) -> list[str]``, the plan's printout (default ``describe``).
 
     Returns:
         Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
@@ -186,142 +197,131 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         prepare(ab)  # SIGINT even where the parent left it ignored (`cmd &` in a script); the CLI says it in one line
     try:
         with stop_on_signals(fired), OutLock(ab.out):
-            return _run_locked(ab, runner, t_start, fired, redo)
-    except KeyboardInterrupt as e:  # before or after the runs (during them, _run_locked reports and returns)
+            s = plan_session(ab, runner, fired)
+            resume(s, redo, lines or describe)
+            check(s)
+            code = execute(s, rounds or ablation_rounds)
+            return finish(s, code, *(report or ablation_report)(s, time.perf_counter() - t_start))
+    except KeyboardInterrupt as e:  # before or after the runs (during them, execute reports and returns)
         print(f"\nattn-yolo ablate: interrupted ({e}); run the same command again to continue", file=sys.stderr)
         return exit_code(fired)
 
 
-def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = False) -> int:
-    csv_path = ab.out / "results.csv"
-    verbose = bool(ab.train.get("verbose"))
-    specs = plan(ab, ab.data)
+def plan_session(ab: Ablation, runner, fired: list) -> Session:
+    """Step 1, plan: every run of the plan (``plan``) and the records in ``out/runs`` (warning about unreadable
+    ones, a stale results.csv and records of runs not in this config)."""
+    s = Session(ab, runner, fired)
+    s.planned = {(sp.variant, sp.seed): sp for sp in plan(ab, ab.data)}
     records, problems = collect_records(ab.out)
     for msg in problems:
         _warn(msg)
-    rows = {(r["variant"], r["seed"]): r for r in records}
-    planned = {(s.variant, s.seed): s for s in specs}
-
-    def ordered_rows() -> list[dict]:
-        return [rows[k] for k in planned if k in rows] + [rows[k] for k in rows if k not in planned]
-
-    if msg := check_index(csv_path, ordered_rows()):
+    s.rows = {(r["variant"], r["seed"]): r for r in records}
+    if msg := check_index(s.csv_path, s.ordered_rows()):
         _warn(msg)
-    extra = [k for k in rows if k not in planned]
-    if extra:
+    if extra := [k for k in s.rows if k not in s.planned]:
         print(f"attn-yolo ablate: {len(extra)} run record(s) in {ab.out / 'runs'} are not in this config (kept, not "
               "summarised)")
-    changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
+    return s
+
+
+def resume(s: Session, redo: bool, lines=None) -> None:
+    """Step 2, resume: the runs left to do (``s.todo``): those without a finished record, and those whose settings
+    changed (refused without ``redo``; with it each is trained in a staging folder, ``s.staged``). Prints the plan
+    (``lines(ab, n_todo)``, default ``describe``)."""
+    ab, rows = s.ab, s.rows
+    changed = [k for k, sp in s.planned.items() if k in rows and rows[k]["fingerprint"] != sp.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
     rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), ab.config, UNFINGERPRINTED_TRAIN_KEYS, redo)
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
               f"once its new run has finished (trained in {ab.out / rerun.STAGING})")
-    todo = [rerun.stage(s, ab.out) if (s.variant, s.seed) in finished else s for s in specs
-            if rows.get((s.variant, s.seed), {}).get("status") != "ok" or (s.variant, s.seed) in changed]
-    staged = {(s.variant, s.seed): s.run_dir for s in todo if (s.variant, s.seed) in finished}
-    for line in describe(ab, len(todo)):
+    s.todo = [rerun.stage(sp, ab.out) if k in finished else sp for k, sp in s.planned.items()
+              if rows.get(k, {}).get("status") != "ok" or k in changed]
+    s.staged = {(sp.variant, sp.seed): sp.run_dir for sp in s.todo if (sp.variant, sp.seed) in finished}
+    for line in (lines or describe)(ab, len(s.todo)):
         print(line)
-    done_before = len(specs) - len(todo)
-    if done_before:
-        print(f"attn-yolo ablate: {done_before}/{len(specs)} run(s) already finished in {ab.out / 'runs'}; skipping "
-              "them")
-    for s in todo:  # before any work: never replace what the runner did not create
-        check_replaceable(Path(s.run_dir), RUN_MARKER)
-    for st in pending(ab):
+    s.done_before = len(s.planned) - len(s.todo)
+    if s.done_before:
+        print(f"attn-yolo ablate: {s.done_before}/{len(s.planned)} run(s) already finished in {ab.out / 'runs'}; "
+              "skipping them")
+
+
+def check(s: Session) -> None:
+    """Step 3, check, before any work: never replace what the runner did not create (the run folders to train
+    into, the starts', the dataset copy's).
+
+    Raises:
+        UsageError: naming the folder in the way.
+    """
+    for sp in s.todo:
+        check_replaceable(Path(sp.run_dir), RUN_MARKER)
+    for st in pending(s.ab):
         check_replaceable(Path(st.folder), RUN_MARKER)
-    if (dest := data_copy(ab)[1]) is not None:
+    if (dest := data_copy(s.ab)[1]) is not None:
         check_replaceable(dest, DATA_MARKER)
+
+
+def execute(s: Session, rounds) -> int:
+    """Step 4, execute: the first writes (the claim on ``out``, config.yaml, the dataset copy), the starts, then
+    ``rounds(s)``. Returns 0, 1 (a start failed) or the signal's exit code (the runs so far are kept)."""
+    ab = s.ab
     claim_out(ab.out)  # every check passed: the first writes
     atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
     data = prepare_data(ab)
-    uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
-    todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
-                                if uri else {}) for s in todo]  # fmt: skip
-    write_results(csv_path, ordered_rows())
-    durations, begun, estimate = [], {}, {}
-    n_workers = max(1, len(ab.devices))
-    progress = console.Progress(len(todo), verbose)
-
-    def on_start(spec: RunSpec, device) -> None:
-        key = (spec.variant, spec.seed)
-        claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed})
-        if key not in staged:
-            rows.pop(key, None)  # its old record went with the folder (a staged redo keeps it until it has finished)
-        k = done_before + len(begun) + 1
-        begun[key] = time.perf_counter()
-        if ab.backend == "ray":
-            progress.running(f"{len(begun)} run(s) submitted to Ray")
-            return
-        left = len(todo) - len(durations)
-        if durations:
-            eta = duration(statistics.fmean(durations) * left / n_workers)
-        else:  # before any run has ended: from the dataset size, the epochs and one timed training step
-            if not estimate:
-                try:
-                    with console.quiet_ultralytics(verbose):
-                        estimate["s"], estimate["basis"] = first_run_estimate(spec, ab.nc, device)
-                except Exception as e:  # noqa: BLE001  an estimate must never stop the ablation
-                    estimate["s"], estimate["basis"] = None, first_line(e, 120)
-            eta = (f"~{duration(estimate['s'] * left / n_workers)} (estimated from {estimate['basis']}; measured "
-                   "from run 1 on)" if estimate["s"] is not None else f"unknown until run 1 ends ({estimate['basis']})")
-        dev = f" device={device}" if device is not None else ""
-        progress.running(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev} — ETA {eta}")
-
-    def on_done(row: dict) -> None:
-        key = (row["variant"], row["seed"])
-        durations.append(time.perf_counter() - begun.get(key, time.perf_counter()))
-        if key in staged:  # a redo: its folder replaces the old one only now that it has finished
-            row = rerun.promote(complete(row), staged[key], planned[key].run_dir)
-        else:
-            row = complete({**row, "run_dir": planned[key].run_dir})  # the record lives in the run folder
-            write_record(row)
-        rows[key] = row
-        write_results(csv_path, ordered_rows())
-        msg = f"mAP50-95 {row['map50_95']:.4f}" if row["status"] == "ok" else f"FAILED: {row['error']}"
-        host = f" on {row.get('host')}" if ab.backend == "ray" else ""
-        took = duration(durations[-1])
-        log = Path(planned[key].run_dir) / console.LOG_NAME
-        progress.done(f"[done {len(durations)}/{len(todo)}] variant={row['variant']} seed={row['seed']}{host}: {msg} "
-                      f"({took}; log {log})")
-
-    def schedule(batch: list[RunSpec], start=on_start, done=on_done) -> None:
-        if ab.backend == "ray":
-            schedule_ray(batch, ab.ray_address, ab.resources, logged, start, done)
-        else:
-            schedule_local(batch, ab.devices, logged, start, done)
-
+    s.uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
+    s.todo = [dataclasses.replace(sp, data=data, env=tracking.run_env(ab.name, f"{sp.variant}-seed{sp.seed}", s.uri,
+                                                                     ab.out) if s.uri else {}) for sp in s.todo]
+    write_results(s.csv_path, s.ordered_rows())
+    s.progress = console.Progress(len(s.todo), s.verbose)
     code = 0
-    logged = console.LoggedRunner(runner, verbose)
     try:
-        if not train_starts(ab, data, progress, schedule):
+        if not train_starts(ab, data, s.progress, s.schedule):
             code = 1
-        elif ab.seed_rule is None:
-            schedule(todo)
         else:
-            run_rounds(ab, todo, rows, planned, schedule, n_workers, progress.line)
+            rounds(s)
     except KeyboardInterrupt:
-        progress.close()
-        code = exit_code(fired)
-        print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(durations)} run(s) of "
+        s.progress.close()
+        code = exit_code(s.fired)
+        print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(s.durations)} run(s) of "
               f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
               flush=True)
-    progress.close()
-    write_results(csv_path, ordered_rows())
-    current = [rows[k] for k, s in planned.items() if k in rows and rows[k]["fingerprint"] == s.fingerprint]
-    text = write_report(ab, current, time.perf_counter() - t_start)
-    print("\n" + (text if verbose else lead(text)))
-    if uri:
+    s.progress.close()
+    write_results(s.csv_path, s.ordered_rows())
+    return code
+
+
+def ablation_rounds(s: Session) -> None:
+    """The ablation's runs: every one (a fixed list of seeds), or the seed rule's rounds (``run_rounds``)."""
+    if s.ab.seed_rule is None:
+        s.schedule(s.todo)
+    else:
+        run_rounds(s.ab, s.todo, s.rows, s.planned, s.schedule, s.n_workers, s.progress.line)
+
+
+def ablation_report(s: Session, wall_s: float) -> tuple[str, str]:
+    """Step 5, report: summary.md and the plots from the current records; returns what the terminal shows (the
+    summary's lead) and where the results are."""
+    text = write_report(s.ab, s.current(), wall_s)
+    plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if is_own_plot(s.ab.out / p))
+    return "\n" + (text if s.verbose else lead(text)), (
+        f"attn-yolo ablate: results in {s.ab.out} (results.csv, summary.md{', ' + plots if plots else ''}; each run's "
+        f"full Ultralytics output: runs/<run>/{console.LOG_NAME})")
+
+
+def finish(s: Session, code: int, text: str, where: str) -> int:
+    """Print the report's ``text``, log the summary to MLflow where tracking is on, print ``where``; the exit code:
+    ``code``, or 1 when a current run failed."""
+    ab = s.ab
+    print(text)
+    if s.uri:
         try:
-            run_id = tracking.log_summary(ab.name, uri, ab.out, [ab.out / "summary.md", csv_path])
-            print(f"attn-yolo ablate: MLflow experiment {tracking.experiment_name(ab.name)!r} at {uri}: runs "
+            run_id = tracking.log_summary(ab.name, s.uri, ab.out, [ab.out / "summary.md", s.csv_path])
+            print(f"attn-yolo ablate: MLflow experiment {tracking.experiment_name(ab.name)!r} at {s.uri}: runs "
                   f"<variant>-seed<k> tagged {tracking.OUT_TAG}={ab.out}, summary.md and results.csv in run {run_id}")
         except Exception as e:  # tracking never fails an ablation
             _warn(f"MLflow: could not log the summary: {e}")
-    plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if is_own_plot(ab.out / p))
-    print(f"attn-yolo ablate: results in {ab.out} (results.csv, summary.md{', ' + plots if plots else ''}; each run's "
-          f"full Ultralytics output: runs/<run>/{console.LOG_NAME})")
-    if code == 0 and any(r["status"] != "ok" for r in current):
+    print(where)
+    if code == 0 and any(r["status"] != "ok" for r in s.current()):
         code = 1
     return code
 

@@ -37,11 +37,12 @@ def start_spec(ab: Ablation, start: Start, data: str) -> RunSpec:
     prepare(ab)
     base = next(v for v in ab.variants if v.name == (start.arm or ab.baseline))
     model = Path(start.model).name if start.write_model else start.model
+    train = {k: v for k, v in start.train.items() if k != "sdpa"}  # a recipe's own sdpa: key, else the config's
     return RunSpec(
         variant=f"start-{start.arm}" if start.arm else "start", seed=start.seed, model=model,
-        model_dict=start.model_dict if start.write_model else None, data=data, train=dict(start.train),
-        imgsz=int(start.train.get("imgsz", ab.imgsz)), latency=dict(START_LATENCY), run_dir=start.folder,
-        params=base.params, gflops=base.gflops, fingerprint=start.fingerprint, trust=ab.trust,
+        model_dict=start.model_dict if start.write_model else None, data=data, train={"imgsz": ab.imgsz, **train},
+        latency=dict(START_LATENCY), run_dir=start.folder, params=base.params, gflops=base.gflops,
+        fingerprint=start.fingerprint, trust=ab.trust, sdpa=bool(start.train.get("sdpa", ab.sdpa)),
     )  # fmt: skip
 
 

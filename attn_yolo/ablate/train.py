@@ -293,7 +293,6 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
         head = f"# attn-yolo ablate: variant {spec.variant}, made by attn_yolo.insert (spec in the ablation's config)\n"
         Path(model).write_text(head + yaml.safe_dump(spec.model_dict, sort_keys=False))
     train = dict(spec.train)
-    sdpa = train.pop("sdpa", False)  # not an Ultralytics argument: applied to the model (attn_yolo.sdpa)
     if device is not None:
         train["device"] = device
     row = new_record(spec, str(train.get("device", "")) or "auto", model)
@@ -304,7 +303,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
             if spec.health:  # gates.csv, gates.png per run; stops the run at a NaN/inf in a block (attn_yolo.health)
                 yolo.add_callback("on_pretrain_routine_start", attach)
-            if sdpa:
+            if spec.sdpa:
                 fuse_attention(yolo)  # its trainer's model and EMA, also in DDP workers
             metrics = yolo.train(data=spec.data, seed=spec.seed, project=str(run_dir.parent), name=run_dir.name,
                                  exist_ok=True, trainer=arm_trainer(spec), **train)
@@ -329,7 +328,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
             if spec.new_blocks:  # the treatment check: do the arm's own blocks matter to its model?
                 row.update(knockout_figures(spec, best, train))
-            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency, sdpa=sdpa)
+            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency,
+                                               sdpa=spec.sdpa)
             row["status"] = "ok"
         except Exception as e:
             row.setdefault("train_time_s", time.perf_counter() - t0)

@@ -72,8 +72,6 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     Raises:
         ConfigError: listing every problem found, each prefixed by the config key it came from.
     """
-    from ultralytics.cfg import DEFAULT_CFG_DICT
-
     problems = unknown_keys(raw, CONFIG_KEYS, "")
     devices, p = check_devices(raw.get("devices"))
     problems += p
@@ -81,12 +79,13 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += p
     backend, ray_address, resources, p = check_backend(raw, devices, train)
     problems += p
-    imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
-    imgsz = imgsz if isinstance(imgsz, int) and imgsz >= 32 else 640
-    if "imgsz" in train:  # Ultralytics' rule (check_imgsz, one warning): a multiple of the max stride, 32
-        from ultralytics.utils.checks import check_imgsz
+    side = train.get("imgsz")
+    side = side[0] if isinstance(side, (list, tuple)) and len(side) == 1 else side  # [640]: one side, as Ultralytics
+    if isinstance(side, int) and not isinstance(side, bool) and side >= 32:  # Ultralytics' rule (check_imgsz, one
+        from ultralytics.utils.checks import check_imgsz  # warning): a multiple of the max stride, 32
 
-        imgsz = train["imgsz"] = check_imgsz(imgsz, stride=32)
+        train["imgsz"] = check_imgsz(side, stride=32)
+    sdpa = train.pop("sdpa", False) is True  # attn-yolo's own key (checked by check_train): held by the Ablation
     seed_rule = None
     if isinstance(raw.get("seeds"), dict):
         seeds, seed_rule, p = design.check_seed_rule(raw["seeds"])
@@ -160,7 +159,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         "data": data,
         "variants": raw["variants"],
         "seeds": seeds,
-        "train": train,
+        "train": {**train, "sdpa": True} if sdpa else train,
         "out": str(Path(out).resolve()),
         "latency": latency,
         "devices": devices,
@@ -182,8 +181,11 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         start.folder = str(Path(out).resolve() / "start")
     for arm, s in arms.get("starts", {}).items():
         s.folder = s.folder or str(Path(out).resolve() / f"start-{arm}")
-    return Ablation(source, name, data, data_id, nc, variants + arms.get("variants", []), baseline, seeds, train,
-                    imgsz, Path(out).resolve(), latency, devices, copy_data, config, trust is True, backend,
-                    ray_address, resources, bootstrap, health=health is not False, start=start, seed_rule=seed_rule,
-                    reference=arms.get("reference"), placebos=arms.get("placebos", {}),
-                    arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=judged)
+    return Ablation(
+        source=source, name=name, data=data, data_id=data_id, nc=nc, variants=variants + arms.get("variants", []),
+        baseline=baseline, seeds=seeds, train=train, sdpa=sdpa, out=Path(out).resolve(), latency=latency,
+        devices=devices, copy_data=copy_data, config=config, trust=trust is True, backend=backend,
+        ray_address=ray_address, resources=resources, bootstrap=bootstrap, health=health is not False, start=start,
+        seed_rule=seed_rule, reference=arms.get("reference"), placebos=arms.get("placebos", {}),
+        arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=judged,
+    )

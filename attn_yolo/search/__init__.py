@@ -1,0 +1,96 @@
+"""``attn-yolo search``: which block, where: a placement search over blocks × sites that drops arms by the data.
+
+    attn-yolo search [config.yaml] [key=value ...]     # no config: the embedded default (synthetic data, ~20 min)
+
+The config is an ablation config (``attn-yolo ablate help``: data, train, start, new_blocks, treatment, devices,
+backend, out, latency, ...) whose arms come from its ``search:`` section instead of ``variants``::
+
+    search:
+      model: yolo11n.yaml              # the base: the baseline arm, and where every block is inserted
+      blocks: [CBAM, {module: SE, args: [16]}]   # any names `attn-yolo modules` lists, with their args
+      sites: auto                      # or [backbone, 4, sppf, neck, "C3k2:neck"] (attn_yolo.search.sites)
+      seeds: {min: 5, max: 20}         # paired seeds per arm (min: default, the first with bounded intervals)
+      precision: 0.01                  # stop once every interval left is narrower (optional)
+      max_runs: 200                    # budget: training runs at most, over all sessions (optional)
+      minutes: 60                      # budget: wall minutes of this session (optional)
+      placebo: false                   # true: a Placebo arm at each arm's sites (attn_yolo.nn.placebo)
+
+Every arm is the base with one block at one site, warm-started from the shared ``start`` as in an ablation, so the
+treatment check applies (an arm whose blocks did not matter is *not tested*). Paired seeds run in rounds; an arm is
+dropped once its anytime-valid interval shows it cannot be the best (``attn_yolo.search.rule``: the verdicts hold
+jointly over all arms searched, whatever stopped the search). Outputs in ``out``: summary.md, search.csv (the ranked
+table), results.csv (every run), placement.png, best.yaml (+ best.pt with a start) for ``attn-yolo train``. Command
+line overrides as for ``ablate`` (``epochs=1``, ``out=...``); ``search.<key>=`` sets a search key. Rerun the same
+command to continue (a larger budget continues the same search); SIGINT / SIGTERM keep finished runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line
+from attn_yolo.ablate.rerun import split_flags
+from attn_yolo.ablate.train import execute_run
+from attn_yolo.args import UsageError
+
+
+def search_overrides(raw: dict, overrides: list[str]) -> tuple[dict, list[str]]:
+    """``search.<key>=value`` into the search section; the rest are the ablation's overrides."""
+    from ultralytics.cfg import smart_value
+
+    rest = []
+    for tok in overrides:
+        key, eq, value = tok.partition("=")
+        if eq and key.startswith("search."):
+            v = smart_value(value)
+            raw = {**raw, "search": {**(raw.get("search") or {}), key.removeprefix("search."): v}}
+        else:
+            rest.append(tok)
+    return raw, rest
+
+
+def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
+    """Load, override, validate (every problem at once, before any training) and run a search."""
+    from attn_yolo.ablate.runner import run_ablation
+    from attn_yolo.search.config import load, validate
+    from attn_yolo.search.report import search_report
+    from attn_yolo.search.rounds import search_rounds
+
+    started = time.perf_counter()
+    overrides, flags = split_flags(list(overrides))
+    raw, base, name, source = load(config)
+    raw, overrides = search_overrides(raw, overrides)
+    raw = apply_overrides(raw, overrides)
+    try:
+        search = validate(raw, base, name, source)
+    except ConfigError as e:
+        raise ConfigError(source, from_command_line(e.problems, overrides)) from None
+    return run_ablation(search.ab, runner=runner, started=started, rounds=search_rounds(search),
+                        report=search_report(search), lines=plan_lines(search), **flags)
+
+
+def plan_lines(search):
+    """The search's plan printout (``lines`` for ``run_ablation``): arms, seeds, budget, design, out."""
+    from attn_yolo.ablate.runner import describe
+
+    def lines(ab, n_todo: int) -> list[str]:
+        k, rule = len(search.arm_names), search.rule
+        placebos = ", each with a placebo arm" if k > len(search.arms) else ""
+        budget = ", ".join(x for x in (f"max_runs {search.max_runs}" if search.max_runs else "",
+                                       f"{search.minutes:g} minutes" if search.minutes else "") if x) or "none"
+        return [f"attn-yolo search: {ab.name}: {k} arm(s) ({len(search.arms) // len(search.sites)} block(s) × "
+                f"{len(search.sites)} site(s){placebos}) against the baseline; paired seeds {rule.min} to {rule.max} "
+                f"in rounds, at most {(k + 1) * rule.max} runs ({n_todo} not yet run); budget: {budget}",
+                *describe(ab, n_todo)[1:]]
+
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """``attn-yolo search [config.yaml] [key=value ...]``."""
+    from attn_yolo.ablate import config_main
+
+    return config_main(argv, __doc__, run)
+
+
+__all__ = ["UsageError", "main", "run"]

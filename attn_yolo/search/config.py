@@ -1,0 +1,237 @@
+"""The search config: a ``search:`` section (base model, blocks, sites, seeds, budget) over an ablation config's
+other keys, checked at once and turned into the ablation whose arms are the blocks × sites (``validate``).
+
+The embedded default (``attn-yolo search`` without a config) searches 2 blocks × 4 sites of yolo11n on the embedded
+synthetic data, warm-started like the default ablation, within 20 minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import re
+from pathlib import Path
+
+import yaml
+
+from attn_yolo.ablate.config import ConfigError, first_line
+from attn_yolo.search.rule import SearchRule, family, first_bounded, level
+from attn_yolo.search.sites import Site, auto_sites, parse_site
+
+DEFAULT_NAME = "synthetic-search"
+DEFAULT_YAML = """\
+# Default placement search: which of CBAM and ECA, at which of 4 sites, helps yolo11n on the synthetic shapes?
+# `attn-yolo search` (no config) runs exactly this (embedded in attn_yolo/search/config.py). yolo11n is trained once
+# (the shared start in out/start/); every arm, the start with one block inserted at one site (γ = 0.3, as the
+# default ablation), is fine-tuned from it for 1 epoch, paired seed by paired seed; arms are dropped by their joint
+# anytime-valid intervals. Budget: 18 minutes of runs, on 2 CPU cores.
+data: synthetic
+search:
+  model: yolo11n.yaml
+  blocks: [CBAM, ECA]
+  sites: [backbone, sppf, neck, "C3k2:neck"]
+  seeds: {min: 3, max: 12}
+  minutes: 18
+start: {epochs: 5, fraction: 1.0, lr0: 0.003, warmup_epochs: 0.3, val: false}
+new_blocks: {lr_mult: 1.0, gamma: 0.3}
+devices: [cpu, cpu]
+train: {epochs: 1, fraction: 0.5, imgsz: 128, batch: 8, nbs: 8, optimizer: AdamW, lr0: 0.0005, warmup_epochs: 0,
+        mosaic: 0.0, close_mosaic: 0, scale: 0.0, translate: 0.0, hsv_h: 0.0, hsv_s: 0.0, hsv_v: 0.0, val: false,
+        plots: false}
+out: runs/search/synthetic-search
+latency: {repeats: 20, warmup: 5}
+"""
+SEARCH_KEYS = ("model", "blocks", "sites", "seeds", "precision", "confidence", "max_runs", "minutes", "placebo")
+NOT_IN_A_SEARCH = ("variants", "seeds", "reference", "placebo")  # set by the search section
+BASELINE = "baseline"
+
+
+@dataclasses.dataclass
+class Arm:
+    """One block at one site."""
+
+    name: str
+    block: str
+    args: list | None
+    site: Site
+
+
+@dataclasses.dataclass
+class Search:
+    """A validated search: its ablation (``ab``: the baseline and every arm), the arms, the rule and the budget."""
+
+    ab: object  # attn_yolo.ablate.config.Ablation
+    model: str
+    arms: list[Arm]
+    rule: SearchRule
+    sites: list[Site]
+    max_runs: int | None = None
+    minutes: float | None = None
+
+    @property
+    def arm_names(self) -> list[str]:
+        """Every arm of the family: the block × site arms, then their placebos."""
+        return [v.name for v in self.ab.variants if v.name != self.ab.baseline]
+
+
+def _number(v, lo: float, integer: bool = False) -> bool:
+    ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+    return ok and not isinstance(v, bool) and v >= lo
+
+
+def _blocks(raw) -> tuple[list[tuple[str, list | None]], list[str]]:
+    """``search.blocks``: names or ``{module, args}``, each a block ``attn-yolo modules`` lists."""
+    from attn_yolo.insertion import module_class
+    from attn_yolo.registry import MODULES
+
+    if not isinstance(raw, list) or not raw:
+        return [], ["search.blocks: expected a non-empty list of block names (CBAM) or {module: CBAM, args: [16, 7]}"]
+    out, problems = [], []
+    for i, b in enumerate(raw):
+        name, args = (b.get("module"), b.get("args")) if isinstance(b, dict) else (b, None)
+        if isinstance(b, dict) and (extra := set(b) - {"module", "args"}):
+            problems.append(f"search.blocks[{i}]: unknown key(s) {', '.join(sorted(extra))}; allowed: module, args")
+        if args is not None and not isinstance(args, list):
+            problems.append(f"search.blocks[{i}].args: expected a list of hyperparameters, got {args!r}")
+        try:
+            out.append((module_class(str(name))[0], args))
+        except Exception:  # noqa: BLE001  an unknown name: said with the closest
+            close = difflib.get_close_matches(str(name), list(MODULES), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(f"search.blocks[{i}]: unknown block {name!r}{hint}; one of {', '.join(MODULES)} "
+                            "(`attn-yolo modules`)")
+    return out, problems
+
+
+def _sites(raw, d: dict) -> tuple[list[Site], list[str]]:
+    if raw == "auto":
+        return auto_sites(d), []
+    if not isinstance(raw, list) or not raw:
+        return [], [f"search.sites: {raw!r}; expected auto or a list of sites (backbone, sppf, neck, 4, '4,6', "
+                    "C3k2:neck)"]
+    out, problems = [], []
+    for j, s in enumerate(raw):
+        try:
+            out.append(parse_site(d, s))
+        except Exception as e:  # noqa: BLE001  InsertionError, said with the site's key
+            problems.append(f"search.sites[{j}]: {first_line(e).removeprefix('InsertionError: ')}")
+    return out, problems
+
+
+def _budget(sec: dict, rule: SearchRule | None, arms: int) -> list[str]:
+    problems = []
+    if sec.get("max_runs") is not None and not _number(sec["max_runs"], 1, True):
+        problems.append(f"search.max_runs: {sec['max_runs']!r}; expected an integer >= 1 (training runs at most)")
+    elif sec.get("max_runs") is not None and rule is not None and arms:
+        first = (arms + 1) * rule.at(arms).min
+        if sec["max_runs"] < first:
+            problems.append(f"search.max_runs: {sec['max_runs']}; below one round: the first round runs the baseline "
+                            f"and {arms} arms to {rule.at(arms).min} seeds = {first} runs; set max_runs >= {first}")
+    if sec.get("minutes") is not None and not (_number(sec["minutes"], 0) and sec["minutes"] > 0):
+        problems.append(f"search.minutes: {sec['minutes']!r}; expected a number > 0 (wall minutes of this session)")
+    return problems
+
+
+def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
+    seeds = sec.get("seeds", {})
+    if not isinstance(seeds, dict) or set(seeds) - {"min", "max"}:
+        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 12}} (min optional)"]
+    problems = []
+    mx, mn = seeds.get("max", 20), seeds.get("min")
+    if not _number(mx, 2, True):
+        problems.append(f"search.seeds.max: {mx!r}; expected an integer >= 2")
+    if mn is not None and not (_number(mn, 2, True) and (not _number(mx, 2, True) or mn <= mx)):
+        problems.append(f"search.seeds.min: {mn!r}; expected an integer in [2, seeds.max]")
+    p, c = sec.get("precision"), sec.get("confidence", 0.95)
+    if p is not None and not (_number(p, 0) and p > 0):
+        problems.append(f"search.precision: {p!r}; expected a number > 0 (full interval width, mAP50-95)")
+    if not (_number(c, 0) and 0 < c < 1):
+        problems.append(f"search.confidence: {c!r}; expected a number in (0, 1)")
+    return (None if problems else SearchRule(max=mx, min=mn, precision=p, confidence=c)), problems
+
+
+def arms_of(blocks: list, sites: list[Site]) -> list[Arm]:
+    """Every block × site, named ``<block>.<site>`` (``cbam.C3k2-neck``)."""
+    return [Arm(f"{b.lower()}.{s.slug}", b, a, s) for b, a in blocks for s in sites]
+
+
+def check_section(raw: dict) -> tuple[dict, list[Arm], SearchRule | None, list[Site], list[str]]:
+    """The ``search:`` section checked: (section, arms, rule, sites, problems), every problem named by key."""
+    from attn_yolo.insertion.base import load_base
+
+    sec = raw.get("search")
+    if not isinstance(sec, dict):
+        return {}, [], None, [], ["search: expected a mapping {model, blocks, sites, seeds, max_runs, minutes}"]
+    problems = [f"search.{k}: unknown key; allowed: {', '.join(SEARCH_KEYS)}" for k in sec if k not in SEARCH_KEYS]
+    problems += [f"{k}: not in a search config (the search section sets it)" for k in NOT_IN_A_SEARCH if k in raw]
+    blocks, p = _blocks(sec.get("blocks"))
+    problems += p
+    try:
+        d = load_base(str(sec.get("model", "yolo11n.yaml")))
+    except Exception as e:  # noqa: BLE001
+        return sec, [], None, [], problems + [f"search.model: {first_line(e).removeprefix('InsertionError: ')}"]
+    sites, p = _sites(sec.get("sites", "auto"), d)
+    problems += p
+    rule, p = _rule(sec)
+    problems += p
+    arms = arms_of(blocks, sites)
+    n = len(arms) * (2 if sec.get("placebo") is True else 1)
+    problems += _budget(sec, rule, n)
+    if not isinstance(sec.get("placebo", False), bool):
+        problems.append(f"search.placebo: {sec['placebo']!r}; expected true or false (a Placebo arm per arm)")
+    if rule is not None and n and (need := first_bounded(level(rule.confidence, n))) and need > rule.max:
+        problems.append(f"search.seeds.max: {rule.max}; the {family(n)} comparisons of {n} arms are unbounded until "
+                        f"{need} seeds: set seeds.max >= {need} or search fewer arms")
+    return sec, arms, rule, sites, problems
+
+
+def ablation_raw(raw: dict, sec: dict, arms: list[Arm]) -> dict:
+    """The ablation config of the search: the baseline and every arm as an insert spec, seeds 0 .. max − 1."""
+    model = str(sec.get("model", "yolo11n.yaml"))
+    out = {k: copy.deepcopy(v) for k, v in raw.items() if k != "search"}
+    out["variants"] = [{"name": BASELINE, "model": model}] + [
+        {"name": a.name, "base": model, "module": a.site.module(a.block), "at": a.site.at,
+         **({"args": a.args} if a.args is not None else {})} for a in arms]
+    out["seeds"] = list(range(sec.get("seeds", {}).get("max", 20)))
+    if sec.get("placebo") is True:
+        out["placebo"] = True
+    return out
+
+
+def validate(raw: dict, base: Path, name: str, source: str) -> Search:
+    """Check a search config at once, before any work (``attn_yolo.ablate.validate`` for the ablation's keys).
+
+    Raises:
+        ConfigError: every problem, each named by its key (``search.sites[2]``, ``search: arm cbam.4``).
+    """
+    from attn_yolo.ablate.validate import validate as validate_ablation
+
+    sec, arms, rule, sites, problems = check_section(raw)
+    if problems:
+        raise ConfigError(source, problems)
+    raw = ablation_raw(raw, sec, arms)
+    raw.setdefault("out", f"runs/search/{name}")
+    try:
+        ab = validate_ablation(raw, base, name, source)
+    except ConfigError as e:
+        raise ConfigError(source, [arm_key(p) for p in e.problems]) from None
+    for v in ab.variants:
+        v.key = f"search: arm {v.name}"
+    return Search(ab, str(sec.get("model", "yolo11n.yaml")), arms, rule.at(len(ab.variants) - 1), sites,
+                  max_runs=sec.get("max_runs"), minutes=sec.get("minutes"))
+
+
+def arm_key(problem: str) -> str:
+    """An ablation problem of an arm, named as the search names it: ``variants[3] (cbam.4)`` → ``search: arm
+    cbam.4``."""
+    return re.sub(r"^variants\[\d+\] \(([^)]+)\)", r"search: arm \1", problem)
+
+
+def load(path: str | Path | None) -> tuple[dict, Path, str, str]:
+    """Read a search config (None: the embedded default); as ``attn_yolo.ablate.config.load_config``."""
+    from attn_yolo.ablate.config import load_config
+
+    if path is not None:
+        return load_config(path)
+    return yaml.safe_load(DEFAULT_YAML), Path.cwd(), DEFAULT_NAME, f"<default {DEFAULT_NAME}>"

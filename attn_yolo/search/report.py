@@ -1,0 +1,152 @@
+"""The search's report step: the ranked table (search.csv, summary.md), why it stopped, the guarantee, the layer
+diagram coloured by Δ (placement.png) and the best arm's model YAML (best.yaml, with best.pt where a start was
+trained or given)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+from pathlib import Path
+
+from attn_yolo.ablate import readings
+from attn_yolo.checkpoint import atomic_write
+from attn_yolo.search.rounds import decide
+from attn_yolo.search.rule import DROPS, STOPS, guarantee
+
+TABLE = ("rank", "arm", "block", "site", "delta", "lo", "hi", "verdict", "treatment", "seeds", "state", "params",
+         "gflops", "latency_ms")
+WHY = {"settled": "one arm is settled as the best placement (or none beats the baseline)",
+       "precision": "every interval among the arms left is narrower than the requested precision",
+       "max": "the arms left reached seeds.max", "budget": "the budget is spent", "running": "it was interrupted"}
+
+
+def _mean(rows: list[dict], arm: str, key: str) -> float:
+    vals = [r[key] for r in rows if r["variant"] == arm and r["status"] == "ok" and isinstance(r.get(key), float)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def table(search, rows: list[dict], dec: dict) -> list[dict]:
+    """One row per arm, ranked: arms still in first, then by Δ; each with its joint interval, verdict against the
+    baseline, treatment check, seeds, why it is out, and its cost."""
+    ab, out = search.ab, []
+    sites = {a.name: (a.block, a.site.spec) for a in search.arms}
+    names = search.arm_names
+    for k, arm in enumerate(names):
+        lo, hi, n, state = float(dec["lo"][k]), float(dec["hi"][k]), int(dec["n"][k]), int(dec["state"][k])
+        v = next(x for x in ab.variants if x.name == arm)
+        t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
+        verdict = "better" if lo > 0 else "worse" if hi < 0 else "no detectable difference"
+        if n < 2:
+            verdict = "n/a (needs >= 2 paired seeds)"
+        elif t["status"] == "failed":
+            verdict = "not tested"
+        by = int(dec["by"][k])
+        why = DROPS[state] if state != 2 else f"below {names[by]}"
+        block, site = sites[arm] if arm in sites else ("Placebo", sites.get(ab.placebos.get(arm), ("", ""))[1])
+        out.append({"arm": arm, "block": block, "site": site, "delta": float(dec["mean"][k]), "lo": lo, "hi": hi,
+                    "verdict": verdict, "treatment": t["status"], "treatment_words": readings.not_tested(t)
+                    if t["status"] == "failed" else t.get("why", ""), "seeds": n, "state": why, "params": v.params,
+                    "gflops": v.gflops, "latency_ms": _mean(rows, arm, "latency_ms")})  # fmt: skip
+    out.sort(key=lambda r: (r["state"] != "in", -(r["delta"] if math.isfinite(r["delta"]) else -math.inf)))
+    for i, r in enumerate(out, 1):
+        r["rank"] = i
+    return out
+
+
+def best_arm(ranked: list[dict]) -> dict | None:
+    """The search's best: the first arm still in that was tested (passed its treatment check), else None."""
+    return next((r for r in ranked if r["state"] == "in" and r["verdict"] != "not tested" and r["seeds"] >= 2
+                 and math.isfinite(r["delta"]) and not r["arm"].endswith("-placebo")), None)
+
+
+def _f(x, d: int = 4, sign: bool = True) -> str:
+    if not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "—"
+    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+
+
+def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> str:
+    """summary.md: the guarantee, why it stopped and the runs used, the best arm, the ranked table."""
+    ab, rule, k = search.ab, search.rule, len(search.arm_names)
+    reason = dec.get("stop_reason", STOPS[int(dec["stop"])])
+    best = best_arm(ranked)
+    full = (k + 1) * rule.max
+    settled = bool(dec["settled"]) and best is not None
+    head = (f"**Best: {best['arm']}** ({best['block']} at {best['site']}), Δ mAP50-95 {_f(best['delta'])} "
+            f"[{_f(best['lo'])}, {_f(best['hi'])}]" + (": settled as the best placement" if settled else
+            ": the highest Δ among the arms still in, not settled") if best else
+            "**No arm is returned**: none is left in with 2 paired seeds or more that passed its treatment check")
+    lines = [f"# Placement search: {ab.name}", "", guarantee(rule.confidence, k), "", head, "",
+             f"- stopped: {WHY[reason]}" + (f" ({dec['budget']})" if dec.get("budget") else "")
+             + f", after {int(dec['rounds'])} paired seeds",
+             f"- runs: {used} of the full design's {full} (every arm and the baseline to seeds.max {rule.max}); "
+             f"wall {wall_s / 60:.1f} min",
+             f"- seeds: min {rule.min} before any arm is dropped, max {rule.max}; the intervals cover the mean Δ over "
+             "seeds on this validation set",
+             "- treatment check: an arm whose blocks did not matter to its model (knock-out) is *not tested*, never "
+             "worse", "", "## Ranked arms", "",
+             "| # | arm | block | site | Δ mAP50-95 | joint interval | verdict vs baseline | treatment | seeds | "
+             "state | params | GFLOPs | latency ms |", "|" + "---|" * 13]
+    for r in ranked:
+        lines.append(f"| {r['rank']} | {r['arm']} | {r['block']} | {r['site']} | {_f(r['delta'])} | "
+                     f"[{_f(r['lo'])}, {_f(r['hi'])}] | {r['verdict']} | {r['treatment']} | {r['seeds']} | "
+                     f"{r['state']} | {r['params'] or '—'} | {_f(r['gflops'], 2, False)} | "
+                     f"{_f(r['latency_ms'], 1, False)} |")
+    notes = [f"- {r['arm']}: {r['treatment_words']}" for r in ranked if r["treatment"] == "failed"]
+    return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])) + "\n"
+
+
+def write_best(search, best: dict | None) -> list[str]:
+    """best.yaml (and best.pt, the start's weights carried, where the search has a start): the best arm's model,
+    ready for ``attn-yolo train``; the files written."""
+    from attn_yolo.insertion import main as insert_main
+
+    out = search.ab.out
+    if best is None:
+        return []
+    arm = next(a for a in search.arms if a.name == best["arm"])
+    args = [f"base={search.model}", f"module={arm.site.module(arm.block)}", f"at={arm.site.at}", "overwrite=True",
+            f"out={out / 'best.yaml'}"] + ([f"args={arm.args}".replace(" ", "")] if arm.args is not None else [])
+    start = search.ab.start
+    if start is not None and Path(start.weights).is_file():
+        args += [f"pretrained={start.weights}", f"out_weights={out / 'best.pt'}", "identity=False"]
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        insert_main(args)
+    (out / "best.txt").write_text(said.getvalue())
+    return ["best.yaml"] + (["best.pt"] if (out / "best.pt").is_file() and start is not None else [])
+
+
+def write_table(path: Path, ranked: list[dict]) -> None:
+    def write(p):
+        with open(p, "w", newline="") as f:
+            w = csv.DictWriter(f, TABLE, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(ranked)
+
+    atomic_write(path, write)
+
+
+def search_report(search):
+    """``report(session, wall_s)`` for ``run_ablation``: writes the outputs; returns (terminal text, where)."""
+    from attn_yolo.search.plot import plot_placement
+
+    def report(s, wall_s: float) -> tuple[str, str]:
+        rows = s.current()
+        dec = getattr(search, "result", None) or decide(search, rows)
+        ranked = table(search, rows, dec)
+        text = summary(search, ranked, dec, len(rows), wall_s)
+        out = search.ab.out
+        atomic_write(out / "summary.md", lambda p: Path(p).write_text(text))
+        write_table(out / "search.csv", ranked)
+        plot_placement(out / "placement.png", search, ranked)
+        try:  # the table stands without the winner's files
+            best = write_best(search, best_arm(ranked))
+        except Exception as e:  # noqa: BLE001  e.g. a start checkpoint deleted since the runs
+            best = []
+            print(f"attn-yolo search: warning: best.yaml not written: {type(e).__name__}: {e}")
+        files = ["summary.md", "search.csv", "results.csv", "placement.png", *best]
+        return "\n" + text, f"attn-yolo search: results in {out} ({', '.join(files)})"
+
+    return report
