@@ -26,6 +26,8 @@ from pathlib import Path
 from attn_yolo.args import UsageError, imgsz_problem, kv_args
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
+from attn_yolo.export.int8 import export_int8, keep_float_scopes
+from attn_yolo.export.int8_cli import INT8_DEFAULTS, run_int8
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -60,8 +62,10 @@ __all__ = [
     "check_opset",
     "default_onnx_path",
     "default_opset",
+    "export_int8",
     "export_onnx",
     "export_openvino",
+    "keep_float_scopes",
     "latency_ms",
     "main",
     "max_opset",
@@ -98,6 +102,7 @@ DEFAULTS = {
     "overwrite": False,
     "trust": False,
     "sdpa": False,
+    **INT8_DEFAULTS,
 }
 """``attn-yolo export`` keys. ``onnx=file.onnx`` (``openvino=best_openvino_model``, ``engine=best.engine``) verifies an
 existing file against ``model=`` instead of exporting."""
@@ -127,6 +132,13 @@ format=openvino: Ultralytics' OpenVINO exporter (TorchScript -> OpenVINO, no ONN
   (fp32: f32 inference; half: fp16 weights) with the same checks; out=<name>_openvino_model (default
   best_openvino_model/ next to best.pt); report <folder>/best.verify.json.
 format=engine: TensorRT via Ultralytics, verified against PyTorch on CUDA; refused at once without a CUDA GPU.
+quantize=8 (format=onnx: ONNX Runtime static QDQ; format=openvino: NNCF), static, Ultralytics' exporter:
+  data      calibration/validation dataset (default: the one the model was trained on; data=synthetic: embedded)
+  fraction  share (or count, an int > 1) of the training split that calibrates (default 1.0: all, as Ultralytics)
+  keep_float  auto (default: the block keep-float list only if Ultralytics' rules drop more than int8_max_drop),
+            True, False
+  int8_max_drop  largest mAP50-95 drop INT8 vs fp32 PyTorch on the val split, points (default 0.55); exit 1 above
+  out       best_int8.onnx / best_int8_openvino_model (default, next to best.pt); report <stem>.verify.json
 """
 
 
@@ -153,6 +165,18 @@ def main(argv: list[str]) -> int:
     fmt = str(a["format"]).lower()
     for k in ("openvino", "engine"):  # openvino=<IR> / engine=<file> re-verify a file of that format
         fmt = k if a[k] is not None and fmt == "onnx" else fmt
+    if a["quantize"] not in (None, 8, 16, 32):
+        raise UsageError(f"attn-yolo export: quantize={a['quantize']!r} is invalid; allowed: 8 (INT8), 16 (as "
+                         f"half=True), 32, or omit it")
+    if a["quantize"] == 16:
+        a["half"] = True
+    if a["quantize"] == 8:
+        if not a["model"]:
+            raise UsageError("attn-yolo export: model= is required (a .pt checkpoint or a model YAML)")
+        return run_int8(fmt, a, _imgsz(a["imgsz"]))
+    for k in ("data", "int8_max_drop"):
+        if a[k] is not None:
+            raise UsageError(f"attn-yolo export: {k}= applies to quantize=8 (INT8) only")
     if fmt == "engine" or a["engine"] is not None:
         try:
             require_cuda()  # at once: nothing else is worth checking without a GPU
