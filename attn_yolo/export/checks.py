@@ -149,7 +149,7 @@ def _overlaps(d: np.ndarray, boxes: np.ndarray, iou: float) -> np.ndarray:
 
 
 def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float, margin: float,
-                       label: str = "export", iou_min: float = IOU_MIN, unmatched: float = 0.0) -> Check:
+                       label: str = "export", iou_min: float = IOU_MIN, max_unmatched: float = 0.0) -> Check:
     """Compare post-NMS detections of raw outputs ``ref`` (torch) and ``out`` (exported) ``(B, 4 + nc, A)``, per image.
 
     NMS is Ultralytics' ``non_max_suppression(conf, iou, max_det=300)``. Detections are matched one-to-one per image
@@ -164,7 +164,7 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
     * ``cascade``: it overlaps a detection excused above (on either side), whose flip changes what NMS suppresses.
 
     Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those; or,
-    with ``unmatched`` > 0 (INT8's looser tolerance), if at most that share of the detections of either side is.
+    with ``max_unmatched`` > 0 (INT8's looser tolerance), if at most that share of the detections of either side is.
     ``iou_min``: the IoU a match needs (default ``IOU_MIN``).
     Not run (``Check.not_run``) if nothing was compared: neither side has a detection, or none matched and every one
     was excused (a check that verified no detection is never a pass).
@@ -226,7 +226,8 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
         why = (f"no box scores above conf={conf} in the torch or the {label} output (highest class score "
                f"{top:.3g}), so there are no detections to compare; to compare them, pass a conf= below {top:.3g}")
         return Check("nms", "", False, None, iou_min, detail, not_run=why, label=label)
-    passed = (n["unmatched_torch"] <= unmatched * n["n_torch"] and n["unmatched_export"] <= unmatched * n["n_export"])
+    passed = (n["unmatched_torch"] <= max_unmatched * n["n_torch"]
+              and n["unmatched_export"] <= max_unmatched * n["n_export"])
     if passed and n["matched"] == 0:  # every detection excused as a near tie or borderline score: nothing verified
         why = (f"none of the {n['n_torch']} torch / {n['n_export']} {label} detections could be matched: each "
                f"one's score is within the raw check's margin ({margin:.2g}) of a threshold or a rival, so NMS may "
