@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+MARKERS = ("<!-- int8-bench:begin -->", "<!-- int8-bench:end -->")  # its section in docs/benchmarks/int8.md
 sys.path.insert(0, str(ROOT))
 
 
@@ -110,6 +111,7 @@ def main() -> int:
     ap.add_argument("--n-boot", type=int, default=2000)
     ap.add_argument("--work", default=None, help="folder for models and exports (default: a temp folder)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "int8.md"))
+    ap.add_argument("--results", default=None, help="results.json of a run (in its --work): re-render its table")
     a = ap.parse_args()
     os.environ.setdefault("YOLO_OFFLINE", "1")
     import tempfile
@@ -119,18 +121,24 @@ def main() -> int:
 
     register()
     work = Path(a.work or tempfile.mkdtemp(prefix="attn-yolo-int8-bench-"))
-    data = str(generate(work / "data", n_train=a.n_train, n_val=a.n_val, imgsz=a.imgsz, seed=0))
+    data = None if a.results else str(generate(work / "data", n_train=a.n_train, n_val=a.n_val, imgsz=a.imgsz, seed=0))
     blocks = ["baseline", *(a.blocks if a.blocks is not None else MODULES)]
     t0, loads, results = time.time(), [os.getloadavg()[0]], {}
+    if a.results:  # re-render a finished run's table (its command, loads and minutes as recorded)
+        saved = json.loads(Path(a.results).read_text())
+        results, loads, cmd, minutes = saved["results"], saved["loads"], saved["cmd"], saved["minutes"]
+        blocks = []
     for b in blocks:
         results[b] = measure(train(b, data, work, a), data, work, a)
         loads.append(os.getloadavg()[0])
-        (work / "results.json").write_text(json.dumps(results, indent=1, default=float))
-    cmd = "python scripts/int8_bench.py " + " ".join(sys.argv[1:])
-    lines = ["# INT8 per block: mAP50-95 drop against fp32 and against the baseline's, latency", "",
+        minutes = (time.time() - t0) / 60
+        cmd = "python scripts/int8_bench.py " + " ".join(sys.argv[1:])
+        saved = {"results": results, "loads": loads, "cmd": cmd, "minutes": minutes}
+        (work / "results.json").write_text(json.dumps(saved, indent=1, default=float))
+    lines = ["# INT8 per block (`scripts/int8_bench.py`): mAP50-95 drop against fp32 and the baseline's, latency", "",
              f"Regenerate: `{cmd}`. Machine: {cpu_model()}, {os.cpu_count()} cores, shared with other jobs (1-min "
              f"load {min(loads):.1f}-{max(loads):.1f} during the run); {datetime.now(timezone.utc):%Y-%m-%d %H:%M} "
-             f"UTC; {(time.time() - t0) / 60:.0f} min.", "",
+             f"UTC; {minutes:.0f} min.", "",
              f"Each model: yolo11n (+ the block at the backbone, `attn_yolo.insertion`), {a.epochs} epochs on "
              f"synthetic-shapes ({a.n_train} train / {a.n_val} val images at {a.imgsz} px, seed 0). INT8 through "
              f"Ultralytics' exporter (`quantize=8`), calibrated on the training split (fraction {a.fraction}); "
@@ -139,8 +147,12 @@ def main() -> int:
              f"({a.n_boot} resamples); a positive drop is a loss. Latency: batch 1, medians of paired alternating "
              f"rounds in one process (`int8_verify.paired_latency`); < 1 means INT8 is faster.", "",
              *table(results), ""]
+    from attn_yolo.export.matrix import write_section
+
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text("\n".join(lines))
+    if not Path(a.out).exists():
+        Path(a.out).write_text("# INT8 export: accuracy and latency per block\n")
+    write_section(a.out, "\n".join(lines[2:]), MARKERS, lines[0].removeprefix("# "))
     print("\n".join(lines))
     return 0
 

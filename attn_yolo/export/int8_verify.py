@@ -65,6 +65,7 @@ def records(yolo, file, data: str, imgsz, folder) -> dict:
     from attn_yolo.ablate.records import box_metrics
 
     out = {}
+    file = Path(file).parent if Path(file).suffix == ".xml" else Path(file)  # Ultralytics loads an IR by its folder
     for key, model in (("fp32", copy.deepcopy(yolo.model)), ("int8", str(file))):
         args = {"data": data, "imgsz": imgsz, "batch": 1, "rect": False, "device": "cpu", "plots": False,
                 "mode": "val", "split": "val", "project": str(folder), "name": key, "exist_ok": True, "verbose": False}
