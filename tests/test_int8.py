@@ -240,7 +240,7 @@ def trained(tmp_path_factory):
     from attn_yolo.synthetic import generate
 
     root = tmp_path_factory.mktemp("int8-trained")
-    data = generate(root / "data", n_train=200, n_val=40, imgsz=96, seed=0)
+    data = generate(root / "data", n_train=400, n_val=60, imgsz=96, seed=0)
     return root, data
 
 
@@ -307,3 +307,22 @@ def test_a_planted_gate_failure_fails_the_threshold_exit_1(trained, tmp_path):
     rep = _report(out.with_suffix(".verify.json"))
     m = next(c for c in rep["checks"] if c["name"] == "map")
     assert rc == 1 and not m["passed"] and m["value"] > 0.55, m
+
+
+@pytest.mark.slow
+def test_keep_float_auto_recovers_the_planted_gates(trained, tmp_path):
+    """``keep_float=auto`` on the planted model: Ultralytics' rules fail the threshold, the keep-float export (the
+    planted gates' logits kept float) is tried and kept when its drop is smaller; the report gives both drops."""
+    from ultralytics import YOLO
+
+    root, data = trained
+    y = YOLO(str(train_block("CBAM", root, data)))
+    plant(y)
+    pt = tmp_path / "planted.pt"
+    y.save(str(pt))
+    out = tmp_path / "auto_int8.onnx"
+    cli.main(["export", f"model={pt}", "format=onnx", "quantize=8", "imgsz=96", f"out={out}", "fraction=64",
+              f"data={data}"])
+    kf = _report(out.with_suffix(".verify.json"))["int8"]["keep_float"]
+    assert set(kf["drops"]) == {"with", "without"} and kf["drops"]["with"] < kf["drops"]["without"], kf
+    assert kf["note"].startswith("kept: the keep-float export") and kf["nodes"]

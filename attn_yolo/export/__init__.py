@@ -3,6 +3,8 @@
     attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True]
     attn-yolo export model=best.pt sdpa=True     # Ultralytics' Attention/AAttn exported as SDPA (opset >= 14)
+    attn-yolo export model=best.pt format=onnx|openvino quantize=8 [data=] [fraction=1.0] [keep_float=auto]
+        [int8_max_drop=0.55]                     # INT8 (attn_yolo.export.int8_cli), verified against fp32
 
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head

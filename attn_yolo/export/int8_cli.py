@@ -80,6 +80,10 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
     except (ValueError, Int8Error) as e:
         raise UsageError(f"attn-yolo export: {e}") from None
     out = Path(a["out"]) if a["out"] is not None else default_int8_path(yolo, fmt)
+    ok = out.suffix.lower() == ".onnx" if fmt == "onnx" else out.name.endswith("_openvino_model")
+    if not ok:
+        want = "a *.onnx path" if fmt == "onnx" else "a folder named <name>_openvino_model"
+        raise UsageError(f"attn-yolo export: out={str(out)!r}: expected {want}")
     stem = out.name[: -len("_openvino_model")] if fmt == "openvino" else out.stem
     rep = report_path(out / f"{stem}.xml" if fmt == "openvino" else out)
     for p, what in ((out, "the INT8 export"), (rep, "the report")):

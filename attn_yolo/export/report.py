@@ -133,7 +133,8 @@ def failure_text(c: Check) -> str:
     if c.name == "nms":
         return (
             f"nms {c.case}: {d['unmatched_torch']} torch / {d['unmatched_export']} {c.label} detections unmatched "
-            f"(IoU < {IOU_MIN} or different class), min IoU {d['min_iou']:.3g}"
+            f"(IoU < {c.limit if c.limit is not None else IOU_MIN} or different class), min IoU "
+            f"{d['min_iou'] if d['min_iou'] is None else format(d['min_iou'], '.3g')}"
         )
     return f"{c.name} {c.case}: {d.get('message', '')}"
 
