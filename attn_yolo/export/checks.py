@@ -86,7 +86,7 @@ class Check:
 
 def _num(v: float) -> str:
     """A tolerance as printed: ``1e-04`` for fp32/fp16's, ``0.15`` for INT8's."""
-    return f"{v:.0e}" if v < 0.01 else f"{v:.2g}"
+    return f"{v:.0e}" if v < 0.1 else f"{v:.2g}"
 
 
 def compare_raw(ref: np.ndarray, out: np.ndarray, tol: float, label: str = "export") -> Check:
