@@ -111,7 +111,10 @@ def main() -> int:
     ap.add_argument("--n-boot", type=int, default=2000)
     ap.add_argument("--work", default=None, help="folder for models and exports (default: a temp folder)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "int8.md"))
-    ap.add_argument("--results", default=None, help="results.json of a run (in its --work): re-render its table")
+    ap.add_argument("--results", nargs="+", default=None,
+                    help="results.json of runs (in their --work): re-render their merged table")
+    ap.add_argument("--no-baseline", dest="baseline", action="store_false",
+                    help="skip the baseline (merge with a run that has it: --results)")
     a = ap.parse_args()
     os.environ.setdefault("YOLO_OFFLINE", "1")
     import tempfile
@@ -122,11 +125,13 @@ def main() -> int:
     register()
     work = Path(a.work or tempfile.mkdtemp(prefix="attn-yolo-int8-bench-"))
     data = None if a.results else str(generate(work / "data", n_train=a.n_train, n_val=a.n_val, imgsz=a.imgsz, seed=0))
-    blocks = ["baseline", *(a.blocks if a.blocks is not None else MODULES)]
+    blocks = [*(["baseline"] if a.baseline else []), *(a.blocks if a.blocks is not None else MODULES)]
     t0, loads, results = time.time(), [os.getloadavg()[0]], {}
-    if a.results:  # re-render a finished run's table (its command, loads and minutes as recorded)
-        saved = json.loads(Path(a.results).read_text())
-        results, loads, cmd, minutes = saved["results"], saved["loads"], saved["cmd"], saved["minutes"]
+    if a.results:  # re-render finished runs' table (their commands, loads and minutes as recorded), merged
+        runs = [json.loads(Path(f).read_text()) for f in a.results]
+        results = {k: v for r in runs for k, v in r["results"].items()}
+        loads = [x for r in runs for x in r["loads"]]
+        cmd, minutes = "`; `".join(r["cmd"] for r in runs), sum(r["minutes"] for r in runs)
         blocks = []
     for b in blocks:
         results[b] = measure(train(b, data, work, a), data, work, a)
