@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -132,6 +133,7 @@ def main() -> int:
         results = {k: v for r in runs for k, v in r["results"].items()}
         loads = [x for r in runs for x in r["loads"]]
         cmd, minutes = "`; `".join(r["cmd"] for r in runs), sum(r["minutes"] for r in runs)
+        a = ap.parse_args(shlex.split(runs[0]["cmd"])[2:])  # the settings the runs had (all alike), for the header
         blocks = []
     for b in blocks:
         results[b] = measure(train(b, data, work, a), data, work, a)
