@@ -113,8 +113,9 @@ def int8_text(d: dict, t: dict) -> str:
     if "keep_float" in d:
         kf = d["keep_float"]
         kept = [f"{p} ({len(n)} nodes)" for p, n in kf.get("nodes", {}).items()]
+        drops = ", ".join(f"{k} the list {v:+.2f}" for k, v in kf.get("drops", {}).items())
         lines.append(f"Keep-float: {kf['mode']}, {'applied: ' + ', '.join(kept) if kept else 'not applied'}"
-                     + (f"; {kf['note']}" if kf.get("note") else ""))
+                     + (f"; {kf['note']}" if kf.get("note") else "") + (f"; mAP50-95 drop {drops}" if drops else ""))
     if "latency" in d:
         la = d["latency"]
         lines.append(f"Latency (batch 1, paired): fp32 {la['fp32']:.2f} ms, INT8 {la['int8']:.2f} ms, INT8/fp32 "
