@@ -24,7 +24,7 @@ from attn_yolo.export.int8 import (
     openvino_graph,
 )
 
-FAST_BLOCKS = ["CBAM", "MHSA"]  # a gated block and one with explicit attention weights
+FAST_BLOCKS = ["MHSA"]  # explicit attention weights (CBAM, a gated block, is in the walk-back and CLI tests)
 ESCAPES = {
     ("MHSA", "qkv"): "qkv_heads calls F.linear on qkv.weight.chunk(3): ONNX Runtime and NNCF quantize the MatMuls it "
                      "traces to (checked here), a module-wrapping quantizer (NNCF for torch, ModelOpt QAT) would not "

@@ -30,6 +30,8 @@ from attn_yolo.ultralytics_api.int8 import extra_float
 
 SQUASH = {"onnx": {"Sigmoid", "Softmax", "HardSigmoid"}, "openvino": {"Sigmoid", "SoftMax", "Softmax", "HSigmoid"}}
 """Op types of a gate's or an attention row's squashing function, per graph kind."""
+FUSED_ATTENTION = {"ScaledDotProductAttention"}
+"""OpenVINO's fused attention op (torch's SDPA converts to it): QKᵀ, softmax and AV in one op, kept float whole."""
 WEIGHTED = {"onnx": {"Conv", "ConvTranspose", "Gemm", "MatMul"},
             "openvino": {"Convolution", "GroupConvolution", "ConvolutionBackpropData", "MatMul"}}
 """Op types INT8 quantizes with weights (or two activations, MatMul), per graph kind."""
@@ -150,12 +152,15 @@ def _walk(g: Graph, start: str, block: str, step: dict[str, list[str]]) -> set[s
 def keep_float_nodes(g: Graph, scopes: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """``{module path: graph nodes kept float}`` for each keep-float scope (``_scopes``): each squashing node in the
     scope, the weighted nodes producing its input (inside the block), its direct consumers (the gate's product) and,
-    for a softmax, the weighted nodes it feeds (AV). A scope without a squashing node (an Identity gate: LSKA's and
+    for a softmax, the weighted nodes it feeds (AV); OpenVINO's fused ``ScaledDotProductAttention`` of an attention
+    scope, alone. A scope without a squashing node (an Identity gate: LSKA's and
     MLCA's unsquashed maps) keeps nothing."""
     out = {}
     for path, block, _ in scopes:
         keep = set()
         for n, t in g.op.items():
+            if t in FUSED_ATTENTION and path == block and g.in_scope(n, path):
+                keep.add(n)  # its inputs are Q, K, V: the projections before it stay quantized
             if t not in SQUASH[g.kind] or not g.in_scope(n, path):
                 continue
             keep |= {n, *g.consumers.get(n, [])} | _walk(g, n, block, g.producers)
