@@ -48,11 +48,7 @@ def dataset_images(model, n: int = VAL_IMAGES) -> tuple[list[Path], str] | None:
     if data is None:
         return None
     try:
-        info = check_det_dataset(data, autodownload=False)
-        splits = [Path(v) for v in (info["val"] if isinstance(info["val"], list) else [info["val"]])]
-        listed = [Path(line.strip()) for s in splits if s.suffix == ".txt" and s.is_file()
-                  for line in s.read_text(encoding="utf-8-sig").splitlines() if line.strip()]  # a .txt image list
-        files = read_sources([str(s) for s in splits if s.suffix != ".txt"]) if not listed else listed
+        files = split_files(check_det_dataset(data, autodownload=False), "val")
     except Exception:  # noqa: BLE001  not at hand (moved, another machine, a download dataset): the defaults apply
         return None
     files = sorted(files, key=lambda f: f.name)[:n]
@@ -62,6 +58,22 @@ def dataset_images(model, n: int = VAL_IMAGES) -> tuple[list[Path], str] | None:
 def default_images(model) -> tuple[list[Path], str]:
     """``dataset_images(model)`` when the model's dataset is at hand, else Ultralytics' bus.jpg and zidane.jpg."""
     return dataset_images(model) or (default_sources(), "Ultralytics' bus.jpg, zidane.jpg")
+
+
+def split_files(info: dict, split: str) -> list[Path]:
+    """Image files of ``split`` (``train``, ``val``) of a dataset as Ultralytics' ``check_det_dataset`` resolves it:
+    folders, ``.txt`` image lists, or lists of them; empty when the split names none.
+
+    Raises:
+        ValueError: a folder of the split that does not exist or has no images.
+    """
+    v = info.get(split)
+    if not v:
+        return []
+    splits = [Path(s) for s in (v if isinstance(v, list) else [v])]
+    listed = [Path(line.strip()) for s in splits if s.suffix == ".txt" and s.is_file()
+              for line in s.read_text(encoding="utf-8-sig").splitlines() if line.strip()]  # a .txt image list
+    return read_sources([str(s) for s in splits if s.suffix != ".txt"]) if not listed else listed
 
 
 def read_sources(source=None, error: type[Exception] = ValueError) -> list[Path]:

@@ -42,8 +42,8 @@ LAYERS = {
     "conventions": 1, "row_readings": 1, "signatures": 1, "csp": 1,
     "registry": 2,
     "args": 3, "checkpoint": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3,
-    "insertion": 4, "export": 4, "heatmap": 4, "health": 4, "capture": 4,
-    "ablate": 5, "bench": 5,
+    "insertion": 4, "heatmap": 4, "health": 4, "capture": 4,
+    "ablate": 5, "bench": 5, "export": 5,  # export's INT8 check reuses the ablation's per-image bootstrap
     "explain": 5.5, "search": 5.5,
     "cli": 6, "__init__": 6,
 }  # fmt: skip

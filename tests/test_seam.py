@@ -189,7 +189,8 @@ def test_scan_passes_public_use():
 
 def test_the_seam_imports_nothing_of_attn_yolo():
     """The seam sits below every other module (``tests/test_layout.py``: layer 0.5): it imports Ultralytics, torch and
-    the standard library only (and ultralytics-thop, which Ultralytics counts GFLOPs with)."""
+    the standard library only (and ultralytics-thop, which Ultralytics counts GFLOPs with; onnxruntime and NNCF, which
+    its INT8 export quantizes with)."""
     mods = set()
     for f in SEAM.glob("*.py"):
         tree = ast.parse(f.read_text())
@@ -198,5 +199,6 @@ def test_the_seam_imports_nothing_of_attn_yolo():
     assert not {m for m in mods if m.split(".")[0] == "attn_yolo" and not m.startswith("attn_yolo.ultralytics_api")}
     allowed = {"__future__", "ast", "collections", "contextlib", "copy", "functools", "importlib", "inspect",
                "logging", "re", "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch", "ultralytics",
-               "thop", "attn_yolo"}  # thop: ultralytics-thop, the counter of Ultralytics' get_flops (flops.py)
+               "thop", "attn_yolo",  # thop: ultralytics-thop, the counter of Ultralytics' get_flops (flops.py)
+               "nncf", "onnxruntime"}  # the quantizers Ultralytics' INT8 export calls, extended there (int8.py)
     assert {m.split(".")[0] for m in mods} <= allowed

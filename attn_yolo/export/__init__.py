@@ -3,6 +3,8 @@
     attn-yolo export model=best.pt format=onnx [imgsz=640] [dynamic=True] [half=True] [opset=N] [simplify=True]
     attn-yolo export model=best.pt format=openvino [imgsz=640] [dynamic=True] [half=True]
     attn-yolo export model=best.pt sdpa=True     # Ultralytics' Attention/AAttn exported as SDPA (opset >= 14)
+    attn-yolo export model=best.pt format=onnx|openvino quantize=8 [data=] [fraction=1.0] [keep_float=auto]
+        [int8_max_drop=0.55]                     # INT8 (attn_yolo.export.int8_cli), verified against fp32
 
 ``onnx_export`` runs Ultralytics' exporter after checking the requested opset against every block in the model
 (``MIN_OPSET``); ``verify`` compares the file with the PyTorch model under onnxruntime (``onnx.checker``, raw head
@@ -26,6 +28,8 @@ from pathlib import Path
 from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
+from attn_yolo.export.int8 import export_int8, keep_float_scopes
+from attn_yolo.export.int8_cli import run_int8
 from attn_yolo.export.onnx_export import (
     MIN_OPSET,
     OpsetError,
@@ -60,8 +64,10 @@ __all__ = [
     "check_opset",
     "default_onnx_path",
     "default_opset",
+    "export_int8",
     "export_onnx",
     "export_openvino",
+    "keep_float_scopes",
     "latency_ms",
     "main",
     "max_opset",
@@ -99,6 +105,13 @@ SCHEMA = Schema([
     Key("overwrite", "bool", False, help="replace an existing export and its .verify.json"),
     Key("trust", "bool", False, help="unpickle model= fully (may run code it contains); else weights-only"),
     Key("sdpa", "bool", False, help="trace Ultralytics' own Attention/AAttn on scaled_dot_product_attention"),
+    Key("quantize", "any", help="8: INT8 (ONNX Runtime static QDQ, OpenVINO NNCF), calibrated and verified; 16: as "
+        "half=True; 32: fp32"),
+    Key("data", "any", help="INT8: dataset YAML to calibrate and verify on; default: the one the model was trained on"),
+    Key("fraction", "any", 1.0, help="INT8: share (0, 1] or count (>= 1) of training images to calibrate on"),
+    Key("keep_float", "any", "auto", help="INT8: keep the blocks' gates/softmax in float: auto (only if the drop "
+        "exceeds int8_max_drop), True, False"),
+    Key("int8_max_drop", "any", help="INT8: the mAP50-95 points INT8 may lose against fp32 (default 0.55)"),
 ])
 """``attn-yolo export`` keys. ``onnx=file.onnx`` (``openvino=best_openvino_model``, ``engine=best.engine``) verifies an
 existing file against ``model=`` instead of exporting."""
@@ -129,6 +142,13 @@ format=openvino: Ultralytics' OpenVINO exporter (TorchScript -> OpenVINO, no ONN
   (fp32: f32 inference; half: fp16 weights) with the same checks; out=<name>_openvino_model (default
   best_openvino_model/ next to best.pt); report <folder>/best.verify.json.
 format=engine: TensorRT via Ultralytics, verified against PyTorch on CUDA; refused at once without a CUDA GPU.
+quantize=8 (format=onnx: ONNX Runtime static QDQ; format=openvino: NNCF), static, Ultralytics' exporter:
+  data      calibration/validation dataset (default: the one the model was trained on; data=synthetic: embedded)
+  fraction  share (or count, an int > 1) of the training split that calibrates (default 1.0: all, as Ultralytics)
+  keep_float  auto (default: the block keep-float list only if Ultralytics' rules drop more than int8_max_drop),
+            True, False
+  int8_max_drop  largest mAP50-95 drop INT8 vs fp32 PyTorch on the val split, points (default 0.55); exit 1 above
+  out       best_int8.onnx / best_int8_openvino_model (default, next to best.pt); report <stem>.verify.json
 """
 
 
@@ -155,6 +175,16 @@ def main(argv: list[str]) -> int:
     fmt = str(a["format"]).lower()
     for k in ("openvino", "engine"):  # openvino=<IR> / engine=<file> re-verify a file of that format
         fmt = k if a[k] is not None and fmt == "onnx" else fmt
+    if a["quantize"] not in (None, 8, 16, 32):
+        raise UsageError(f"attn-yolo export: quantize={a['quantize']!r} is invalid; allowed: 8 (INT8), 16 (as "
+                         f"half=True), 32, or omit it")
+    if a["quantize"] == 16:
+        a["half"] = True
+    if a["quantize"] == 8:
+        return run_int8(fmt, a, a["imgsz"])
+    for k in ("data", "int8_max_drop"):
+        if a[k] is not None:
+            raise UsageError(f"attn-yolo export: {k}= applies to quantize=8 (INT8) only")
     verified, known = ("onnx", "openvino", "engine"), export_format_names()
     if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
         close = [f" Did you mean {c!r}?" for c in difflib.get_close_matches(fmt, known, n=1, cutoff=0.6)]

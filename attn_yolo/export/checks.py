@@ -66,7 +66,7 @@ class Check:
             v = d["message"]
         elif self.name == "raw":
             v = (
-                f"rel boxes {d['boxes']['rel']:.2e} scores {d['scores']['rel']:.2e} (limit {self.limit:.0e}); "
+                f"rel boxes {d['boxes']['rel']:.2e} scores {d['scores']['rel']:.2e} (limit {_num(self.limit)}); "
                 f"max abs {d['boxes']['max_abs']:.2e} / {d['scores']['max_abs']:.2e}, "
                 f"mean abs {d['boxes']['mean_abs']:.2e} / {d['scores']['mean_abs']:.2e}"
             )
@@ -82,6 +82,11 @@ class Check:
         else:
             v = ""
         return f"  {self.status:<7}  {self.name:<13} {self.case:<22} {v}"
+
+
+def _num(v: float) -> str:
+    """A tolerance as printed: ``1e-04`` for fp32/fp16's, ``0.15`` for INT8's."""
+    return f"{v:.0e}" if v < 0.1 else f"{v:.2g}"
 
 
 def compare_raw(ref: np.ndarray, out: np.ndarray, tol: float, label: str = "export") -> Check:
@@ -144,7 +149,7 @@ def _overlaps(d: np.ndarray, boxes: np.ndarray, iou: float) -> np.ndarray:
 
 
 def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float, margin: float,
-                       label: str = "export") -> Check:
+                       label: str = "export", iou_min: float = IOU_MIN, max_unmatched: float = 0.0) -> Check:
     """Compare post-NMS detections of raw outputs ``ref`` (torch) and ``out`` (exported) ``(B, 4 + nc, A)``, per image.
 
     NMS is Ultralytics' ``non_max_suppression(conf, iou, max_det=300)``. Detections are matched one-to-one per image
@@ -158,7 +163,9 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
       candidate (IoU > ``iou`` − 0.01) scores within ``2 margin`` of it (NMS may keep either one);
     * ``cascade``: it overlaps a detection excused above (on either side), whose flip changes what NMS suppresses.
 
-    Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those.
+    Passes if no detection on either side is left unmatched and unexcused: same count and classes up to those; or,
+    with ``max_unmatched`` > 0 (INT8's looser tolerance), if at most that share of the detections of either side is.
+    ``iou_min``: the IoU a match needs (default ``IOU_MIN``).
     Not run (``Check.not_run``) if nothing was compared: neither side has a detection, or none matched and every one
     was excused (a check that verified no detection is never a pass).
     """
@@ -179,7 +186,7 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
         n["n_export"] += len(b)
         m = _iou(a[:, :4], b[:, :4]) * (a[:, 5:6] == b[:, 5][None]) if len(a) and len(b) else np.zeros((len(a), len(b)))
         ri, ci = linear_sum_assignment(-m) if m.size else ([], [])
-        good = [(i, j) for i, j in zip(ri, ci) if m[i, j] >= IOU_MIN]
+        good = [(i, j) for i, j in zip(ri, ci) if m[i, j] >= iou_min]
         ious += [m[i, j] for i, j in good]
         n["matched"] += len(good)
         lo = max([conf] + [d[:, 4].min() for d in (a, b) if len(d) == max_det])
@@ -218,12 +225,13 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
     if n["n_torch"] == 0 and n["n_export"] == 0:
         why = (f"no box scores above conf={conf} in the torch or the {label} output (highest class score "
                f"{top:.3g}), so there are no detections to compare; to compare them, pass a conf= below {top:.3g}")
-        return Check("nms", "", False, None, IOU_MIN, detail, not_run=why, label=label)
-    passed = n["unmatched_torch"] == 0 and n["unmatched_export"] == 0
+        return Check("nms", "", False, None, iou_min, detail, not_run=why, label=label)
+    passed = (n["unmatched_torch"] <= max_unmatched * n["n_torch"]
+              and n["unmatched_export"] <= max_unmatched * n["n_export"])
     if passed and n["matched"] == 0:  # every detection excused as a near tie or borderline score: nothing verified
         why = (f"none of the {n['n_torch']} torch / {n['n_export']} {label} detections could be matched: each "
                f"one's score is within the raw check's margin ({margin:.2g}) of a threshold or a rival, so NMS may "
                f"keep either and nothing was verified; to compare them, pass a higher conf= (fewer, clearer "
                f"detections)")
-        return Check("nms", "", False, None, IOU_MIN, detail, not_run=why, label=label)
-    return Check("nms", "", passed, min_iou, IOU_MIN, detail, label=label)
+        return Check("nms", "", False, None, iou_min, detail, not_run=why, label=label)
+    return Check("nms", "", passed, min_iou, iou_min, detail, label=label)

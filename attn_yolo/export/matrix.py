@@ -38,6 +38,8 @@ IMGSZ = 96
 """Export size of every cell (P3 12×12; a dynamic cell is also checked at batch 3, 128×128 and 64×128)."""
 
 BEGIN, END = "<!-- export-matrix:begin -->", "<!-- export-matrix:end -->"
+INT8_MARKERS = ("<!-- int8-matrix:begin -->", "<!-- int8-matrix:end -->")
+"""Markers of the INT8 matrix section in ``docs/benchmarks/int8.md`` (``scripts/export_matrix.py int8=True``)."""
 """Markers around the table in ``BENCHMARKS.md``; ``write_section`` replaces what is between them."""
 
 
@@ -53,6 +55,7 @@ class Cell:
     raw_rel: float | None = None  # worst raw rel difference over the cases
     matched: int = 0  # NMS detections matched over the cases
     seconds: float = 0.0
+    latency_ratio: float | None = None  # INT8 cells: INT8 / fp32 latency, paired in one run
 
     @property
     def column(self) -> str:
@@ -162,12 +165,51 @@ def _model(block: str, folder: Path) -> str:
     return str(pt)
 
 
+INT8_VARIANTS = [("onnx", "int8 static"), ("openvino", "int8 static")]
+"""INT8 columns (``scripts/export_matrix.py int8=True``; not among ``variants()``): Ultralytics' ``quantize=8``
+calibrated on 8 synthetic-shapes images, checked by ``attn_yolo.export.int8_verify`` (the tiny model is untrained,
+so its mAP check compares two near-zero figures: the cell tells that the export runs and how fast)."""
+
+
+def _int8_cell(cell: Cell, pt: str, folder: Path) -> Cell:
+    """Export and verify one INT8 cell; PASS shows the INT8/fp32 latency ratio."""
+    from ultralytics import YOLO
+
+    from attn_yolo.export.int8 import export_int8
+    from attn_yolo.export.int8_verify import verify_int8
+    from attn_yolo.synthetic import generate
+
+    data = str(generate(folder.parent / "int8-data", n_train=8, n_val=4, imgsz=IMGSZ, seed=0))
+    yolo = YOLO(pt)
+    tag = "int8.onnx" if cell.fmt == "onnx" else "int8_openvino_model"
+    f, _ = export_int8(yolo, cell.fmt, IMGSZ, data, out=folder / f"{cell.block}-{tag}", overwrite=True)
+    report = verify_int8(cell.fmt, f, yolo, data, max_drop=100.0, n_boot=200)
+    cell.latency_ratio = report.int8["latency"]["ratio"]
+    return _record(cell, report)
+
+
+def _record(cell: Cell, report) -> Cell:
+    """A cell's status, worst raw difference and matched detections from its verification report."""
+    from attn_yolo.export.report import failure_text
+
+    raws = [c.value for c in report.checks if c.name == "raw" and c.value is not None]
+    cell.raw_rel = max(raws) if raws else None
+    cell.matched = sum(c.detail.get("matched", 0) for c in report.checks if c.name == "nms")
+    if report.passed:
+        cell.status = "PASS"
+        if report.not_run:
+            cell.reason = f"{len(report.not_run)} nms check(s) NOT RUN: no detections to compare"
+    else:
+        cell.status = "FAIL"
+        cell.reason = "; ".join(failure_text(c) for c in report.failures[:2])
+    return cell
+
+
 def run_cell(block: str, fmt: str, variant: str, folder) -> Cell:
     """Export ``block``'s tiny model one way (``fmt``, ``variant`` as in ``variants()``) under ``folder``, verify it,
     and record the result. Never raises for an export or verification failure: that is the cell's ``FAIL``."""
     from attn_yolo.export.onnx_export import OpsetError, check_opset, export_onnx
     from attn_yolo.export.openvino_export import export_openvino
-    from attn_yolo.export.report import failure_text
     from attn_yolo.export.runtime import ort_max_opset
     from attn_yolo.export.verify import verify_onnx, verify_openvino
 
@@ -180,6 +222,8 @@ def run_cell(block: str, fmt: str, variant: str, folder) -> Cell:
     tag = variant.replace(" ", "-")
     with _quiet():
         try:
+            if variant.startswith("int8"):
+                return _int8_cell(cell, pt, folder)
             if fmt == "onnx":
                 opset = int(variant.split()[1])
                 from ultralytics import YOLO
@@ -205,17 +249,7 @@ def run_cell(block: str, fmt: str, variant: str, folder) -> Cell:
             return cell
         finally:
             cell.seconds = time.perf_counter() - t0
-    raws = [c.value for c in report.checks if c.name == "raw" and c.value is not None]
-    cell.raw_rel = max(raws) if raws else None
-    cell.matched = sum(c.detail.get("matched", 0) for c in report.checks if c.name == "nms")
-    if report.passed:
-        cell.status = "PASS"
-        if report.not_run:
-            cell.reason = f"{len(report.not_run)} nms check(s) NOT RUN: no detections to compare"
-    else:
-        cell.status = "FAIL"
-        cell.reason = "; ".join(failure_text(c) for c in report.failures[:2])
-    return cell
+    return _record(cell, report)
 
 
 def run_matrix(blocks=None, columns=None, folder=None, progress=None) -> list[Cell]:
@@ -252,6 +286,8 @@ def matrix_markdown(cells: list[Cell], header: str = "") -> str:
                 row.append("")
                 continue
             text = c.status + (f" {c.raw_rel:.0e}" if c.status == "PASS" and c.raw_rel is not None else "")
+            if c.status == "PASS" and c.latency_ratio is not None:
+                text = f"PASS ×{c.latency_ratio:.2f}"
             if c.reason:
                 notes.append(f"{len(notes) + 1}. {b}, {col}: {c.status}: {c.reason}")
                 text += f" ({len(notes)})"
@@ -267,19 +303,21 @@ def matrix_markdown(cells: list[Cell], header: str = "") -> str:
     return "\n".join(p for p in parts if p is not None).strip() + "\n"
 
 
-def write_section(path, body: str) -> None:
-    """Replace what lies between ``BEGIN`` and ``END`` in ``path`` with ``body`` (appending a new section with the
-    markers if the file has none)."""
+def write_section(path, body: str, markers: tuple[str, str] = (BEGIN, END),
+                  title: str = "Export matrix (`scripts/export_matrix.py`)") -> None:
+    """Replace what lies between the ``markers`` (default ``BEGIN``, ``END``) in ``path`` with ``body`` (appending a
+    new section ``## title`` with the markers if the file has none)."""
     from attn_yolo.checkpoint import atomic_write
 
+    begin, finish = markers
     p = Path(path)
     text = p.read_text() if p.exists() else ""
-    block = f"{BEGIN}\n{body.rstrip()}\n{END}"
-    if BEGIN in text and END in text:
-        start, end = text.index(BEGIN), text.index(END) + len(END)
+    block = f"{begin}\n{body.rstrip()}\n{finish}"
+    if begin in text and finish in text:
+        start, end = text.index(begin), text.index(finish) + len(finish)
         text = text[:start] + block + text[end:]
     else:
-        text = text.rstrip() + "\n\n## Export matrix (`scripts/export_matrix.py`)\n\n" + block + "\n"
+        text = text.rstrip() + f"\n\n## {title}\n\n" + block + "\n"
     atomic_write(p, lambda t: Path(t).write_text(text))
 
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from attn_yolo.checkpoint import atomic_write, check_out
-from attn_yolo.export.checks import IOU_MIN, Check
+from attn_yolo.export.checks import IOU_MIN, Check, _num
 
 FORMATS = {"onnx": "ONNX", "openvino": "OpenVINO", "engine": "TensorRT"}
 """Export format (Ultralytics' ``format=``) → the name a report uses."""
@@ -37,6 +37,8 @@ class VerifyReport:
     checks: list[Check] = field(default_factory=list)
     format: str = "onnx"
     runtime: str = ""
+    int8: dict = field(default_factory=dict)
+    """INT8 only (``attn_yolo.export.int8_verify``): calibration, keep-float list, mAP figures, paired latency."""
 
     @property
     def passed(self) -> bool:
@@ -89,13 +91,36 @@ class VerifyReport:
             tail += (f", {len(self.not_run) - len(empty)} not run: every detection within the score margin of a tie, "
                      f"none matched (rerun with a higher conf=)")
         tail += (
-            f". Tolerance: raw {t['raw_rel']:.0e} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
+            f". Tolerance: raw {_num(t['raw_rel'])} ({t['raw_definition']}); NMS conf={t['conf']} iou={t['iou']}, "
             f"matched IoU >= {t['iou_min']}, same class."
         )
+        if self.int8:
+            tail += "\n" + int8_text(self.int8, t)
         if self.failures:
             more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
             tail += "\nFailed: " + "; ".join(failure_text(c) for c in self.failures[:3]) + more
         return "\n".join([head, *(c.line() for c in self.checks), tail])
+
+
+def int8_text(d: dict, t: dict) -> str:
+    """The INT8 lines of the printed report: tolerances, calibration, what was kept float, latency."""
+    lines = [f"INT8 tolerance: raw per head {t['raw_rel']}, matched IoU >= {t['iou_min']}, at most "
+             f"{t['unmatched']:.0%} of either side's detections unmatched; mAP50-95 drop <= {t['int8_max_drop']} "
+             f"points (int8_max_drop)."]
+    if "calibration" in d:
+        c = d["calibration"]
+        lines.append(f"Calibration: {c['images']} training images of {c['data']} (fraction={c['fraction']}).")
+    if "keep_float" in d:
+        kf = d["keep_float"]
+        kept = [f"{p} ({len(n)} nodes)" for p, n in kf.get("nodes", {}).items()]
+        drops = ", ".join(f"{k} the list {v:+.2f}" for k, v in kf.get("drops", {}).items())
+        lines.append(f"Keep-float: {kf['mode']}, {'applied: ' + ', '.join(kept) if kept else 'not applied'}"
+                     + (f"; {kf['note']}" if kf.get("note") else "") + (f"; mAP50-95 drop {drops}" if drops else ""))
+    if "latency" in d:
+        la = d["latency"]
+        lines.append(f"Latency (batch 1, paired): fp32 {la['fp32']:.2f} ms, INT8 {la['int8']:.2f} ms, INT8/fp32 "
+                     f"{la['ratio']:.2f} (load {la['load']:.1f})")
+    return "\n".join(lines)
 
 
 def failure_text(c: Check) -> str:
@@ -109,7 +134,8 @@ def failure_text(c: Check) -> str:
     if c.name == "nms":
         return (
             f"nms {c.case}: {d['unmatched_torch']} torch / {d['unmatched_export']} {c.label} detections unmatched "
-            f"(IoU < {IOU_MIN} or different class), min IoU {d['min_iou']:.3g}"
+            f"(IoU < {c.limit if c.limit is not None else IOU_MIN} or different class), min IoU "
+            f"{d['min_iou'] if d['min_iou'] is None else format(d['min_iou'], '.3g')}"
         )
     return f"{c.name} {c.case}: {d.get('message', '')}"
 

@@ -82,6 +82,7 @@ def verify_exported(
     load_check=None,
     device: str = "cpu",
     threads: int | None = None,
+    compare=None,
 ) -> VerifyReport:
     """Verify the exported ``path`` (format ``fmt``, exported as ``info`` says) against its PyTorch ``model``.
 
@@ -98,6 +99,8 @@ def verify_exported(
         load_check: None, or a function ``path -> Check`` run first (``onnx.checker``).
         device: where the PyTorch model runs (``cuda:0`` for TensorRT).
         threads: the runtime's CPU threads (default torch's count).
+        compare: None (``raw`` and ``nms`` as described), or ``fn(ref, out, conf, iou, label) -> [Check]`` for
+            another precision's checks (INT8: ``attn_yolo.export.int8_verify.int8_checks``).
 
     Returns:
         VerifyReport: ``.passed``, ``.checks``, ``.summary()``, ``.save()``. Checks: the load check; the runtime's
@@ -151,6 +154,11 @@ def verify_exported(
             report.checks.append(Check("run", case, False, detail={"message": msg}, label=rt.label))
             continue
         ref, out = np.concatenate(ref), np.concatenate(out)
+        if compare is not None:
+            for c in compare(ref, out, conf, iou, rt.label):
+                c.case = f"{case} {c.case}".strip()
+                report.checks.append(c)
+            continue
         raw = compare_raw(ref, out, tol, rt.label)
         raw.case = case
         report.checks.append(raw)

@@ -183,6 +183,18 @@ def _check_exporter() -> None:
     _need('"pt_path"' in inspect.getsource(Exporter.__call__), "Exporter no longer names its file from model.pt_path")
 
 
+def _check_int8_calls() -> None:
+    import importlib
+
+    from attn_yolo.ultralytics_api.int8 import INT8_CALLS
+
+    for key, needs in INT8_CALLS.items():
+        mod, name = key.split(":")
+        src = inspect.getsource(getattr(importlib.import_module(mod), name))
+        missing = [n for n in needs if n not in src]
+        _need(not missing, f"{key} no longer holds {missing}: the INT8 keep-float list cannot reach its quantizer")
+
+
 def _check_detect_shape() -> None:
     from ultralytics.nn.modules import Detect
 
@@ -309,6 +321,7 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "the trainer sets tloss and metrics": _check_trainer,
     "Model.train starts from ckpt and reads pretrained=False": _check_model_train,
     "the exporter names its file from model.pt_path": _check_exporter,
+    "the INT8 exporter calls quantize_static(nodes_to_exclude=) and nncf.quantize(ignored_scope=)": _check_int8_calls,
     "Detect rebuilds its anchors when shape differs": _check_detect_shape,
     "DetectionValidator._process_batch(preds, batch) runs per image": _check_process_batch,
     "Attention and AAttn have the forward and attributes sdpa uses": _check_attention,
