@@ -62,9 +62,9 @@ def _scopes(model: torch.nn.Module) -> list[tuple[str, str, str]]:
 
 
 def keep_float_scopes(model: torch.nn.Module) -> list[tuple[str, str]]:
-    """The keep-float list of ``model``: ``[(module path, why)]``, one entry per gate of every block (its declaration's
-    ``gates``) and one per block with explicit attention weights (``attention_weights``: MHSA). E.g. for yolo11n + CBAM at layer
-    5: ``("model.5.channel.gate", "CBAM gate channel.gate (Sigmoid): ...")``."""
+    """The keep-float list of ``model``: ``[(module path, why)]``, one entry per gate of every block (its
+    declaration's ``gates``) and one per block with explicit attention weights (``attention_weights``: MHSA). E.g. for
+    yolo11n + CBAM at layer 5: ``("model.5.channel.gate", "CBAM gate channel.gate (Sigmoid): ...")``."""
     return [(p, why) for p, _, why in _scopes(model)]
 
 
