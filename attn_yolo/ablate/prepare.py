@@ -97,10 +97,12 @@ def prepare(ab: Ablation) -> Ablation:
     if ab.prepared:
         return ab
     if ab.data_id.partition(":")[0] == SYNTHETIC:
-        from attn_yolo.synthetic import default_data_yaml
+        from attn_yolo.ablate.console import phase_line
+        from attn_yolo.synthetic import default_data_yaml, default_root
 
-        print("attn-yolo ablate: preparing the synthetic-shapes dataset (generated once, then cached) ...", flush=True)
-        ab.data = ab.config["data"] = str(default_data_yaml())
+        if not (default_root() / "data.yaml").exists():  # generated once, then cached: said only when generated
+            print(phase_line("dataset", "generating the synthetic-shapes dataset (once, then cached) ..."), flush=True)
+        ab.data = str(default_data_yaml())  # config.yaml keeps `data: synthetic` (no path of this machine)
     by_name = {v.name: v for v in ab.variants}
     base_dict = design.arm_dict(by_name[ab.baseline])
     problems = _build_all(ab.variants, ab.nc, ab.imgsz, base_dict)

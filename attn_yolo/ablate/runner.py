@@ -15,9 +15,18 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import console, readings, rerun, tracking
+from attn_yolo.ablate import console, latency, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
-from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
+from attn_yolo.ablate.outdir import (
+    DATA_MARKER,
+    RUN_MARKER,
+    OutLock,
+    check_out,
+    check_replaceable,
+    claim,
+    claim_out,
+    portable,
+)
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, complete, write_record
@@ -88,7 +97,7 @@ def prepare_data(ab: Ablation) -> str:
                 raise ValueError(f"copy_data: {k} path {p} lies outside the dataset root {root}; set copy_data: false")
             rel[k].append(str(p.relative_to(root)))
         rel[k] = rel[k] if isinstance(v, list) else rel[k][0]
-    print(f"attn-yolo ablate: copying dataset {root} -> {dest} (copy_data={ab.copy_data})", flush=True)
+    print(console.phase_line("dataset", f"copying {root} -> {dest} (copy_data={ab.copy_data})"), flush=True)
     claim(dest, DATA_MARKER, {"source": str(root)})
     shutil.copytree(root, dest, ignore=shutil.ignore_patterns("*.cache"), dirs_exist_ok=True)
     for f in dest.rglob("*"):  # the copy must be writable for Ultralytics' label cache
@@ -213,7 +222,8 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
               "summarised)")
     changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
-    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), ab.config, UNFINGERPRINTED_TRAIN_KEYS, redo)
+    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), portable(ab.config),
+                        UNFINGERPRINTED_TRAIN_KEYS, redo)
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
               f"once its new run has finished (trained in {ab.out / rerun.STAGING})")
@@ -233,13 +243,14 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     if (dest := data_copy(ab)[1]) is not None:
         check_replaceable(dest, DATA_MARKER)
     claim_out(ab.out)  # every check passed: the first writes
-    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
+    atomic_write(ab.out / "config.yaml",
+                 lambda p: Path(p).write_text(yaml.safe_dump(portable(ab.config), sort_keys=False)))
     data = prepare_data(ab)
-    uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
+    uri = tracking.tracking_uri(ab.out) if tracking.mlflow_enabled() else None
     todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
                                 if uri else {}) for s in todo]  # fmt: skip
     write_results(csv_path, ordered_rows())
-    durations, begun, estimate = [], {}, {}
+    durations, begun, estimate, ended = [], {}, {}, set()
     n_workers = max(1, len(ab.devices))
     progress = console.Progress(len(todo), verbose)
 
@@ -266,10 +277,11 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
             eta = (f"~{duration(estimate['s'] * left / n_workers)} (estimated from {estimate['basis']}; measured "
                    "from run 1 on)" if estimate["s"] is not None else f"unknown until run 1 ends ({estimate['basis']})")
         dev = f" device={device}" if device is not None else ""
-        progress.running(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev} — ETA {eta}")
+        progress.running(f"[run {k}/{len(specs)}] variant={spec.variant} seed={spec.seed}{dev}", eta)
 
     def on_done(row: dict) -> None:
         key = (row["variant"], row["seed"])
+        ended.add(key)
         durations.append(time.perf_counter() - begun.get(key, time.perf_counter()))
         if key in staged:  # a redo: its folder replaces the old one only now that it has finished
             row = rerun.promote(complete(row), staged[key], planned[key].run_dir)
@@ -304,11 +316,13 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
         progress.close()
         code = exit_code(fired)
         print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(durations)} run(s) of "
-              f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
-              flush=True)
+              f"this session recorded in {ab.out / 'runs'}. {console.interrupted_words(begun, ended, planned)}Run "
+              "the same command again to continue.", file=sys.stderr, flush=True)
     progress.close()
     write_results(csv_path, ordered_rows())
     current = [rows[k] for k, s in planned.items() if k in rows and rows[k]["fingerprint"] == s.fingerprint]
+    if code not in (130, 143):  # after the runs, one process: latency timed apart from training
+        latency.measure(ab, current)
     text = write_report(ab, current, time.perf_counter() - t_start)
     print("\n" + (text if verbose else lead(text)))
     if uri:
@@ -335,16 +349,15 @@ def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
 
         def begin(spec: RunSpec, device, st=st) -> None:
             claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})
-            # the plan already said what is trained; the bar's text says it is now (shown at its next redraw)
-            progress.bar.desc = f"attn-yolo ablate: [{spec.variant}] training the {'shared ' * (not st.arm)}start once"
+            progress.enter("start", f"training the {'shared ' * (not st.arm)}start once ({spec.variant})")
 
         def end(row: dict, spec=spec, st=st) -> None:
             nonlocal ok
             row = complete({**row, "run_dir": spec.run_dir})
             write_record(row)
             if row["status"] == "ok":
-                print(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm and "
-                      f"rerun while its settings (fingerprint {st.fingerprint}) stay the same", flush=True)
+                progress.line(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm "
+                              f"and rerun while its settings (fingerprint {st.fingerprint}) stay the same")
             else:
                 ok = False
                 print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "

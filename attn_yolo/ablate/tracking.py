@@ -8,7 +8,7 @@ the experiment is the ablation's name (a ``MLFLOW_EXPERIMENT_NAME`` set by the u
 ``MLFLOW_RUN_CONTEXT``, tags that ``mlflow.start_run`` adds), so ablations of one config into different folders share
 the experiment but can be told apart. ``log_summary`` adds one run named ``summary`` per ``out`` holding summary.md and
 results.csv. The tracking
-URI (``MLFLOW_TRACKING_URI``, else MLflow's default) is resolved once by the driver and passed to every run, so that
+URI (``MLFLOW_TRACKING_URI``, else ``out/mlflow.db``) is resolved once by the driver and passed to every run, so that
 worker processes and Ray workers log to the same store.
 
 TensorBoard (``yolo settings tensorboard=True``) needs nothing here: Ultralytics writes its event files into each run
@@ -43,11 +43,14 @@ def experiment_name(ablation_name: str) -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or ablation_name
 
 
-def tracking_uri() -> str:
-    """The tracking URI the driver logs to (``MLFLOW_TRACKING_URI``, else MLflow's default), resolved here."""
-    import mlflow
+STORE_NAME = "mlflow.db"  # the ablation's own MLflow store, in its out folder, when no tracking URI is set
 
-    return mlflow.get_tracking_uri()
+
+def tracking_uri(out: Path) -> str:
+    """The tracking URI the driver and every run log to: ``MLFLOW_TRACKING_URI`` when the user set one, else an
+    SQLite store inside the ablation's ``out`` (``out/mlflow.db``), never MLflow's default in the working directory
+    (a ``mlflow.db`` the user did not ask for)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(out).resolve() / STORE_NAME}"
 
 
 def run_env(ablation_name: str, run_name: str, uri: str, out: Path) -> dict[str, str]:
