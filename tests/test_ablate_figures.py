@@ -67,16 +67,18 @@ def test_delta_ticks_do_not_overlap_and_the_band_and_deciding_interval_are_drawn
     assert (tmp_path / "d.png").stat().st_size > 0
 
 
-def _results_csv(path: Path, values: list[float]) -> None:
+def _results_csv(path: Path, values: list[float | None]) -> None:
+    """Ultralytics' results.csv columns; None: an epoch not validated (val=False: metrics and val losses 0)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = ["epoch,metrics/mAP50(B),metrics/mAP50-95(B)"] + [f"{i + 1},{v + 0.2},{v}" for i, v in enumerate(values)]
+    rows = ["epoch,metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss"] + [
+        f"{i + 1},0,0,0" if v is None else f"{i + 1},{v + 0.2},{v},1.1" for i, v in enumerate(values)]
     path.write_text("\n".join(rows) + "\n")
 
 
 def test_curves_put_the_arms_epochs_after_the_shared_starts_on_integer_ticks(tmp_path):
     """One fine-tuning epoch per arm after a 5-epoch start: the arms' points sit at epoch 6, after the start's curve
     at 1..5, and every tick is a whole epoch (not 0.945 … 1.050)."""
-    _results_csv(tmp_path / "start" / "results.csv", [0.1, 0.3, 0.45, 0.55, 0.6])
+    _results_csv(tmp_path / "start" / "results.csv", [None, 0.3, None, 0.55, 0.6])  # epochs 1, 3 not validated
     rows = []
     for v, seed in itertools.product(("baseline", "cbam"), (0, 1)):
         run = tmp_path / "runs" / f"{v}-seed{seed}"
@@ -87,11 +89,14 @@ def test_curves_put_the_arms_epochs_after_the_shared_starts_on_integer_ticks(tmp
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
-        xs = {tuple(line.get_xdata()) for line in ax.get_lines() if len(line.get_xdata())}
-        assert (1, 2, 3, 4, 5) in {tuple(map(int, x)) for x in xs}  # the start's curve
-        arm_x = {x for line in ax.get_lines() if line.get_color() != "0.45" for x in line.get_xdata()
-                 if not line.get_linestyle() == ":"}  # fmt: skip
-        assert arm_x <= {6}, arm_x
+        start = [line for line in ax.get_lines() if line.get_color() == "0.45" and line.get_linestyle() == "-"]
+        assert [tuple(line.get_xdata()) for line in start] == [(2, 4, 5)]  # validated epochs only: no false zeros
+        assert list(start[0].get_ydata()) == pytest.approx([0.3, 0.55, 0.6] if "95" in ax.get_title() else
+                                                           [0.5, 0.75, 0.8])  # fmt: skip
+        arms = [line for line in ax.get_lines() if line.get_color() != "0.45" and line.get_linestyle() == "-"]
+        assert arms and {x for line in arms for x in line.get_xdata()} == {6}  # after the start's 5 epochs
+        joins = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+        assert {tuple(line.get_xdata()) for line in joins} == {(5, 6)}  # each arm goes on from the start's end
 
 
 def test_curves_without_a_start_say_there_is_no_curve(tmp_path):

@@ -105,7 +105,11 @@ def time_rounds(models: dict, imgsz: int, rounds: int = 5, number: int = ROUND_F
     Raises:
         ValueError: no model, or ``rounds`` / ``number`` < 1.
     """
+    import logging
+
     import torch
+
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # its "No CUDA runtime" line on import
     from torch.utils.benchmark import Timer
 
     if not models or rounds < 1 or number < 1:
@@ -175,8 +179,6 @@ def measure(ab, rows: list[dict], say=print) -> dict | None:
         return None
     device = (ab.devices[0] if ab.devices else None) or ab.train.get("device")
     rounds = max(3, int(ab.latency.get("repeats", 50)) // ROUND_FORWARDS)
-    say(f"attn-yolo ablate: latency: timing {len(weights)} arms apart from training ({rounds} interleaved rounds of "
-        f"{ROUND_FORWARDS} forwards, batch 1, imgsz {ab.imgsz})")
     models = {k: load_fused(w, device, bool(ab.train.get("sdpa"))) for k, w in weights.items()}
     times, meter = time_rounds(models, ab.imgsz, rounds, ROUND_FORWARDS, int(ab.latency.get("warmup", 10)))
     load = meter.describe()
@@ -190,9 +192,10 @@ def measure(ab, rows: list[dict], say=print) -> dict | None:
                            "weights": os.path.relpath(weights[k], ab.out)} for k, t in times.items()},
               "diffs": compare(times, ab.baseline, load, same)}  # fmt: skip
     atomic_write(path, lambda p: Path(p).write_text(json.dumps(result, indent=1)))
-    if load["busy"]:
-        say(f"attn-yolo ablate: latency: the machine was busy (other processes used {load['others_cores']:.1f} of "
-            f"{load['cores']} cores): latencies recorded, not compared")
+    busy = (f"; the machine was busy (other processes used {load['others_cores']:.1f} of {load['cores']} cores): "
+            "recorded, not compared") if load["busy"] else ""
+    say(f"attn-yolo ablate: latency: {len(weights)} arms timed after the runs, apart from training ({rounds} "
+        f"interleaved rounds of {ROUND_FORWARDS} forwards, batch 1, imgsz {ab.imgsz}){busy}")
     return result
 
 

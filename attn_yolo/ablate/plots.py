@@ -36,7 +36,8 @@ def is_own_plot(path) -> bool:
         return False
 
 
-def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, deciding: str = "hierarchical"):
+def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, deciding: str = "hierarchical",
+                  note: str = ""):
     """What the user decides on: per variant its Δ mAP50-95 to the baseline with the interval that decides its verdict
     (y) against its extra cost (x): GFLOPs in % of the baseline's, and, where it was timed apart from training
     (``attn_yolo.ablate.latency``), latency Δ in ms with its interval. One point per variant, its name next to it; the
@@ -47,6 +48,7 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
         points: ``{"variant", "delta", "lo", "hi", "gflops_pct", "latency": (Δ ms, lo, hi) | None, "words"}`` per
             variant; an unbounded interval (lo or hi infinite) is drawn as the point alone, said in its label.
         deciding: the name of the interval that decides (axis label).
+        note: a line under the axes (e.g. why latency is not drawn).
     """
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -65,7 +67,8 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
                    label=f"±{TARGET_DELTA}: \"no difference beyond ±w\" when the interval lies inside")
         ax.axhline(0, color="0.3", lw=0.8, ls="--", zorder=1)
         ax.plot(0, 0, "s", color="0.2", ms=7, zorder=4)
-        ax.annotate(f"{baseline} (baseline)", (0, 0), textcoords="offset points", xytext=(6, -12), fontsize=9)
+        ax.annotate(baseline if "baseline" in baseline.lower() else f"{baseline} (baseline)", (0, 0),
+                    textcoords="offset points", xytext=(6, -12), fontsize=9)
         for i, p in enumerate(points):
             x, xerr = x_of(p)
             if x is None or not math.isfinite(x) or not math.isfinite(p["delta"]):
@@ -84,8 +87,10 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Ablation: what each variant gains (Δ with the interval that decides) for what it costs")
-    fig.tight_layout()
+    fig.suptitle("Δ mAP50-95 with the interval that decides, against the extra cost", fontsize=11)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=8, color="0.3", wrap=True)
+    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -103,11 +108,15 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
     axes = fig.subplots(1, 2)
     start = epoch_table(Path(start_csv)) if start_csv is not None else {}
     offset = len(start.get("epoch", []))
+    seen = validated(start) if offset else []
     longest = offset
     for ax, (col, label) in zip(axes, (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))):
-        if start.get(col):
-            ax.plot(np.arange(1, offset + 1), start[col], "o-", color="0.45", lw=2, ms=4,
-                    label=f"shared start ({offset} epochs)")
+        last = None
+        if start.get(col) and any(seen):
+            xs = [e + 1 for e in range(offset) if seen[e]]
+            last = (xs[-1], start[col][xs[-1] - 1])
+            ax.plot(xs, [start[col][x - 1] for x in xs], "o-", color="0.45", lw=2, ms=4,
+                    label=f"shared start ({offset} epochs, {len(xs)} validated)")
             ax.axvline(offset + 0.5, color="0.6", ls=":", lw=1)
         for i, v in enumerate(names):
             curves = []
@@ -124,6 +133,8 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
                 m = np.array([np.nanmean([c[e] for c in curves if len(c) > e]) for e in range(n)])
                 ax.plot(offset + np.arange(1, n + 1), m, "o-", color=f"C{i % 10}", lw=2.2, ms=4,
                         label=f"{v} (mean of {len(curves)})")
+                if last is not None:  # the arm continues from the start's weights: joined to its last validation
+                    ax.plot([last[0], offset + 1], [last[1], m[0]], "--", color=f"C{i % 10}", lw=1.2)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10, min_n_ticks=1))  # whole epochs only
         ax.set_xlim(0.5, max(longest, 1) + 0.5)
         ax.set_xlabel("epoch (the shared start's, then the arm's)" if offset else "epoch")
@@ -138,6 +149,15 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
     fig.tight_layout()
     save_figure(fig, path)
     return fig
+
+
+def validated(table: dict) -> list[bool]:
+    """Per epoch of an Ultralytics results.csv (``records.epoch_table``), whether it was validated: with
+    ``val=False`` Ultralytics writes 0 for every metric and validation loss of the epochs it did not validate (a
+    validated epoch has a validation loss > 0)."""
+    losses = [k for k in table if k.startswith("val/")]
+    n = len(table.get("epoch", []))
+    return [any(table[k][e] for k in losses) if losses else True for e in range(n)]
 
 
 INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)", "C1"),
