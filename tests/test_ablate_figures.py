@@ -143,3 +143,33 @@ def test_ablation_plot_is_delta_with_its_interval_against_extra_cost_labels_next
     seg = cbam.lines[2][0].get_segments()[0]
     assert (seg[0][1], seg[1][1]) == pytest.approx((-0.0091, 0.0101))  # the deciding interval, not ± std
     assert any("unbounded" in t.get_text() for t in gflops_ax.texts)
+
+
+def test_gates_png_knockout_panel_draws_zeros_and_every_flag_threshold():
+    """Epoch 0's knock-out is exactly 0 (a block at the identity): on the panel it is a point at 0 (symlog, linear
+    below the switched-off threshold), not a line falling off a log axis; each flag's threshold is drawn on its panel
+    at the value ``attn_yolo.health.flags`` flags at."""
+    import importlib
+
+    import numpy as np
+
+    from attn_yolo.health.report import PLOTTED, gates_figure
+
+    rows = [{"name": n, "epoch": e, "gate_mean": 0.5, "saturated": 0.0, "entropy": 0.995, "peak_share": 0.01,
+             "gamma": 0.3, "knockout": k} for n, ks in (("b6", (0.0, 0.05)), ("b8", (0.0, 0.003)))
+            for e, k in enumerate(ks)]  # fmt: skip
+    flags = importlib.import_module("attn_yolo.health.flags")  # (attn_yolo.health.flags is also a function's name)
+    fig = gates_figure(rows)
+    assert_ticks_readable(fig)
+    panels = dict(zip([k for k, _ in PLOTTED], fig.axes))
+    ko = panels["knockout"]
+    assert ko.get_yscale() == "symlog"
+    for line in ko.get_lines()[:2]:
+        y = ko.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))[:, 1]
+        assert np.isfinite(y).all()  # 0 is drawn where it is
+        assert ko.get_ylim()[0] <= 0
+    want = {"entropy": flags.UNIFORM_ENTROPY, "peak_share": flags.ONE_HOT_SHARE, "saturated": flags.SATURATED_SHARE,
+            "gamma": flags.GAMMA_OFF, "knockout": flags.KNOCKOUT_OFF}
+    for key, y in want.items():
+        drawn = [line for line in panels[key].get_lines() if line.get_label().startswith("flag:")]
+        assert len(drawn) == 1 and drawn[0].get_ydata()[0] == pytest.approx(y), key
