@@ -179,8 +179,14 @@ def measure(ab, rows: list[dict], say=print) -> dict | None:
         return None
     device = (ab.devices[0] if ab.devices else None) or ab.train.get("device")
     rounds = max(3, int(ab.latency.get("repeats", 50)) // ROUND_FORWARDS)
-    models = {k: load_fused(w, device, bool(ab.train.get("sdpa"))) for k, w in weights.items()}
-    times, meter = time_rounds(models, ab.imgsz, rounds, ROUND_FORWARDS, int(ab.latency.get("warmup", 10)))
+    try:
+        models = {k: load_fused(w, device, bool(ab.train.get("sdpa"))) for k, w in weights.items()}
+        times, meter = time_rounds(models, ab.imgsz, rounds, ROUND_FORWARDS, int(ab.latency.get("warmup", 10)))
+    except Exception as e:  # noqa: BLE001  timing never fails an ablation: its runs and verdicts stand
+        if read(ab.out) is not None:
+            path.unlink()
+        say(f"attn-yolo ablate: latency: not timed ({type(e).__name__}: {' '.join(str(e).split())[:160]})")
+        return None
     load = meter.describe()
     sig = architecture(models[ab.baseline])
     same = {k for k, m in models.items() if k != ab.baseline and architecture(m) == sig}

@@ -205,22 +205,26 @@ def keep_user_files(out: Path) -> list[Path]:
 
 
 def shown(path) -> str:
-    """A path as summary.md and config.yaml show it: relative to the working directory when inside it, ``~/...``
-    under the home folder, else as given (no absolute path of this machine where a shorter one names it)."""
+    """A path as summary.md and config.yaml show it, never as an absolute path of this machine: relative to the
+    working directory when inside it, ``~/...`` under the home folder, else relative to the working directory
+    (``../...``)."""
     p = Path(path).expanduser()
     if not p.is_absolute():
         return str(path)
     cwd, home = Path.cwd().resolve(), Path.home().resolve()
     if p.is_relative_to(cwd):
         return str(p.relative_to(cwd)) or "."
-    return f"~/{p.relative_to(home)}" if p.is_relative_to(home) else str(path)
+    if p.is_relative_to(home) and home != Path(p.anchor):
+        return f"~/{p.relative_to(home)}"
+    return os.path.relpath(p, cwd)
 
 
 def portable(config: dict) -> dict:
-    """The resolved config as config.yaml holds it: its paths (``data``, ``out``, a checkpoint ``start``) ``shown``."""
+    """The resolved config as config.yaml holds it: its paths (``data``, ``out``, the config file ``source``, a
+    checkpoint ``start``) ``shown``."""
     out = dict(config)
-    for key in ("data", "out"):
-        if isinstance(out.get(key), str) and out[key] != "synthetic":
+    for key in ("data", "out", "source"):
+        if isinstance(out.get(key), str) and out[key] != "synthetic" and not out[key].startswith("<"):
             out[key] = shown(out[key])
     if isinstance(out.get("start"), str) and out["start"].endswith(".pt"):
         out["start"] = shown(out["start"])

@@ -102,7 +102,7 @@ def prepare(ab: Ablation) -> Ablation:
 
         if not (default_root() / "data.yaml").exists():  # generated once, then cached: said only when generated
             print(phase_line("dataset", "generating the synthetic-shapes dataset (once, then cached) ..."), flush=True)
-        ab.data = str(default_data_yaml())  # config.yaml keeps `data: synthetic` (no path of this machine)
+        ab.data = ab.config["data"] = str(default_data_yaml())
     by_name = {v.name: v for v in ab.variants}
     base_dict = design.arm_dict(by_name[ab.baseline])
     problems = _build_all(ab.variants, ab.nc, ab.imgsz, base_dict)

@@ -246,7 +246,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
     atomic_write(ab.out / "config.yaml",
                  lambda p: Path(p).write_text(yaml.safe_dump(portable(ab.config), sort_keys=False)))
     data = prepare_data(ab)
-    uri = tracking.tracking_uri(ab.out) if tracking.mlflow_enabled() else None
+    uri = tracking.tracking_uri(ab.out, ab.name) if tracking.mlflow_enabled() else None
     todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
                                 if uri else {}) for s in todo]  # fmt: skip
     write_results(csv_path, ordered_rows())

@@ -46,11 +46,26 @@ def experiment_name(ablation_name: str) -> str:
 STORE_NAME = "mlflow.db"  # the ablation's own MLflow store, in its out folder, when no tracking URI is set
 
 
-def tracking_uri(out: Path) -> str:
+ARTIFACTS_NAME = "mlartifacts"  # the artifacts of the ablation's own store, in its out folder
+
+
+def tracking_uri(out: Path, ablation_name: str | None = None) -> str:
     """The tracking URI the driver and every run log to: ``MLFLOW_TRACKING_URI`` when the user set one, else an
     SQLite store inside the ablation's ``out`` (``out/mlflow.db``), never MLflow's default in the working directory
-    (a ``mlflow.db`` the user did not ask for)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(out).resolve() / STORE_NAME}"
+    (a ``mlflow.db`` and ``mlruns/`` the user did not ask for). With ``ablation_name``, the experiment is made in the
+    own store with its artifacts in ``out/mlartifacts`` (an SQLite store's default artifact root is ``./mlruns``)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    out = Path(out).resolve()
+    uri = f"sqlite:///{out / STORE_NAME}"
+    if ablation_name is not None:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(uri)
+        name = experiment_name(ablation_name)
+        if client.get_experiment_by_name(name) is None:
+            client.create_experiment(name, artifact_location=(out / ARTIFACTS_NAME).as_uri())
+    return uri
 
 
 def run_env(ablation_name: str, run_name: str, uri: str, out: Path) -> dict[str, str]:
