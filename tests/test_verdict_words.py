@@ -10,7 +10,7 @@ import pytest
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import report, sequential
+from attn_yolo.ablate import report, seqpower, sequential
 from attn_yolo.ablate.records import new_record
 from attn_yolo.ablate.sequential import SeedRule
 
@@ -67,7 +67,7 @@ def test_power_line_of_the_confidence_sequence_never_asks_fewer_seeds_than_it_ne
     assert report.seeds_needed(h["seed_var"], 0.0, 0.01) == 2  # what the line used to print
     seq = sequential.decide(diffs, rule)
     line, mde = report.power_line(_ab(rule), "cbam", h, seq, 200)
-    need = sequential.seeds_for(0.01, h["seed_var"], 0.95, 0.0)
+    need = seqpower.seeds_for(0.01, h["seed_var"], 0.95, 0.0)
     assert need >= sequential.first_bounded(0.95) == 3
     assert f"needs {need} paired seeds under this rule" in line and "needs 2 paired seeds" not in line
     half = (seq["hi"] - seq["lo"]) / 2
@@ -75,15 +75,15 @@ def test_power_line_of_the_confidence_sequence_never_asks_fewer_seeds_than_it_ne
 
 
 def test_detectable_delta_of_the_sequence_by_simulation():
-    """At the true Δ = ``sequential.detectable`` (known SD, as the formula takes it) the confidence sequence after n
+    """At the true Δ = ``seqpower.detectable`` (known SD, as the formula takes it) the confidence sequence after n
     seeds excludes 0 in about 80 % of simulated ablations (the sample SD's spread moves it a little)."""
     sd, n = 0.008, 6
-    delta = sequential.detectable(sd**2, n)
+    delta = seqpower.detectable(sd**2, n)
     rng = np.random.default_rng(0)
     x = rng.normal(delta, sd, (4000, n))
     hits = [sequential.confidence_sequence(row)[0] > 0 for row in x]
     assert 0.65 <= np.mean(hits) <= 0.9
-    assert sequential.half_width(sd**2, 2) == math.inf and sequential.detectable(sd**2, 2) == math.inf
+    assert seqpower.half_width(sd**2, 2) == math.inf and seqpower.detectable(sd**2, 2) == math.inf
 
 
 def test_half_width_is_the_sequences_own():
@@ -91,4 +91,4 @@ def test_half_width_is_the_sequences_own():
     s2 = float(np.var(x, ddof=1))
     for tv in (0.0, 1e-6):
         lo, hi = sequential.confidence_sequence(x, 0.975, tv)
-        assert sequential.half_width(s2, 7, 0.975, tv) == pytest.approx((hi - lo) / 2, rel=1e-9)
+        assert seqpower.half_width(s2, 7, 0.975, tv) == pytest.approx((hi - lo) / 2, rel=1e-9)

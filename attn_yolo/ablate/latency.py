@@ -222,3 +222,26 @@ def cost_words(result: dict | None, arm: str) -> str | None:
         return None
     iv = f" [{d['lo']:+.2f}, {d['hi']:+.2f}]" if math.isfinite(d["lo"]) else ""
     return f"latency {d['mean']:+.2f} ms{iv} ({d['words']})"
+
+
+def summary_lines(baseline: str, timing: dict | None) -> list[str]:
+    """The summary's latency section: each arm's batch-1 forward time, timed after the runs apart from training
+    (``measure``), its Δ to the baseline with the interval over the rounds, and the load."""
+    if not timing:
+        return []
+    load = timing["load"]
+    cores = (f"other processes used {load['others_cores']:.2f} of {load['cores']} cores during the timing"
+             if math.isfinite(load["others_cores"]) else "the machine's load could not be read")
+    avg = f", load average {load['loadavg'][0]:.2f}" if load.get("loadavg") else ""
+    lines = ["", "## Latency (timed after the runs, apart from training)", "",
+             (f"Batch 1, imgsz {timing['imgsz']}, fused fp32 best.pt of each arm's first seed, device "
+              f"{timing['device']}: {timing['rounds']} interleaved rounds of {timing['forwards_per_round']} forwards "
+              f"(torch.utils.benchmark); Δ paired by round, {int(CONFIDENCE * 100)}% t-interval over the rounds; "
+              f"{cores}{avg}" + (" — **too busy: latencies are recorded, not compared**." if load["busy"] else ".")),
+             ""]
+    base = timing["arms"].get(baseline, {})
+    if base:
+        lines.append(f"- `{baseline}` (baseline): {base['median_ms']:.2f} ms (median of the rounds)")
+    for arm in timing["diffs"]:
+        lines.append(f"- `{arm}`: {timing['arms'][arm]['median_ms']:.2f} ms; {cost_words(timing, arm)}")
+    return lines

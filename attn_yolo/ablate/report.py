@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import latency, readings, sequential
+from attn_yolo.ablate import latency, readings, seqpower
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
@@ -42,29 +42,6 @@ def duration(s: float) -> str:
     """Seconds as ``1m05s`` (or ``2h03m`` from an hour on), for the summary and the ETA."""
     s = int(round(s))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
-def latency_lines(ab: Ablation, timing: dict | None) -> list[str]:
-    """The summary's latency section: each arm's batch-1 forward time, timed after the runs apart from training
-    (``attn_yolo.ablate.latency``), its Δ to the baseline with the interval over the rounds, and the load."""
-    if not timing:
-        return []
-    load = timing["load"]
-    cores = (f"other processes used {load['others_cores']:.2f} of {load['cores']} cores during the timing"
-             if math.isfinite(load["others_cores"]) else "the machine's load could not be read")
-    avg = f", load average {load['loadavg'][0]:.2f}" if load.get("loadavg") else ""
-    lines = ["", "## Latency (timed after the runs, apart from training)", "",
-             (f"Batch 1, imgsz {timing['imgsz']}, fused fp32 best.pt of each arm's first seed, device "
-              f"{timing['device']}: {timing['rounds']} interleaved rounds of {timing['forwards_per_round']} forwards "
-              f"(torch.utils.benchmark); Δ paired by round, {int(CONFIDENCE * 100)}% t-interval over the rounds; "
-              f"{cores}{avg}" + (" — **too busy: latencies are recorded, not compared**." if load["busy"] else ".")),
-             ""]
-    base = timing["arms"].get(ab.baseline, {})
-    if base:
-        lines.append(f"- `{ab.baseline}` (baseline): {base['median_ms']:.2f} ms (median of the rounds)")
-    for arm in timing["diffs"]:
-        lines.append(f"- `{arm}`: {timing['arms'][arm]['median_ms']:.2f} ms; {latency.cost_words(timing, arm)}")
-    return lines
 
 
 def analyze(ab: Ablation, rows: list[dict], cache: dict | None = None) -> dict:
@@ -163,13 +140,13 @@ def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -
     """The power line of arm ``v`` for the interval that decides its verdict (the joint anytime-valid one with seeds
     chosen by the data, else the hierarchical one at the joint level), and the smallest |Δ| it detects with
     ``POWER``: ``(line, detectable)``. With seeds chosen by the data both figures are the confidence sequence's
-    (``sequential.detectable``, ``sequential.seeds_for``), never the fixed-n interval's."""
+    (``seqpower.detectable``, ``seqpower.seeds_for``), never the fixed-n interval's."""
     level = readings.joint_level(ab)
     sv, tv, n = h["seed_var"], h["test_var"], h["n"]
     sd = f"(SD of Δ over seeds {math.sqrt(sv):.4f}, of the validation set's common part {math.sqrt(tv):.4f})"
     if seq is not None:
-        mde = sequential.detectable(sv, n, level, tv, POWER)
-        need = sequential.seeds_for(TARGET_DELTA, sv, level, tv, POWER)
+        mde = seqpower.detectable(sv, n, level, tv, POWER)
+        need = seqpower.seeds_for(TARGET_DELTA, sv, level, tv, POWER)
         half = (seq["hi"] - seq["lo"]) / 2
         hw = f"resolves ±{half:.4f}" if math.isfinite(half) else "is unbounded"
         det = f"detects |Δ| >= {mde:.4f}" if math.isfinite(mde) else "detects no Δ yet (unbounded)"
@@ -338,7 +315,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     lines += ["", (f"Only mAP50-95 carries a verdict (the headline's words). The other metrics are exploratory: their "
                    f"intervals are not corrected for the {len(METRICS) - 1} metrics read beside it, so by chance alone "
                    "about one in twenty lies off 0; a finding there needs an ablation of its own.")]
-    lines += latency_lines(ab, timing)
+    lines += latency.summary_lines(ab.baseline, timing)
     per_seed = [(v, c) for v, c in cmp_.items() if PRIMARY in c]
     if per_seed:
         lines += ["", "Images-only intervals per seed (mAP50-95):", "", "| variant | seed | Δ | images only |",
