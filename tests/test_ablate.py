@@ -366,9 +366,9 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     monkeypatch.setattr(Model, "train", counting_train)
     assert cli_main(["ablate", str(cfg)]) == 1  # a run failed
     out = capsys.readouterr().out
-    assert re.search(r"\[run 1/6\] variant=baseline seed=0 — ETA ~\d+m\d\ds \(estimated from 8 train / 4 val images, "
-                     r"1 epoch; measured from run 1 on\)", out)
-    assert "[run 6/6] variant=nan seed=1 — ETA " in out
+    assert re.search(r"attn-yolo ablate: \[runs\] 6 run\(s\) to go, ETA ~\d+m\d\ds \(estimated from 8 train / 4 val "
+                     r"images, 1 epoch; measured from run 1 on\)", out)  # the runs' phase, with its one time left
+    assert "[done 6/6] variant=nan seed=1: FAILED" in out
     assert sorted(trained) == sorted(f"{v}-seed{s}" for v in ("baseline", "cbam", "nan") for s in (0, 1))
 
     o = tmp_path / "out"
@@ -595,8 +595,9 @@ def test_parallel_devices(tmp_path, tiny_data, capsys):
     assert len(rows) == 4 and {r["device"] for r in rows} == {"cpu"}
     pids = {json.loads((Path(r["run_dir"]) / "result.json").read_text())["pid"] for r in rows}
     assert len(pids) == 2 and os.getpid() not in pids  # one worker process per device
-    shown = set(re.findall(r"\[run \d/4\] variant=\w+ seed=\d device=cpu — ETA", capsys.readouterr().out))
-    assert len(shown) == 4  # each run in the bar (redrawn at every start and end)
+    out = capsys.readouterr().out  # off a terminal: no bar, a line per finished run and the time left once
+    assert len(set(re.findall(r"\[done \d/4\] variant=\w+ seed=\d", out))) == 4
+    assert out.count("ETA") == 1 and "attn-yolo ablate: [runs] 4 run(s) to go, ETA" in out
 
     raw["train"]["device"] = "cpu"  # both: ambiguous
     with pytest.raises(ablate.ConfigError, match="train.device: not with `devices`"):

@@ -15,18 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import console, latency, readings, rerun, tracking
+from attn_yolo.ablate import console, latency, outdir, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, first_line, from_command_line, load_config
-from attn_yolo.ablate.outdir import (
-    DATA_MARKER,
-    RUN_MARKER,
-    OutLock,
-    check_out,
-    check_replaceable,
-    claim,
-    claim_out,
-    portable,
-)
+from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
 from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, complete, write_record
@@ -222,7 +213,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
               "summarised)")
     changed = [k for k, s in planned.items() if k in rows and rows[k]["fingerprint"] != s.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
-    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), portable(ab.config),
+    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), outdir.portable(ab.config),
                         UNFINGERPRINTED_TRAIN_KEYS, redo)
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
@@ -244,7 +235,7 @@ def _run_locked(ab: Ablation, runner, t_start: float, fired: list, redo: bool = 
         check_replaceable(dest, DATA_MARKER)
     claim_out(ab.out)  # every check passed: the first writes
     atomic_write(ab.out / "config.yaml",
-                 lambda p: Path(p).write_text(yaml.safe_dump(portable(ab.config), sort_keys=False)))
+                 lambda p: Path(p).write_text(yaml.safe_dump(outdir.portable(ab.config), sort_keys=False)))
     data = prepare_data(ab)
     uri = tracking.tracking_uri(ab.out, ab.name) if tracking.mlflow_enabled() else None
     todo = [dataclasses.replace(s, data=data, env=tracking.run_env(ab.name, f"{s.variant}-seed{s.seed}", uri, ab.out)
