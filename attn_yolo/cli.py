@@ -258,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
         term = e.args == ("SIGTERM",)  # raised by attn_yolo.ablate.scheduling.stop_on_signals
         print(f"\nattn-yolo {argv[0] if argv else ''}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'};"
-              " every file is written whole (never half-written); an ablation's interrupted run folder stays and is"
-              " redone when the same command runs again", file=sys.stderr)
+              " nothing half-written is kept", file=sys.stderr)
         return 143 if term else 130
 
 
