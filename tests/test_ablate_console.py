@@ -114,20 +114,6 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
     assert "no detectable difference**" not in text
 
 
-def test_ablation_plot_shows_both_error_bars(tmp_path):
-    """Two variants of (almost) the same GFLOPs: their error bars are drawn side by side, not on top of each other."""
-    from attn_yolo.ablate.plots import plot_ablation
-
-    stats = {"variants": {"baseline": {"n": 3, "gflops": 0.258, "map50_95": (0.40, 0.03)},
-                          "cbam": {"n": 3, "gflops": 0.2581, "map50_95": (0.38, 0.05)}}}  # fmt: skip
-    fig = plot_ablation(tmp_path / "a.png", stats, ["baseline", "cbam"], "baseline", 128)
-    ax = fig.axes[0]
-    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
-    assert len(bars) == 2
-    xs = [ax.transData.transform(c.lines[2][0].get_segments()[0])[:, 0].mean() for c in bars]  # the vertical bars
-    assert abs(xs[0] - xs[1]) >= 8  # pixels apart on the figure: both visible
-
-
 def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
     from attn_yolo.ablate.plots import plot_delta
 
@@ -135,7 +121,7 @@ def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
     fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline")
     ax = fig.axes[0]
     widths = {col.get_label(): (col.get_linewidth()[0], col.get_alpha()) for col in ax.collections}
-    hier = widths.pop("hierarchical (verdict)")
+    hier = widths.pop("hierarchical (decides)")
     assert all(hier[0] >= 3 * w for w, _ in widths.values()) and all(a < 1 for _, a in widths.values())
     assert (tmp_path / "d.png").stat().st_size > 0
 

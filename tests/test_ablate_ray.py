@@ -5,7 +5,6 @@ stopped by the run itself."""
 import csv
 import json
 import os
-import re
 import signal
 import sys
 from functools import partial
@@ -74,7 +73,7 @@ def test_ray_matches_local(tmp_path, tiny_data, capsys):
     assert len(local) == len(remote) == 2
     for a, b in zip(local, remote):
         assert {k: a[k] for k in FIELDS_EQUAL} == {k: b[k] for k in FIELDS_EQUAL}
-        assert a["status"] == "ok" and float(b["train_time_s"]) > 0 and float(b["latency_ms"]) > 0
+        assert a["status"] == "ok" and float(b["train_time_s"]) > 0 and "latency_ms" not in b  # timed after the runs
         da, db = Path(a["run_dir"]), Path(b["run_dir"])
         assert (da.relative_to(tmp_path / "local"), Path(a["model"]).name) == \
             (db.relative_to(tmp_path / "ray"), Path(b["model"]).name)
@@ -103,7 +102,7 @@ def test_dead_ray_worker_gives_a_failed_record_redone_on_rerun(tmp_path, tiny_da
     assert ablate.run(cfg, runner=runner) == 0  # only the failed run is redone
     out = capsys.readouterr().out
     assert "3/4 run(s) already finished" in out
-    assert set(re.findall(r"\d+ run\(s\) submitted to Ray", out)) == {"1 run(s) submitted to Ray"}  # the bar, redrawn
+    assert "attn-yolo ablate: [runs] 1 run(s) to go" in out  # the runs' phase: only the failed one
     again = {(r["variant"], r["seed"]): r for r in read_csv(tmp_path / "out" / "results.csv")}
     assert again[("cbam", "0")]["status"] == "ok"
     assert {k: v for k, v in again.items() if k != ("cbam", "0")} == \

@@ -562,6 +562,28 @@ def test_panel_titles_give_shapes_as_h_by_w(items):
         assert m.map.shape[0] != m.map.shape[1] and f"{m.map.shape[0]}×{m.map.shape[1]} (H×W)" in t
 
 
+def test_panel_titles_lie_inside_the_figure_and_their_panel(items):
+    """Every title, the long ones of a flagged map with its |γ| included, lies inside the figure (not clipped at the
+    left edge) and is no wider than its panel (not drawn over the next one), measured by matplotlib's renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from attn_yolo.heatmap import plot
+    from attn_yolo.heatmap.figure import PANEL_PX
+
+    long = [dataclasses.replace(m, block="C3k2_BiLevelRoutingAttention", gamma=0.3) for m in items[0].maps[:4]]
+    for m in long:
+        m.stats = {**m.stats, "flag": "uniform"}  # a flagged map: its title carries "[UNIFORM]" too
+    item = dataclasses.replace(items[0], maps=long)  # the first column's title starts at the figure's left edge
+    fig = plot(item, panel_px=PANEL_PX)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    titles = [ax.title for ax in fig.axes if ax.get_title()]
+    assert len(titles) == len(item.maps) + 1
+    for t in titles:
+        box = t.get_window_extent(canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.width and box.width <= PANEL_PX, (t.get_text(), box)
+
+
 def test_detection_labels_fit_a_small_image():
     """On a 128-px image the boxes and labels are drawn at display size: they cover a small part of the panel, and
     each box sits where the detection is."""

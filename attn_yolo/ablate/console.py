@@ -88,38 +88,83 @@ def quiet_ultralytics(verbose: bool = False):
         LOGGER.setLevel(level)
 
 
+def interrupted_words(begun: dict, ended: set, planned: dict) -> str:
+    """What an interrupt left of the runs it cut short (begun, not ended): each one's folder stays, unfinished and
+    without a record, and is redone from the start when the same command runs again; '' when none was running."""
+    cut = [Path(planned[k].run_dir).name for k in begun if k not in ended and k in planned]
+    if not cut:
+        return ""
+    return (f"The interrupted run folder{'s' * (len(cut) > 1)} {', '.join(f'runs/{c}' for c in cut)} "
+            f"stay{'s' * (len(cut) == 1)} (unfinished, no record) and {'is' if len(cut) == 1 else 'are'} redone from "
+            "the start next time. ")
+
+
+PHASES = ("dataset", "start", "runs")  # an ablation's phases, in order, as the terminal names them
+
+
+def phase_line(phase: str, text: str) -> str:
+    """A line of one phase: ``attn-yolo ablate: [start] training the shared start once``."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    return f"attn-yolo ablate: [{phase}] {text}"
+
+
 class Progress:
-    """The terminal view of an ablation: a bar over this session's runs (``ultralytics.utils.TQDM``) whose time left
-    is the mean measured run time × the runs left (divided among parallel workers, as the bar's own rate is measured
-    over the whole session); before the first run ends, the first-run estimate (dataset size × ``fraction``,
-    epochs, one timed step) is shown instead. One line is printed per finished run."""
+    """The terminal view of an ablation, named by phase (``PHASES``: the dataset, the shared start, the runs).
 
-    def __init__(self, total: int, verbose: bool = False):
-        from ultralytics.utils import TQDM
+    On a terminal, one bar (``tqdm``) over this session's runs shows the phase, what runs now and one time left, the
+    runner's (the mean measured run time × the runs left, divided among the workers; before the first run ends, the
+    first-run estimate): the bar's own rate-based remaining time is not drawn. Every other line goes above the bar
+    through ``tqdm.write``, so no message is glued into a bar frame. Elsewhere (a log file, a pipe, CI) there are no
+    bar frames and no carriage returns: each line is printed as it comes, with the first time left once.
+    """
 
-        self.verbose = verbose
-        self.bar = TQDM(total=max(total, 1), desc="attn-yolo ablate", unit="run", disable=total == 0 or None,
-                        mininterval=0, file=sys.stdout)  # redrawn only at a run's start and end: each redraw shows
-        self.bar.RATE_SMOOTHING_FACTOR = 0.0  # rate = runs done / elapsed over the session, not a smoothed burst
+    def __init__(self, total: int, verbose: bool = False, file=None):
+        self.verbose, self.total, self.file = verbose, total, file if file is not None else sys.stdout
+        self.tty = bool(getattr(self.file, "isatty", lambda: False)()) and total > 0
+        self.phase, self.eta, self.bar = None, None, None
+        if self.tty:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="attn-yolo ablate", unit="run", file=self.file, mininterval=0,
+                            dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar:12}| {n}/{total} runs, "
+                            "{elapsed} elapsed{postfix}")  # fmt: skip
 
     def line(self, text: str) -> None:
-        """Print one line above the bar."""
-        self.bar.clear()
-        print(text, flush=True)
-        self.bar.refresh()
+        """Print one line (above the bar on a terminal)."""
+        if self.bar is not None:
+            self.bar.write(text, file=self.file)
+        else:
+            print(text, file=self.file, flush=True)
 
-    def running(self, text: str) -> None:
-        """Show what runs now (and the ETA before a run has ended) in the bar."""
-        self.bar.desc = f"attn-yolo ablate: {text}"
-        if self.verbose:
-            self.line(f"\n{text}")
-        self.bar.refresh()
+    def enter(self, phase: str, text: str) -> None:
+        """Begin ``phase`` (``PHASES``), with its line; the bar names it from now on."""
+        self.phase = phase
+        self.line(phase_line(phase, text))
+        if self.bar is not None:
+            self.bar.set_description_str(f"attn-yolo ablate [{phase}]")
+
+    def running(self, text: str, eta: str | None = None) -> None:
+        """What runs now and the time left (``eta``): in the bar on a terminal; elsewhere the first time left is
+        printed once (and every run's start when ``verbose``). The first call begins the runs phase."""
+        if self.phase != "runs":
+            self.enter("runs", f"{self.total} run(s) to go" + (f", ETA {eta}" if eta else ""))
+        elif not self.tty and self.eta is None and eta:
+            self.line(f"attn-yolo ablate: [runs] ETA {eta}")
+        self.eta = eta or self.eta
+        if self.bar is not None:
+            self.bar.set_description_str(f"attn-yolo ablate [runs] {text}")
+            self.bar.set_postfix_str(f"ETA {eta}" if eta else "")
+        elif self.verbose:
+            self.line(text)
 
     def done(self, text: str) -> None:
         """One line for a finished run, and the bar moved on."""
-        self.bar.clear()
-        print(text, flush=True)
-        self.bar.update(1)
+        self.line(text)
+        if self.bar is not None:
+            self.bar.update(1)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

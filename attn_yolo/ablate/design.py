@@ -66,8 +66,11 @@ class Start:
         """One line for the plan and the summary."""
         if self.kind == "checkpoint":
             return f"warm start from checkpoint {self.model}"
+        from attn_yolo.ablate.outdir import shown
+
         tr = ", ".join(f"{k}={v}" for k, v in self.train.items() if k in ("epochs", "imgsz", "fraction", "batch"))
-        return f"warm start from {Path(self.model).name} trained once ({tr}, seed {self.seed}) into {self.folder}"
+        where = shown(self.folder)
+        return f"warm start from {Path(self.model).name} trained once ({tr}, seed {self.seed}) into {where}"
 
 
 def fingerprint(*parts) -> str:

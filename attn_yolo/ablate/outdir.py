@@ -176,5 +176,56 @@ def claim_out(out: Path) -> None:
     check of the run."""
     marker = Path(out) / OUT_MARKER
     if not marker.is_file():
+        keep_user_files(Path(out))
         info = {"made_by": "attn-yolo ablate", "claimed": time.time(), "argv": sys.argv}
         atomic_write(marker, lambda p: Path(p).write_text(json.dumps(info) + "\n"))
+
+
+USER_COPY = ".user-copy"  # suffix of the copy of a user's file the ablation replaces (overwrite=True)
+
+
+def keep_user_files(out: Path) -> list[Path]:
+    """Before the runner first writes into an ``out`` it did not create (``overwrite=True``): copy each file there of
+    the runner's own names (``OUT_FILES``: the user's, since the runner never wrote there) to ``<name>.user-copy``
+    (``-2``, ``-3`` ... when taken) and name each on the terminal; returns the copies."""
+    kept = []
+    for name in OUT_FILES:
+        f = out / name
+        if not f.is_file() or f.is_symlink():
+            continue
+        copy, i = out / f"{name}{USER_COPY}", 1
+        while copy.exists():
+            i += 1
+            copy = out / f"{name}{USER_COPY}-{i}"
+        shutil.copy2(f, copy)
+        kept.append(copy)
+        print(f"attn-yolo ablate: overwrite=True: {f} is replaced by the ablation's own {name}; yours is kept as "
+              f"{copy.name}", file=sys.stderr, flush=True)
+    return kept
+
+
+def shown(path) -> str:
+    """A path as summary.md and config.yaml show it, never as an absolute path of this machine: relative to the
+    working directory when inside it, ``~/...`` under the home folder, else relative to the working directory
+    (``../...``)."""
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        return str(path)
+    cwd, home = Path.cwd().resolve(), Path.home().resolve()
+    if p.is_relative_to(cwd):
+        return str(p.relative_to(cwd)) or "."
+    if p.is_relative_to(home) and home != Path(p.anchor):
+        return f"~/{p.relative_to(home)}"
+    return os.path.relpath(p, cwd)
+
+
+def portable(config: dict) -> dict:
+    """The resolved config as config.yaml holds it: its paths (``data``, ``out``, the config file ``source``, a
+    checkpoint ``start``) ``shown``."""
+    out = dict(config)
+    for key in ("data", "out", "source"):
+        if isinstance(out.get(key), str) and out[key] != "synthetic" and not out[key].startswith("<"):
+            out[key] = shown(out[key])
+    if isinstance(out.get("start"), str) and out["start"].endswith(".pt"):
+        out["start"] = shown(out["start"])
+    return out

@@ -1,7 +1,7 @@
 """The ablation's plots: ablation.png, curves.png and delta.png.
 
-The ablation's plots: ablation.png (mAP50-95 against GFLOPs), curves.png (validation mAP per epoch) and
-delta.png (each paired Δ with its three intervals)."""
+ablation.png: Δ with its deciding interval against the extra cost; curves.png: validation mAP per epoch, after the
+shared start's; delta.png: each paired Δ with its intervals and the ±w band."""
 
 from __future__ import annotations
 
@@ -38,56 +38,88 @@ def is_own_plot(path) -> bool:
         return False
 
 
-def plot_ablation(path: Path, stats: dict, names: list[str], baseline: str, imgsz: int):
-    """mAP50-95 (mean ± std over seeds) against GFLOPs, one point per variant; returns the matplotlib Figure.
+def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, deciding: str = "hierarchical",
+                  note: str = ""):
+    """What the user decides on: per variant its Δ mAP50-95 to the baseline with the interval that decides its verdict
+    (y) against its extra cost (x): GFLOPs in % of the baseline's, and, where it was timed apart from training
+    (``attn_yolo.ablate.latency``), latency Δ in ms with its interval. One point per variant, its name next to it; the
+    baseline is the origin; the band ±``stats.TARGET_DELTA`` is where an interval reads "no difference beyond ±w".
+    Returns the matplotlib Figure.
 
-    The GFLOPs axis starts at 0, so a cost difference shows at its true proportion (an attention block adding 0.04 %
-    does not look like a gap), and the mAP axis stays within [0, 1]. Variants are set 2 % of the axis apart in
-    config order, so that near-equal costs do not hide one error bar behind another.
+    Args:
+        points: ``{"variant", "delta", "lo", "hi", "gflops_pct", "latency": (Δ ms, lo, hi) | None, "words"}`` per
+            variant; an unbounded interval (lo or hi infinite) is drawn as the point alone, said in its label.
+        deciding: the name of the interval that decides (axis label).
+        note: a line under the axes (e.g. why latency is not drawn).
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(7, 5), dpi=120)
-    ax = fig.subplots()
-    if stats["variants"][baseline]["n"]:
-        ax.axhline(stats["variants"][baseline][PRIMARY][0], color="C0", ls="--", lw=0.8, alpha=0.6)
-    shown = [v for v in names if stats["variants"][v]["n"] and stats["variants"][v]["gflops"] is not None]
-    gflops = [stats["variants"][v]["gflops"] for v in shown]
-    step = 0.02 * max(gflops, default=0.0)  # 2 % of the largest cost: near-equal GFLOPs would hide each other's bar
-    for i, v in enumerate(names):
-        s = stats["variants"][v]
-        mean, sd = s[PRIMARY]
-        if v not in shown:
-            continue
-        x = s["gflops"] + step * (shown.index(v) - (len(shown) - 1) / 2)  # drawn side by side; the tick is the cost
-        ax.errorbar(x, mean, yerr=0 if math.isnan(sd) else sd, fmt="s" if v == baseline else "o", ms=7, capsize=5,
-                    elinewidth=1.6, color=f"C{i % 10}", alpha=0.9, label=f"{v} (n={s['n']}, ± std)")
-        ax.annotate(v, (x, mean), textcoords="offset points", xytext=(7, 7 + 10 * (i % 3)), fontsize=9)
-    ax.set_xlabel(f"GFLOPs at imgsz {imgsz}")
-    ax.set_ylabel("mAP50-95 (val), mean ± std over seeds")
-    ax.set_title("Ablation: accuracy vs cost")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.margins(x=0.15, y=0.15)
-    if gflops:
-        ax.set_xlim(0, 1.2 * max(gflops))
-    ax.ticklabel_format(axis="x", useOffset=False)
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(max(0.0, lo), min(1.0, hi))
-    fig.tight_layout()
+    from attn_yolo.ablate.stats import TARGET_DELTA
+
+    timed = [p for p in points if p.get("latency") is not None]
+    fig = Figure(figsize=(12 if timed else 7, 5), dpi=120)
+    axes = fig.subplots(1, 2 if timed else 1, squeeze=False).ravel()
+    panels = [(axes[0], f"extra GFLOPs at imgsz {imgsz} (% of {baseline})", lambda p: (p["gflops_pct"], None))]
+    if timed:
+        panels.append((axes[1], f"latency Δ to {baseline} (ms, batch 1, interval of the repeats)",
+                       lambda p: (p["latency"][0], p["latency"][1:]) if p.get("latency") else (None, None)))
+    for ax, xlabel, x_of in panels:
+        ax.axhspan(-TARGET_DELTA, TARGET_DELTA, color="0.85", alpha=0.6, zorder=0,
+                   label=f"±{TARGET_DELTA}: \"no difference beyond ±w\" when the interval lies inside")
+        ax.axhline(0, color="0.3", lw=0.8, ls="--", zorder=1)
+        ax.plot(0, 0, "s", color="0.2", ms=7, zorder=4)
+        ax.annotate(baseline if "baseline" in baseline.lower() else f"{baseline} (baseline)", (0, 0),
+                    textcoords="offset points", xytext=(6, -12), fontsize=9)
+        for i, p in enumerate(points):
+            x, xerr = x_of(p)
+            if x is None or not math.isfinite(x) or not math.isfinite(p["delta"]):
+                continue
+            bounded = math.isfinite(p["lo"]) and math.isfinite(p["hi"])
+            yerr = [[p["delta"] - p["lo"]], [p["hi"] - p["delta"]]] if bounded else None
+            xe = [[x - xerr[0]], [xerr[1] - x]] if xerr is not None and all(map(math.isfinite, xerr)) else None
+            ax.errorbar(x, p["delta"], yerr=yerr, xerr=xe, fmt="o", ms=7, capsize=5, elinewidth=1.6,
+                        color=f"C{i % 10}", zorder=3)
+            ax.annotate(p["variant"] + ("" if bounded else " (interval unbounded)"), (x, p["delta"]),
+                        textcoords="offset points", xytext=(6, 6), fontsize=9, color=f"C{i % 10}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"Δ mAP50-95 (variant − {baseline}), {deciding} interval")
+        ax.grid(alpha=0.3)
+        ax.margins(x=0.25, y=0.15)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle("Δ mAP50-95 with the interval that decides, against the extra cost", fontsize=11)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=8, color="0.3", wrap=True)
+    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
     save_figure(fig, path)
     return fig
 
 
-def plot_curves(path: Path, rows: list[dict], names: list[str]) -> None:
-    """Validation mAP50 and mAP50-95 per epoch: every seed thin, the mean over seeds thick, one colour per variant."""
+def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path | None = None):
+    """Validation mAP50 and mAP50-95 per epoch: every seed thin, the mean over seeds thick, one colour per variant;
+    with a warm start (``start_csv``: the shared start's results.csv) its epochs come first, in grey, and the arms'
+    epochs continue after them, so that one fine-tuning epoch is the end of a curve, not a lone column of dots.
+    Integer epoch ticks. Without a start, arms of one epoch have no curve: the title says so. Returns the Figure."""
     import numpy as np
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(12, 4.5), dpi=120)
     axes = fig.subplots(1, 2)
+    start = epoch_table(Path(start_csv)) if start_csv is not None else {}
+    offset = len(start.get("epoch", []))
+    seen = validated(start) if offset else []
+    longest = offset
     for ax, (col, label) in zip(axes, (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))):
+        last = None
+        if start.get(col) and any(seen):
+            xs = [e + 1 for e in range(offset) if seen[e]]
+            last = (xs[-1], start[col][xs[-1] - 1])
+            ax.plot(xs, [start[col][x - 1] for x in xs], "o-", color="0.45", lw=2, ms=4,
+                    label=f"shared start ({offset} epochs, {len(xs)} validated)")
+            ax.axvline(offset + 0.5, color="0.6", ls=":", lw=1)
         for i, v in enumerate(names):
             curves = []
             for r in rows:
@@ -95,56 +127,97 @@ def plot_curves(path: Path, rows: list[dict], names: list[str]) -> None:
                     t = epoch_table(Path(r["run_dir"]) / "results.csv")
                     if t.get(col):
                         curves.append(np.array(t[col]))
-                        ax.plot(t["epoch"], t[col], ".-", color=f"C{i % 10}", lw=0.8, ms=3, alpha=0.35)
+                        ax.plot(offset + np.arange(1, len(t[col]) + 1), t[col], ".-", color=f"C{i % 10}", lw=0.8,
+                                ms=3, alpha=0.35)
             if curves:
                 n = max(map(len, curves))
+                longest = max(longest, offset + n)
                 m = np.array([np.nanmean([c[e] for c in curves if len(c) > e]) for e in range(n)])
-                ax.plot(np.arange(1, n + 1), m, "o-", color=f"C{i % 10}", lw=2.2, ms=4,
+                ax.plot(offset + np.arange(1, n + 1), m, "o-", color=f"C{i % 10}", lw=2.2, ms=4,
                         label=f"{v} (mean of {len(curves)})")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("epoch")
+                if last is not None:  # the arm continues from the start's weights: joined to its last validation
+                    ax.plot([last[0], offset + 1], [last[1], m[0]], "--", color=f"C{i % 10}", lw=1.2)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10, min_n_ticks=1))  # whole epochs only
+        ax.set_xlim(0.5, max(longest, 1) + 0.5)
+        ax.set_xlabel("epoch (the shared start's, then the arm's)" if offset else "epoch")
         ax.set_ylabel(f"{label} (val)")
-        ax.set_title(f"Validation {label} per epoch")
+        title = f"Validation {label} per epoch"
+        if not offset and longest <= 1:
+            title += ": one epoch, no curve"
+        ax.set_title(title)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
+
+
+def validated(table: dict) -> list[bool]:
+    """Per epoch of an Ultralytics results.csv (``records.epoch_table``), whether it was validated: with
+    ``val=False`` Ultralytics writes 0 for every metric and validation loss of the epochs it did not validate (a
+    validated epoch has a validation loss > 0)."""
+    losses = [k for k in table if k.startswith("val/")]
+    n = len(table.get("epoch", []))
+    return [any(table[k][e] for k in losses) if losses else True for e in range(n)]
 
 
 INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)", "C1"),
-             ("hier", "hierarchical (verdict)", "C3"))  # fmt: skip
+             ("hier", "hierarchical", "C3"))  # fmt: skip
+DECIDING_COLOR = "C2"
 
 
-def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE):
+def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE,
+               deciding: dict | None = None):
     """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
-    images-only and hierarchical intervals (the hierarchical one decides the verdict: drawn thick and capped, the
-    others thin and faint); a line marks Δ = 0. Returns the matplotlib Figure."""
+    images-only and hierarchical intervals; a line marks Δ = 0. The mAP50-95 panel holds the verdicts: the interval
+    that decides is drawn thick and capped (the hierarchical one, or ``deciding``'s anytime-valid interval with seeds
+    chosen by the data), and the band ±``stats.TARGET_DELTA`` shows where a deciding interval that contains 0 reads
+    "no difference beyond ±w". The other metrics' panels are exploratory (titled so). Tick labels are at most 4 per
+    axis, short, so that they never run into each other. Returns the matplotlib Figure.
+
+    Args:
+        deciding: ``{variant: (lo, hi)}``, the anytime-valid interval that decides (None: the hierarchical one).
+    """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
+
+    from attn_yolo.ablate.stats import TARGET_DELTA
 
     variants = list(compare)
     metrics = [(k, label) for k, label in BOOT_METRICS if any(k in compare[v] for v in variants)]
     cols = min(3, len(metrics))
     rows = -(-len(metrics) // cols)
-    fig = Figure(figsize=(4.2 * cols + 1.0, rows * (1.3 + 0.8 * len(variants)) + 0.9), dpi=120)
+    fig = Figure(figsize=(4.6 * cols + 1.2, rows * (1.5 + 0.9 * len(variants)) + 1.1), dpi=120)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
     for ax, (key, label) in zip(axes, metrics):
+        primary = key == PRIMARY
+        kinds = list(INTERVALS) + ([("seq", "anytime-valid", DECIDING_COLOR)] if primary and deciding else [])
+        decider = ("seq" if deciding else "hier") if primary else None
         ax.axvline(0.0, color="0.3", lw=1, ls="--", zorder=1)
         span = [0.0]
+        if primary:
+            ax.axvspan(-TARGET_DELTA, TARGET_DELTA, color="0.88", zorder=0,
+                       label=f"±{TARGET_DELTA}: within it, an interval with 0 reads \"no difference beyond ±w\"")
+            span += [-TARGET_DELTA, TARGET_DELTA]
         for i, v in enumerate(variants):
             c = compare[v].get(key)
             if c is None:
                 continue
             mean = c["hier"]["mean"]
-            for j, (kind, name, color) in enumerate(INTERVALS):
-                lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
-                y = i + (j - 1) * 0.22
-                decides = kind == "hier"  # the verdict's interval: thick, opaque, capped; the others thin and faint
+            for j, (kind, name, color) in enumerate(kinds):
+                if kind == "seq":
+                    lo, hi = deciding.get(v, (math.nan, math.nan))
+                else:
+                    lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
+                y = i + (j - (len(kinds) - 1) / 2) * 0.2
+                decides = kind == decider  # the verdict's interval: thick, opaque, capped; the others thin and faint
                 if math.isfinite(lo) and math.isfinite(hi):
                     ax.hlines(y, lo, hi, color=color, lw=6 if decides else 1.5, alpha=1.0 if decides else 0.45,
-                              zorder=3 if decides else 2, label=name if i == 0 else None)
+                              zorder=3 if decides else 2,
+                              label=(name + " (decides)" * decides) if i == 0 else None)
                     if decides:
                         ax.plot([lo, hi], [y, y], "|", color=color, ms=14, mew=2.5, zorder=3)
                     span += [lo, hi]
@@ -153,15 +226,21 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
         lo, hi = min(span), max(span)
         pad = 0.08 * (hi - lo) if hi > lo else 0.01
         ax.set_xlim(lo - pad, hi + pad)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=primary))
+        step = (hi - lo + 2 * pad) / 4
+        ax.xaxis.set_major_formatter(FormatStrFormatter(f"%.{max(0, min(4, 1 - math.floor(math.log10(step))))}f"))
         ax.set_xlabel(f"Δ {label} (variant − {baseline})")
-        ax.set_title(label)
+        ax.set_title(f"{label} (verdict)" if primary else f"{label} (exploratory, uncorrected)")
         ax.grid(axis="x", alpha=0.3)
         ax.set_yticks(range(len(variants)), variants)
         ax.set_ylim(len(variants) - 0.5, -0.5)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
-    fig.suptitle(f"Paired Δ to {baseline} (mean over seeds) with {int(confidence * 100)}% intervals; "
-                 "the verdict uses the hierarchical one")
-    fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
+    handles = {}
+    for ax in axes[: len(metrics)]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"Paired Δ to {baseline} (mean over seeds) with {100 * confidence:.3g}% intervals; "
+                 "the thick one decides the mAP50-95 verdict")
+    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig

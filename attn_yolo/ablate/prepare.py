@@ -97,9 +97,11 @@ def prepare(ab: Ablation) -> Ablation:
     if ab.prepared:
         return ab
     if ab.data_id.partition(":")[0] == SYNTHETIC:
-        from attn_yolo.synthetic import default_data_yaml
+        from attn_yolo.ablate.console import phase_line
+        from attn_yolo.synthetic import default_data_yaml, default_root
 
-        print("attn-yolo ablate: preparing the synthetic-shapes dataset (generated once, then cached) ...", flush=True)
+        if not (default_root() / "data.yaml").exists():  # generated once, then cached: said only when generated
+            print(phase_line("dataset", "generating the synthetic-shapes dataset (once, then cached) ..."), flush=True)
         ab.data = ab.config["data"] = str(default_data_yaml())
     by_name = {v.name: v for v in ab.variants}
     base_dict = design.arm_dict(by_name[ab.baseline])

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import readings
+from attn_yolo.ablate import latency, readings, seqpower
 from attn_yolo.ablate.config import Ablation
+from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
 from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
 from attn_yolo.ablate.start import summary_line
@@ -114,19 +115,56 @@ def _ci(lo, hi, dec: int) -> str:
     return "n/a" if lo is None or math.isnan(lo) else f"[{_fmt(lo, dec, True)}, {_fmt(hi, dec, True)}]"
 
 
-def _cost(b: dict, s: dict) -> list[str]:
+def _cost(b: dict, s: dict, timing: dict | None = None, arm: str = "") -> list[str]:
     cost = []
     if b["params"] and s["params"]:
         cost.append(f"params {100 * (s['params'] / b['params'] - 1):+.2f}%")
     if b["gflops"] and s["gflops"]:
         cost.append(f"GFLOPs {100 * (s['gflops'] / b['gflops'] - 1):+.2f}%")
-    if not math.isnan(b["latency_ms"][0]) and not math.isnan(s["latency_ms"][0]):
-        cost.append(f"latency {s['latency_ms'][0] - b['latency_ms'][0]:+.2f} ms")
+    if words := latency.cost_words(timing, arm):  # timed apart from training (attn_yolo.ablate.latency)
+        cost.append(words)
     return cost
 
 
+def exploratory(c: dict | None, d: dict) -> str:
+    """The reading of a secondary metric's interval (``c``: its bootstrap comparison, else ``d``: seeds only): where
+    it lies, marked exploratory (uncorrected for the metrics beside the primary one), never a verdict."""
+    lo, hi = (c["hier"]["lo"], c["hier"]["hi"]) if c is not None else (d["lo"], d["hi"])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "exploratory: n/a"
+    where = "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
+    return f"exploratory: interval {where}"
+
+
+def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -> tuple[str, float]:
+    """The power line of arm ``v`` for the interval that decides its verdict (the joint anytime-valid one with seeds
+    chosen by the data, else the hierarchical one at the joint level), and the smallest |Δ| it detects with
+    ``POWER``: ``(line, detectable)``. With seeds chosen by the data both figures are the confidence sequence's
+    (``seqpower.detectable``, ``seqpower.seeds_for``), never the fixed-n interval's."""
+    level = readings.joint_level(ab)
+    sv, tv, n = h["seed_var"], h["test_var"], h["n"]
+    sd = f"(SD of Δ over seeds {math.sqrt(sv):.4f}, of the validation set's common part {math.sqrt(tv):.4f})"
+    if seq is not None:
+        mde = seqpower.detectable(sv, n, level, tv, POWER)
+        need = seqpower.seeds_for(TARGET_DELTA, sv, level, tv, POWER)
+        half = (seq["hi"] - seq["lo"]) / 2
+        hw = f"resolves ±{half:.4f}" if math.isfinite(half) else "is unbounded"
+        det = f"detects |Δ| >= {mde:.4f}" if math.isfinite(mde) else "detects no Δ yet (unbounded)"
+        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds under this rule (max {ab.seed_rule.max})" if need else
+                f"Δ = {TARGET_DELTA} is out of reach by adding seeds: use more validation images")
+        return (f"- `{v}`: with {n} seeds and {n_images} images the interval that decides (anytime-valid, at "
+                f"{100 * level:.3g}%) {hw} and {det} with {int(POWER * 100)}% power; {need} {sd}", mde)
+    mde = detectable_delta(sv, tv, n, 1 - level)
+    need = seeds_needed(sv, tv, TARGET_DELTA)
+    need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
+            "adding seeds, the validation set's own noise is too large: use more validation images")
+    return (f"- `{v}`: with {n} seeds and {n_images} images this design detects |Δ| >= {_fmt(mde, 4)} with "
+            f"{int(POWER * 100)}% power (the hierarchical interval that decides, at {100 * level:.3g}%); {need} "
+            f"{sd}", mde)
+
+
 def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None = None,
-                     wall_s: float | None = None) -> str:
+                     wall_s: float | None = None, timing: dict | None = None) -> str:
     """The summary.md text: first the verdicts with their three intervals and the power of the design, then the
     setup, per-variant table (mean ± std), paired differences, per-class movers, how the intervals are made, failures.
 
@@ -136,6 +174,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         stats: ``stats.summarize`` of ``rows``.
         boot: ``analyze`` of ``rows`` (None: seeds-only intervals everywhere).
         wall_s: wall time of this invocation.
+        timing: ``latency.measure``'s result (None: latency not timed).
     """
     boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
     names = [v.name for v in ab.variants]
@@ -144,8 +183,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     tr = ", ".join(f"{k}={v}" for k, v in ab.train.items())
     n_ok = sum(r["status"] == "ok" for r in rows)
     setup = [
-        f"- data: `{ab.data}` ({ab.nc} classes); seeds: {', '.join(map(str, ab.seeds))}; baseline: `{ab.baseline}`",
-        f"- train: {tr or 'Ultralytics defaults'}; GFLOPs and latency at imgsz {ab.imgsz}",
+        f"- data: `{shown(ab.data)}` ({ab.nc} classes); seeds: {', '.join(map(str, ab.seeds))}; baseline: "
+        f"`{ab.baseline}`",
+        f"- train: {tr or 'Ultralytics defaults'}; GFLOPs and latency at imgsz {ab.imgsz}; out: "
+        f"`{shown(ab.out)}`",
         f"- runs: {n_ok} ok, {len(rows) - n_ok} failed, {len(names) * len(ab.seeds) - len(rows)} not run"
         + (f"; wall time {duration(wall_s)} (this invocation)" if wall_s is not None else "")
         + f"; training time, sum over runs: {duration(sum(r['train_time_s'] or 0 for r in rows))}",
@@ -188,7 +229,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
             lines.append(f"- **{v}**: **n/a**: the baseline `{ab.baseline}` learned nothing (all its metrics are 0); "
                          "no comparison")
             continue
-        cost = _cost(b, s)
+        cost = _cost(b, s, timing, v)
         cost = f"; cost: {', '.join(cost)}" if cost else ""
         c = cmp_.get(v, {}).get(PRIMARY)
         seq = dec["variants"].get(v) if dec is not None else None
@@ -210,8 +251,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                          f"image-level interval: {boot['why'].get(v, 'no per-image records')}){cost}")
             continue
         h = c["hier"]
-        mde = detectable_delta(h["seed_var"], h["test_var"], h["n"])
-        words = untested or (verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan) if seq is not None else
+        line, mde = power_line(ab, v, h, seq, boot["n_images"])
+        power.append(line)
+        words = untested or (verdict_words(seq["verdict"], seq["lo"], seq["hi"], mde) if seq is not None else
                              verdict_words(c["verdict"], h["lo"], h["hi"], mde))
         words_of[v] = "not tested" if untested else words
         lines.append(
@@ -225,15 +267,6 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
             f"{_ci(h['lo'], h['hi'], 4)}, p = {_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; "
             f"images only {_ci(*c['image'], 4)}; n = {h['n']} paired seeds){cost}"
         )
-        need = seeds_needed(h["seed_var"], h["test_var"], TARGET_DELTA)
-        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
-                "adding seeds, the validation set's own noise is too large: use more validation images")
-        deciding = (f"; the interval that decides (anytime-valid) resolves ±{(seq['hi'] - seq['lo']) / 2:.4f}"
-                    if seq is not None and math.isfinite(seq["hi"] - seq["lo"]) else "")
-        power.append(f"- `{v}`: with {h['n']} seeds and {boot['n_images']} images this design detects |Δ| >= "
-                     f"{_fmt(mde, 4)} with {int(POWER * 100)}% power (fixed n){deciding}; {need} (SD of Δ over seeds "
-                     f"{math.sqrt(h['seed_var']):.4f}, of the validation set's common part "
-                     f"{math.sqrt(h['test_var']):.4f})")
     lines += readings.stopping(ab, dec) + readings.yardstick(ab, rows, stats, boot, dec)
     lines += readings.placebo(ab, rows, stats, boot, dec)
     if power:
@@ -256,7 +289,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         "",
         f"## Difference to `{ab.baseline}` (paired by seed, intervals each at {each}%)",
         "",
-        "| variant | metric | Δ mean | seeds only (t) | images only | hierarchical | p | n | verdict |",
+        "| variant | metric | Δ mean | seeds only (t) | images only | hierarchical | p | n | verdict (mAP50-95 only) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in names:
@@ -269,16 +302,20 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
             if d["n"] == 0 or math.isnan(d["mean"]):
                 continue
             c = cmp_.get(v, {}).get(key)
+            # one vocabulary: the primary metric's row carries the headline's words, the others are exploratory
+            reading = words_of.get(v, d["verdict"]) if key == PRIMARY else exploratory(c, d)
             if c is None:
                 cells = [_fmt(d["mean"], dec, True), _ci(d["lo"], d["hi"], dec), "—", "—", _fmt(d["p"], 3), d["n"],
-                         d["verdict"]]  # fmt: skip
+                         reading]  # fmt: skip
             else:
                 h = c["hier"]
                 cells = [_fmt(h["mean"], dec, True), _ci(c["t"]["lo"], c["t"]["hi"], dec), _ci(*c["image"], dec),
-                         _ci(h["lo"], h["hi"], dec), _fmt(h["p"], 3), h["n"], c["verdict"]]  # fmt: skip
-            if words_of.get(v) == "not tested" and key != "latency_ms":  # the blocks did not matter: no verdict
-                cells[-1] = "not tested"
+                         _ci(h["lo"], h["hi"], dec), _fmt(h["p"], 3), h["n"], reading]  # fmt: skip
             lines.append(f"| {v} | {label} | " + " | ".join(map(str, cells)) + " |")
+    lines += ["", (f"Only mAP50-95 carries a verdict (the headline's words). The other metrics are exploratory: their "
+                   f"intervals are not corrected for the {len(METRICS) - 1} metrics read beside it, so by chance alone "
+                   "about one in twenty lies off 0; a finding there needs an ablation of its own.")]
+    lines += latency.summary_lines(ab.baseline, timing)
     per_seed = [(v, c) for v, c in cmp_.items() if PRIMARY in c]
     if per_seed:
         lines += ["", "Images-only intervals per seed (mAP50-95):", "", "| variant | seed | Δ | images only |",
@@ -304,9 +341,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
          "seed; per seed, and pooled (Δ averaged over seeds); ignores training noise."),
         ("- hierarchical: SE² = (variance of Δ over seeds)/n + the test-set variance common to all seeds (from the "
          "shared image resamples), t quantile with Welch–Satterthwaite degrees of freedom, never narrower than the "
-         "seeds-only interval; it accounts for both. Verdict: the interval excludes 0 → better/worse (latency: lower "
-         "is better), else no detectable difference. Δ = variant − baseline, per seed. Latency: median batch-1 "
-         "forward of best.pt (fused, fp32)."),
+         "seeds-only interval; it accounts for both. Δ = variant − baseline, per seed."),
         ("- AP small / medium / large: COCO AP50-95 over boxes of area < 32², 32²–96², > 96² px (original image), "
          "each prediction matched by pycocotools within the size range; per-image records in "
          f"`runs/<run>/{PERIMAGE_NAME}`."),
@@ -320,9 +355,10 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         lines += ["", "## Failed runs", "", "| variant | seed | error | run folder |", "|---|---|---|---|"]
-        lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{r['run_dir']}` |"
+        lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{shown(r['run_dir'])}` |"
                   for r in failed]
-    lines += ["", "Plots: `ablation.png` (mAP50-95 vs GFLOPs), `curves.png` (validation mAP per epoch)"
+    lines += ["", "Plots: `ablation.png` (Δ mAP50-95 with the interval that decides vs the extra GFLOPs and latency), "
+              "`curves.png` (validation mAP per epoch, after the shared start's)"
               + (", `delta.png` (Δ with its three intervals per variant and metric; the hierarchical one, which "
                  "decides, drawn thick)" if cmp_ else "")
               + "; every run: `results.csv`.", ""]
@@ -345,20 +381,49 @@ def _class_movers(cmp_: dict, names: list[str]) -> list[str]:
     return lines
 
 
+def tradeoff_points(ab: Ablation, rows: list[dict], stats: dict, boot: dict, timing: dict | None) -> list[dict]:
+    """Per arm compared with the baseline, what ``plots.plot_ablation`` draws: its Δ mAP50-95 with the interval that
+    decides its verdict (``readings.reading``), its extra GFLOPs in %, its latency Δ (where compared) and its words."""
+    dec = readings.decision(ab, rows, boot)
+    g = {v: stats["variants"][v]["gflops"] for v in stats["variants"]}
+    points = []
+    for v in readings.arms(ab):
+        r = readings.reading(ab, rows, boot, v, dec)
+        if r["n"] < 2 or not math.isfinite(r["mean"]):
+            continue
+        pct = 100 * (g[v] / g[ab.baseline] - 1) if g.get(v) and g.get(ab.baseline) else None
+        lat = (timing or {}).get("diffs", {}).get(v)
+        lat = (lat["mean"], lat["lo"], lat["hi"]) if lat is not None and lat["verdict"] is not None and \
+            not lat["words"].startswith("not compared") and math.isfinite(lat["lo"]) else None
+        points.append({"variant": v, "delta": r["mean"], "lo": r["lo"], "hi": r["hi"], "gflops_pct": pct,
+                       "latency": lat, "interval": r["interval"]})
+    return points
+
+
 def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) -> str:
     """Write summary.md, ablation.png, curves.png and (with per-image records) delta.png from the planned runs'
-    rows; returns the summary text."""
+    rows (and ``out/latency.json``, ``latency.measure``'s timing); returns the summary text."""
     names = [v.name for v in ab.variants]
     stats = summarize(rows, names, ab.baseline)
     boot = analyze(ab, rows)
-    text = summary_markdown(ab, rows, stats, boot, wall_s)
+    timing = latency.read(ab.out)
+    text = summary_markdown(ab, rows, stats, boot, wall_s, timing)
     atomic_write(ab.out / "summary.md", lambda p: Path(p).write_text(text))
     if any(r["status"] == "ok" for r in rows):
-        plot_ablation(ab.out / "ablation.png", stats, names, ab.baseline, ab.imgsz)
-        plot_curves(ab.out / "curves.png", rows, names)
+        points = tradeoff_points(ab, rows, stats, boot, timing)
+        kind = points[0]["interval"] if points else "hierarchical"
+        load = (timing or {}).get("load", {})
+        note = ("latency not drawn: not timed (no best.pt of the baseline and an arm)" if not timing else
+                f"latency not drawn: the machine was busy during the timing (other processes used "
+                f"{load['others_cores']:.1f} of {load['cores']} cores)" if load.get("busy") else "")
+        plot_ablation(ab.out / "ablation.png", points, ab.baseline, ab.imgsz, kind, note)
+        start = Path(ab.start.folder) / "results.csv" if ab.start is not None and ab.start.kind == "recipe" else None
+        plot_curves(ab.out / "curves.png", rows, names, start)
     compared = {v: c for v, c in boot["compare"].items() if PRIMARY in c}
     if compared:
-        plot_delta(ab.out / "delta.png", compared, ab.baseline)
+        dec = readings.decision(ab, rows, boot)
+        seq = {v: (d["lo"], d["hi"]) for v, d in dec["variants"].items()} if dec is not None else None
+        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), seq)
     elif is_own_plot(ab.out / "delta.png"):  # an earlier report's plot would no longer match this summary
         (ab.out / "delta.png").unlink()  # (a delta.png the runner did not write is left alone)
     return text

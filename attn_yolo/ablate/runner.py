@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import console, readings, rerun, tracking
+from attn_yolo.ablate import console, latency, outdir, readings, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, from_command_line, load_config
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
@@ -88,7 +88,7 @@ def prepare_data(ab: Ablation) -> str:
                 raise ValueError(f"copy_data: {k} path {p} lies outside the dataset root {root}; set copy_data: false")
             rel[k].append(str(p.relative_to(root)))
         rel[k] = rel[k] if isinstance(v, list) else rel[k][0]
-    print(f"attn-yolo ablate: copying dataset {root} -> {dest} (copy_data={ab.copy_data})", flush=True)
+    print(console.phase_line("dataset", f"copying {root} -> {dest} (copy_data={ab.copy_data})"), flush=True)
     claim(dest, DATA_MARKER, {"source": str(root)})
     shutil.copytree(root, dest, ignore=shutil.ignore_patterns("*.cache"), dirs_exist_ok=True)
     for f in dest.rglob("*"):  # the copy must be writable for Ultralytics' label cache
@@ -201,6 +201,8 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
             resume(s, redo, lines or describe)
             check(s)
             code = execute(s, rounds or ablation_rounds)
+            if code not in (130, 143):  # after the runs, one process at a time: latency timed apart from training
+                latency.measure(ab, s.current())
             return finish(s, code, *(report or ablation_report)(s, time.perf_counter() - t_start))
     except KeyboardInterrupt as e:  # before or after the runs (during them, execute reports and returns)
         print(f"\nattn-yolo ablate: interrupted ({e}); run the same command again to continue", file=sys.stderr)
@@ -231,7 +233,8 @@ def resume(s: Session, redo: bool, lines=None) -> None:
     ab, rows = s.ab, s.rows
     changed = [k for k, sp in s.planned.items() if k in rows and rows[k]["fingerprint"] != sp.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
-    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), ab.config, UNFINGERPRINTED_TRAIN_KEYS, redo)
+    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), outdir.portable(ab.config),
+                        UNFINGERPRINTED_TRAIN_KEYS, redo)
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
               f"once its new run has finished (trained in {ab.out / rerun.STAGING})")
@@ -266,9 +269,10 @@ def execute(s: Session, rounds) -> int:
     ``rounds(s)``. Returns 0, 1 (a start failed) or the signal's exit code (the runs so far are kept)."""
     ab = s.ab
     claim_out(ab.out)  # every check passed: the first writes
-    atomic_write(ab.out / "config.yaml", lambda p: Path(p).write_text(yaml.safe_dump(ab.config, sort_keys=False)))
+    atomic_write(ab.out / "config.yaml",
+                 lambda p: Path(p).write_text(yaml.safe_dump(outdir.portable(ab.config), sort_keys=False)))
     data = prepare_data(ab)
-    s.uri = tracking.tracking_uri() if tracking.mlflow_enabled() else None
+    s.uri = tracking.tracking_uri(ab.out, ab.name) if tracking.mlflow_enabled() else None
     s.todo = [dataclasses.replace(sp, data=data, env=tracking.run_env(ab.name, f"{sp.variant}-seed{sp.seed}", s.uri,
                                                                      ab.out) if s.uri else {}) for sp in s.todo]
     write_results(s.csv_path, s.ordered_rows())
@@ -283,8 +287,8 @@ def execute(s: Session, rounds) -> int:
         s.progress.close()
         code = exit_code(s.fired)
         print(f"\nattn-yolo ablate: {'terminated' if code == 143 else 'interrupted'}; {len(s.durations)} run(s) of "
-              f"this session recorded in {ab.out / 'runs'}. Run the same command again to continue.", file=sys.stderr,
-              flush=True)
+              f"this session recorded in {ab.out / 'runs'}. {console.interrupted_words(s.begun, s.ended, s.planned)}"
+              "Run the same command again to continue.", file=sys.stderr, flush=True)
     s.progress.close()
     write_results(s.csv_path, s.ordered_rows())
     return code
@@ -335,16 +339,15 @@ def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
 
         def begin(spec: RunSpec, device, st=st) -> None:
             claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})
-            # the plan already said what is trained; the bar's text says it is now (shown at its next redraw)
-            progress.bar.desc = f"attn-yolo ablate: [{spec.variant}] training the {'shared ' * (not st.arm)}start once"
+            progress.enter("start", f"training the {'shared ' * (not st.arm)}start once ({spec.variant})")
 
         def end(row: dict, spec=spec, st=st) -> None:
             nonlocal ok
             row = complete({**row, "run_dir": spec.run_dir})
             write_record(row)
             if row["status"] == "ok":
-                print(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm and "
-                      f"rerun while its settings (fingerprint {st.fingerprint}) stay the same", flush=True)
+                progress.line(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm "
+                              f"and rerun while its settings (fingerprint {st.fingerprint}) stay the same")
             else:
                 ok = False
                 print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "

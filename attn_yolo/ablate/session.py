@@ -38,6 +38,7 @@ class Session:
     uri: str | None = None  # MLflow tracking URI, None: no tracking
     durations: list = dataclasses.field(default_factory=list)  # seconds of each run this session
     begun: dict = dataclasses.field(default_factory=dict)  # (arm, seed) -> perf_counter at its start
+    ended: set = dataclasses.field(default_factory=set)  # (arm, seed) of the runs ended this session
     estimate: dict = dataclasses.field(default_factory=dict)  # the first run's estimate {"s", "basis"}
     progress: object = None  # console.Progress
 
@@ -84,8 +85,8 @@ class Session:
             self.progress.running(f"{len(self.begun)} run(s) submitted to Ray")
             return
         dev = f" device={device}" if device is not None else ""
-        self.progress.running(f"[run {k}/{len(self.planned)}] variant={spec.variant} seed={spec.seed}{dev} — ETA "
-                              f"{self.eta(spec, device)}")
+        self.progress.running(f"[run {k}/{len(self.planned)}] variant={spec.variant} seed={spec.seed}{dev}",
+                              self.eta(spec, device))
 
     def eta(self, spec: RunSpec, device) -> str:
         """Time left for the runs to do: from the runs ended so far, or before any has, from the dataset size, the
@@ -107,6 +108,7 @@ class Session:
     def on_done(self, row: dict) -> None:
         """Record an ended run in its folder (a redo: its folder now replaces the old one) and in results.csv."""
         key = (row["variant"], row["seed"])
+        self.ended.add(key)
         self.durations.append(time.perf_counter() - self.begun.get(key, time.perf_counter()))
         if key in self.staged:
             row = rerun.promote(complete(row), self.staged[key], self.planned[key].run_dir)

@@ -26,7 +26,6 @@ METRICS = (
     ("ap_large", "AP large", 4, +1),
     ("best_epoch", "best epoch", 1, 0),
     ("train_time_s", "train time (s)", 1, 0),
-    ("latency_ms", "latency (ms)", 2, -1),
 )
 PRIMARY = "map50_95"
 CONFIDENCE = 0.95

@@ -8,7 +8,7 @@ the experiment is the ablation's name (a ``MLFLOW_EXPERIMENT_NAME`` set by the u
 ``MLFLOW_RUN_CONTEXT``, tags that ``mlflow.start_run`` adds), so ablations of one config into different folders share
 the experiment but can be told apart. ``log_summary`` adds one run named ``summary`` per ``out`` holding summary.md and
 results.csv. The tracking
-URI (``MLFLOW_TRACKING_URI``, else MLflow's default) is resolved once by the driver and passed to every run, so that
+URI (``MLFLOW_TRACKING_URI``, else ``out/mlflow.db``) is resolved once by the driver and passed to every run, so that
 worker processes and Ray workers log to the same store.
 
 TensorBoard (``yolo settings tensorboard=True``) needs nothing here: Ultralytics writes its event files into each run
@@ -43,11 +43,29 @@ def experiment_name(ablation_name: str) -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or ablation_name
 
 
-def tracking_uri() -> str:
-    """The tracking URI the driver logs to (``MLFLOW_TRACKING_URI``, else MLflow's default), resolved here."""
-    import mlflow
+STORE_NAME = "mlflow.db"  # the ablation's own MLflow store, in its out folder, when no tracking URI is set
 
-    return mlflow.get_tracking_uri()
+
+ARTIFACTS_NAME = "mlartifacts"  # the artifacts of the ablation's own store, in its out folder
+
+
+def tracking_uri(out: Path, ablation_name: str | None = None) -> str:
+    """The tracking URI the driver and every run log to: ``MLFLOW_TRACKING_URI`` when the user set one, else an
+    SQLite store inside the ablation's ``out`` (``out/mlflow.db``), never MLflow's default in the working directory
+    (a ``mlflow.db`` and ``mlruns/`` the user did not ask for). With ``ablation_name``, the experiment is made in the
+    own store with its artifacts in ``out/mlartifacts`` (an SQLite store's default artifact root is ``./mlruns``)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    out = Path(out).resolve()
+    uri = f"sqlite:///{out / STORE_NAME}"
+    if ablation_name is not None:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(uri)
+        name = experiment_name(ablation_name)
+        if client.get_experiment_by_name(name) is None:
+            client.create_experiment(name, artifact_location=(out / ARTIFACTS_NAME).as_uri())
+    return uri
 
 
 def run_env(ablation_name: str, run_name: str, uri: str, out: Path) -> dict[str, str]:

@@ -1,14 +1,12 @@
-"""One training run: train a variant with one seed, validate its best.pt image by image, time it, record it.
+"""One training run: train a variant with one seed, validate its best.pt image by image, and return its record.
 
-One training run: train a variant with one seed, validate its best.pt (kept image by image), time it, and return
-the run's record."""
+Its latency is timed after all runs, apart from training (``attn_yolo.ablate.latency``)."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-import statistics
 import time
 import traceback
 from pathlib import Path
@@ -50,40 +48,6 @@ def check_finite_loss(trainer) -> None:
         raise NonFiniteLossError(f"non-finite training loss in epoch {trainer.epoch + 1}: {shown}")
 
 
-def measure_latency(weights: str | Path, imgsz: int, device=None, repeats: int = 50, warmup: int = 10,
-                    sdpa: bool = False) -> float:
-    """Median batch-1 forward time of a checkpoint, in ms: fused, fp32, eval, no grad, ``imgsz`` × ``imgsz`` input.
-
-    Args:
-        weights: Ultralytics checkpoint (best.pt).
-        imgsz: input side, pixels.
-        device: Ultralytics device string (``"cpu"``, ``"0"``, ``""`` for auto); the first of a list is used.
-        repeats: timed forward passes (the median is returned).
-        warmup: untimed forward passes before.
-        sdpa: Ultralytics' attention on SDPA (``attn_yolo.fuse_attention``), as the run trained.
-    """
-    import torch
-    from ultralytics.utils.torch_utils import select_device
-
-    dev = select_device(str(device or "").split(",")[0], verbose=False)
-    model = load_model(weights, "weights", suffixes=(".pt",)).fuse().eval().to(dev)
-    if sdpa:
-        fuse_attention(model)
-    x = torch.zeros(1, 3, imgsz, imgsz, device=dev)
-    times = []
-    with torch.inference_mode():
-        for i in range(warmup + repeats):
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            t0 = time.perf_counter()
-            model(x)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
 def count_images(split) -> int:
     """Images of a dataset split as Ultralytics lists them: a folder (searched recursively), a ``.txt`` list of image
     paths, or a list of these."""
@@ -103,11 +67,11 @@ def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s
 
     ``ceil(n_train · fraction / batch)`` training steps per epoch × ``epochs``, plus validation batches (twice the
     training batch, as Ultralytics validates) after every epoch (``val: false``: after the last one only) and once
-    more for best.pt, plus the latency forwards at batch 1. Data loading, augmentation, NMS and start-up are not
-    counted, so it is a lower estimate; the ETA after run 1 uses measured run times.
+    more for best.pt (latency is timed after all runs: ``attn_yolo.ablate.latency``). Data loading, augmentation,
+    NMS and start-up are not counted, so it is a lower estimate; the ETA after run 1 uses measured run times.
 
     Args:
-        spec: the run (``train`` args ``epochs``, ``batch``, ``fraction``, ``val``; ``latency``).
+        spec: the run (``train`` args ``epochs``, ``batch``, ``fraction``, ``val``).
         n_train, n_val: images in the train and val splits.
         step_s: seconds of one training step (forward + backward) of a batch; ``val_s``: of one validation
             forward of a batch of twice that size.
@@ -120,8 +84,7 @@ def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s
     used = frac if isinstance(frac, int) and not isinstance(frac, bool) and frac > 1 else round(n_train * frac)
     steps = math.ceil(max(1, min(used, n_train)) / batch) * tr["epochs"]
     vals = (tr["epochs"] if tr["val"] else 1) + 1
-    latency = (spec.latency.get("repeats", 0) + spec.latency.get("warmup", 0)) * val_s / (2 * batch)
-    return steps * step_s + vals * math.ceil(n_val / (2 * batch)) * val_s + latency
+    return steps * step_s + vals * math.ceil(n_val / (2 * batch)) * val_s
 
 
 def time_steps(spec: RunSpec, nc: int, device=None) -> tuple[float, float]:
@@ -328,8 +291,6 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
             if spec.new_blocks:  # the treatment check: do the arm's own blocks matter to its model?
                 row.update(knockout_figures(spec, best, train))
-            row["latency_ms"] = measure_latency(best, spec.imgsz, train.get("device"), **spec.latency,
-                                               sdpa=spec.sdpa)
             row["status"] = "ok"
         except Exception as e:
             row.setdefault("train_time_s", time.perf_counter() - t0)

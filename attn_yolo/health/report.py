@@ -42,29 +42,57 @@ def console_table(rows: list[dict], note: str = "") -> str:
     return "\n".join(lines)
 
 
-def plot_gates(rows: list[dict], path: str | Path) -> Path:
-    """``gates.png``: one panel per measure (``PLOTTED``) against the epoch, one curve per block."""
-    import matplotlib
+def thresholds() -> dict[str, tuple[float, str]]:
+    """Per plotted measure, the flag threshold drawn on its panel (``attn_yolo.health.flags``) and its words."""
+    from attn_yolo.health.flags import GAMMA_OFF, KNOCKOUT_OFF, ONE_HOT_SHARE, SATURATED_SHARE, UNIFORM_ENTROPY
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    return {"entropy": (UNIFORM_ENTROPY, f"uniform at >= {UNIFORM_ENTROPY}"),
+            "peak_share": (ONE_HOT_SHARE, f"one-hot at >= {ONE_HOT_SHARE}"),
+            "saturated": (SATURATED_SHARE, f"saturated at >= {SATURATED_SHARE}"),
+            "gamma": (GAMMA_OFF, f"switched off below {GAMMA_OFF:g}"),
+            "knockout": (KNOCKOUT_OFF, f"switched off below {KNOCKOUT_OFF:g}")}  # fmt: skip
+
+
+def gates_figure(rows: list[dict]):
+    """The matplotlib Figure of ``gates.png``: one panel per measure (``PLOTTED``) against the epoch, one curve per
+    block, each flag's threshold drawn (``thresholds``). The knock-out panel is logarithmic above ``KNOCKOUT_OFF``
+    and linear below it (symlog), so that epoch 0's exact 0 (a block at the identity) is a point at 0, not a line
+    falling off a log axis."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from attn_yolo.health.flags import KNOCKOUT_OFF
 
     names = list(dict.fromkeys(r["name"] for r in rows))
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
+    fig = Figure(figsize=(13, 7), constrained_layout=True)
+    axes = fig.subplots(2, 3)
+    lines = thresholds()
     for ax, (key, label) in zip(axes.ravel(), PLOTTED):
         for n in names:
             pts = [(r["epoch"], r[key]) for r in rows if r["name"] == n and not math.isnan(r[key])]
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, label=n)
+        if key in lines:
+            y, words = lines[key]
+            ax.axhline(y, color="C3", ls=":", lw=1.2, label=f"flag: {words}")
+            ax.legend(handles=[ax.get_lines()[-1]], fontsize=7, loc="best")
         ax.set_title(label)
         ax.set_xlabel("epoch (0: before training)")
-        if key == "knockout" and any(r[key] > 0 for r in rows if not math.isnan(r[key])):
-            ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs
+        if key == "knockout":
+            ax.set_yscale("symlog", linthresh=KNOCKOUT_OFF)
+            ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle("attention health per block (fixed validation images)")
+    first = axes.ravel()[0]
+    first.legend(fontsize=7)
+    fig.suptitle("attention health per block (fixed validation images); dotted: a flag's threshold")
+    return fig
+
+
+def plot_gates(rows: list[dict], path: str | Path) -> Path:
+    """Write ``gates.png`` (``gates_figure``)."""
+    fig = gates_figure(rows)
     atomic_write(path, lambda p: fig.savefig(p, dpi=110, format=Path(path).suffix[1:] or "png"))
-    plt.close(fig)
     return Path(path)
 
 

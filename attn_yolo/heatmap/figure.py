@@ -93,8 +93,8 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
         ax.set_axis_off()
         if k == 0:
             ax.imshow(detections_image(item, shown)[..., ::-1])
-            ax.set_title(f"{item.name} {hw(*item.image.shape[:2])}\n{len(item.result.boxes)} detections · "
-                         f"model input {hw(*item.input_shape)}", fontsize=9)
+            fit_title(ax, f"{item.name} {hw(*item.image.shape[:2])}\n{len(item.result.boxes)} detections · "
+                      f"model input {hw(*item.input_shape)}", panel_px - 4, 9)
             continue
         m = item.maps[k - 1]
         s = m.stats
@@ -109,14 +109,35 @@ def plot(item: ImageHeatmaps, *, cmap: str = "jet", alpha: float = 0.5, panel_px
         where = f"layer {m.where} " if m.layer >= 0 else ""
         flag = f" [{s['flag'].upper()}]" if s["flag"] else ""
         flag += f"  |γ| {m.gamma:.2g}" if m.gamma is not None else ""
-        ax.set_title(f"{where}{m.block} {what} · stride {m.stride} · {hw(*m.map.shape)}\n"
-                     f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
-                     f"  colour [{vmin:.3g}, {vmax:.3g}]{flag}", fontsize=8, color="red" if s["flag"] else "black")
+        fit_title(ax, f"{where}{m.block} {what} · stride {m.stride} · {hw(*m.map.shape)}\n"
+                  f"min {s['min']:.3g}  max {s['max']:.3g}  mean {s['mean']:.3g}  H/lnN {s['entropy_norm']:.3f}"
+                  f"  colour [{vmin:.3g}, {vmax:.3g}]{flag}", panel_px - 4, 8, color="red" if s["flag"] else "black")
         cb = fig.colorbar(im, cax=fig.add_axes(box(r, col, iw, 12)))
         cb.ax.tick_params(labelsize=7)
         cb.formatter.set_useOffset(False)
         cb.update_ticks()
     return fig
+
+
+MIN_TITLE_PT = 5.0  # the smallest title font a panel's title shrinks to
+
+
+def fit_title(ax, text: str, width_px: float, fontsize: float, **kw):
+    """Set ``ax``'s title at ``fontsize``, shrunk (down to ``MIN_TITLE_PT``) until it is no wider than its panel's
+    ``width_px`` and lies inside the figure: a long block name or flag is not clipped at the figure's left edge nor
+    drawn over the next panel. Measured with matplotlib's Agg renderer. Returns the title's Text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.get_figure()
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    size = fontsize
+    while True:
+        t = ax.set_title(text, fontsize=size, **kw)
+        box = t.get_window_extent(renderer)
+        if (box.width <= width_px and box.x0 >= 0 and box.x1 <= fig.bbox.width) or size <= MIN_TITLE_PT:
+            return t
+        size -= 0.5
 
 
 def hw(h: int, w: int) -> str:

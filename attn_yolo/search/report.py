@@ -10,7 +10,8 @@ import io
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import readings
+from attn_yolo.ablate import latency, readings
+from attn_yolo.ablate.report import verdict_words
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
@@ -22,22 +23,24 @@ WHY = {"settled": "one arm is settled as the best placement (or none beats the b
        "max": "the arms left reached seeds.max", "budget": "the budget is spent", "running": "it was interrupted"}
 
 
-def _mean(rows: list[dict], arm: str, key: str) -> float:
-    vals = [r[key] for r in rows if r["variant"] == arm and r["status"] == "ok" and isinstance(r.get(key), float)]
-    return sum(vals) / len(vals) if vals else math.nan
+def _latency(timing: dict | None, arm: str) -> float:
+    """The arm's median batch-1 forward time (ms), timed after the runs apart from training (``ablate.latency``)."""
+    return float((timing or {}).get("arms", {}).get(arm, {}).get("median_ms", math.nan))
 
 
 def table(search, rows: list[dict], dec: dict) -> list[dict]:
     """One row per arm, ranked: arms still in first, then by Δ; each with its joint interval, verdict against the
     baseline, treatment check, seeds, why it is out, and its cost."""
     ab, out = search.ab, []
+    timing = latency.read(ab.out)
     sites = {a.name: (a.block, a.site.spec) for a in search.arms}
     names = search.arm_names
     for k, arm in enumerate(names):
         lo, hi, n, state = float(dec["lo"][k]), float(dec["hi"][k]), int(dec["n"][k]), int(dec["state"][k])
         v = next(x for x in ab.variants if x.name == arm)
         t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
-        verdict = "better" if lo > 0 else "worse" if hi < 0 else "no detectable difference"
+        verdict = verdict_words("better" if lo > 0 else "worse" if hi < 0 else "no detectable difference", lo, hi,
+                                math.nan)
         if n < 2:
             verdict = "n/a (needs >= 2 paired seeds)"
         elif t["status"] == "failed":
@@ -48,7 +51,7 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
         out.append({"arm": arm, "block": block, "site": site, "delta": float(dec["mean"][k]), "lo": lo, "hi": hi,
                     "verdict": verdict, "treatment": t["status"], "treatment_words": readings.not_tested(t)
                     if t["status"] == "failed" else t.get("why", ""), "seeds": n, "state": why, "params": v.params,
-                    "gflops": v.gflops, "latency_ms": _mean(rows, arm, "latency_ms")})  # fmt: skip
+                    "gflops": v.gflops, "latency_ms": _latency(timing, arm)})  # fmt: skip
     out.sort(key=lambda r: (r["state"] != "in", -(r["delta"] if math.isfinite(r["delta"]) else -math.inf)))
     for i, r in enumerate(out, 1):
         r["rank"] = i

@@ -1,0 +1,94 @@
+"""One verdict vocabulary: the Δ table's mAP50-95 row carries the headline's words, the secondary metrics are marked
+exploratory (never a verdict), and the power line's figures are those of the interval that decides (the confidence
+sequence's with seeds chosen by the data: never "needs 2 paired seeds" where it is unbounded below 3)."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import write_config
+
+from attn_yolo import ablate
+from attn_yolo.ablate import report, seqpower, sequential
+from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.sequential import SeedRule
+
+
+def fake(deltas: dict):
+    def runner(spec, device):
+        d = deltas[spec.seed] if spec.variant == "cbam" else 0.0
+        return {**new_record(spec, device), "status": "ok", "precision": 0.5 + 3 * d, "recall": 0.5 + 2 * d,
+                "map50": 0.5 + d, "map50_95": 0.3 + d, "epochs": 1, "best_epoch": 1, "train_time_s": 0.1}
+
+    return runner
+
+
+def test_delta_table_speaks_the_headlines_words_and_secondary_metrics_are_exploratory(tmp_path, tiny_data):
+    """P and R move by 3× and 2× a Δ clearly above 0 (their intervals exclude 0): they read "exploratory: interval
+    above 0", not "better"; the mAP50-95 row reads what the headline says."""
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2])
+    assert ablate.run(cfg, runner=fake({0: 0.004, 1: 0.005, 2: 0.0045})) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    head = text.split("## Verdict")[1].split("## Setup")[0]
+    words = head.split("- **cbam**: **")[1].split("**")[0]
+    assert words == "better"
+    table = {line.split("|")[2].strip(): line.split("|")[-2].strip() for line in text.splitlines()
+             if line.startswith("| cbam |")}  # fmt: skip
+    assert table["mAP50-95"] == words
+    for label in ("P", "R", "mAP50"):
+        assert table[label] == "exploratory: interval above 0", (label, table[label])
+    assert "better" not in [v for k, v in table.items() if k != "mAP50-95"]
+    assert "no detectable difference" not in text  # the headline's vocabulary only
+    assert "Only mAP50-95 carries a verdict" in text
+
+
+def test_no_difference_words_are_the_same_in_headline_and_table(tmp_path, tiny_data):
+    cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2])
+    assert ablate.run(cfg, runner=fake({0: 0.001, 1: -0.001, 2: 0.0005})) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    words = text.split("## Verdict")[1].split("- **cbam**: **")[1].split("**")[0]
+    assert words.startswith("no difference beyond ±")
+    row = next(line for line in text.splitlines() if line.startswith("| cbam | mAP50-95 |"))
+    assert row.rstrip(" |").endswith(words)
+
+
+def _ab(rule):
+    return SimpleNamespace(seed_rule=rule, variants=[SimpleNamespace(name="baseline"), SimpleNamespace(name="cbam")],
+                           baseline="baseline", placebos={})  # fmt: skip
+
+
+def test_power_line_of_the_confidence_sequence_never_asks_fewer_seeds_than_it_needs_to_be_bounded():
+    """A tiny seed SD: the fixed-n design would 'need 2 paired seeds'; the confidence sequence that decides is
+    unbounded below 3, so its figure is at least 3, and equals the first n whose detectable Δ is ≤ 0.01."""
+    rule = SeedRule(min=3, max=6)
+    diffs = [0.0004, -0.0002, 0.0001]
+    h = {"seed_var": float(np.var(diffs, ddof=1)), "test_var": 0.0, "n": 3}
+    assert report.seeds_needed(h["seed_var"], 0.0, 0.01) == 2  # what the line used to print
+    seq = sequential.decide(diffs, rule)
+    line, mde = report.power_line(_ab(rule), "cbam", h, seq, 200)
+    need = seqpower.seeds_for(0.01, h["seed_var"], 0.95, 0.0)
+    assert need >= sequential.first_bounded(0.95) == 3
+    assert f"needs {need} paired seeds under this rule" in line and "needs 2 paired seeds" not in line
+    half = (seq["hi"] - seq["lo"]) / 2
+    assert mde >= half and f"resolves ±{half:.4f}" in line and f"detects |Δ| >= {mde:.4f}" in line
+
+
+def test_detectable_delta_of_the_sequence_by_simulation():
+    """At the true Δ = ``seqpower.detectable`` (known SD, as the formula takes it) the confidence sequence after n
+    seeds excludes 0 in about 80 % of simulated ablations (the sample SD's spread moves it a little)."""
+    sd, n = 0.008, 6
+    delta = seqpower.detectable(sd**2, n)
+    rng = np.random.default_rng(0)
+    x = rng.normal(delta, sd, (4000, n))
+    hits = [sequential.confidence_sequence(row)[0] > 0 for row in x]
+    assert 0.65 <= np.mean(hits) <= 0.9
+    assert seqpower.half_width(sd**2, 2) == math.inf and seqpower.detectable(sd**2, 2) == math.inf
+
+
+def test_half_width_is_the_sequences_own():
+    x = np.random.default_rng(1).normal(0.002, 0.01, 7)
+    s2 = float(np.var(x, ddof=1))
+    for tv in (0.0, 1e-6):
+        lo, hi = sequential.confidence_sequence(x, 0.975, tv)
+        assert seqpower.half_width(s2, 7, 0.975, tv) == pytest.approx((hi - lo) / 2, rel=1e-9)
