@@ -1,5 +1,6 @@
 """The docs' generated pages: one reference page per block and the blocks table (docs/reference/blocks/, README.md
-between its ``blocks`` markers), from the block declarations; the CLI reference (docs/reference/cli.md) from the tools.
+between its ``blocks`` markers), from the block declarations; the CLI reference (docs/reference/cli.md) from the tools;
+the site's home page (docs/index.md) from README.md.
 
     python scripts/docs_reference.py            # write every generated page
     python scripts/docs_reference.py --check    # exit 1 naming each page that is stale, 0 when all are current
@@ -215,6 +216,15 @@ def readme_text(decls: dict, readme: str) -> str:
     return readme[:start] + "\n" + blocks_table(decls, "docs/reference/blocks/") + "\n" + readme[end:]
 
 
+def home_page(readme: str) -> str:
+    """docs/index.md: README's opening (up to its blocks table), its links made relative to docs/."""
+    body = readme.split("\n## Blocks")[0].replace("](docs/", "](").replace("](BENCHMARKS.md)", "](benchmarks/current.md)")
+    return "\n".join([GENERATED.replace("the block declarations", "README.md"), "", body.rstrip(), "",
+                      "## Where next", "", "- [Blocks](reference/blocks/index.md): every block's formula, arguments, "
+                      "paper and aliases.", "- [Guides](guides/yaml.md) by task, the [CLI](reference/cli.md), "
+                      "[benchmarks](benchmarks/index.md).", ""])
+
+
 def pages(decls: dict | None = None) -> dict[Path, str]:
     """Every generated page: path → its text."""
     decls = declarations() if decls is None else decls
@@ -222,6 +232,7 @@ def pages(decls: dict | None = None) -> dict[Path, str]:
     out[BLOCKS_DIR / "index.md"] = blocks_index(decls)
     out[CLI_PAGE] = cli_page()
     out[README] = readme_text(decls, README.read_text())
+    out[REPO / "docs" / "index.md"] = home_page(out[README])
     return out
 
 
