@@ -218,7 +218,8 @@ def readme_text(decls: dict, readme: str) -> str:
 
 def home_page(readme: str) -> str:
     """docs/index.md: README's opening (up to its blocks table), its links made relative to docs/."""
-    body = readme.split("\n## Blocks")[0].replace("](docs/", "](").replace("](BENCHMARKS.md)", "](benchmarks/current.md)")
+    body = readme.split("\n## Blocks")[0].replace("](docs/", "](")
+    body = body.replace("](BENCHMARKS.md)", "](benchmarks/current.md)")
     return "\n".join([GENERATED.replace("the block declarations", "README.md"), "", body.rstrip(), "",
                       "## Where next", "", "- [Blocks](reference/blocks/index.md): every block's formula, arguments, "
                       "paper and aliases.", "- [Guides](guides/yaml.md) by task, the [CLI](reference/cli.md), "

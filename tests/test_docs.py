@@ -246,7 +246,8 @@ def test_benchmarks_one_current_table_per_topic():
     numbers = [n for _, n, _ in heads]
     assert len(numbers) == len(set(numbers)), f"duplicated section numbers: {numbers}"
     assert not re.search(r"^#{2,3} (?!\d)(?!attn-yolo)", text, re.MULTILINE), "a section without a number"
-    meta = re.compile(r"\| command \| machine \| load \| date \|\n\|---\|---\|---\|---\|\n\| (.+?) \| (.+?) \| (.+?) \| (.+?) \|")
+    meta = re.compile(r"\| command \| machine \| load \| date \|\n\|---\|---\|---\|---\|\n"
+                      r"\| (.+?) \| (.+?) \| (.+?) \| (.+?) \|")
 
     def named(part: str) -> bool:
         m = meta.search(part)

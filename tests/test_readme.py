@@ -3,12 +3,12 @@ shows, parsed from its code blocks and inline code, in README order, in a scratc
 models/, configs/, data/ and scripts/.
 
 The data is the embedded synthetic dataset, made tiny (8 train / 4 val images at 64 px) wherever the README uses it:
-`data: synthetic` / `data=synthetic` and `default_data_yaml()` (module defaults patched, cache in the scratch folder);
-Ultralytics' datasets_dir points at an empty scratch path, and no command may write a second copy there. Paths the README marks for the user
-to fill in (`path/to/...`) get tiny stand-ins. The network is cut off (socket lookups and connections fail). Commands
-that would train or measure for long get tiny overrides appended (later `key=value` tokens win). The commands later in
-the README use the files the earlier ones wrote (runs/detect/train/weights/best.pt), as a reader's would, so the cases
-run in README order.
+`data: synthetic` / `data=synthetic` and `default_data_yaml()` (module defaults patched, cache in the scratch
+folder); Ultralytics' datasets_dir points at an empty scratch path, and no command may write a second copy there.
+Paths the README marks for the user to fill in (`path/to/...`) get tiny stand-ins. The network is cut off (socket
+lookups and connections fail). Commands that would train or measure for long get tiny overrides appended (later
+`key=value` tokens win). The commands later in the README use the files the earlier ones wrote
+(runs/detect/train/weights/best.pt), as a reader's would, so the cases run in README order.
 """
 
 from __future__ import annotations
