@@ -142,6 +142,14 @@ def hyper(d) -> list:
     return [p for p in d.params if p.name != "init_values"]
 
 
+def copy_line(c) -> str:
+    """One popular copy: ``call`` (source) for a record with a ``call`` (or ``signature``) and a ``source``."""
+    if isinstance(c, str):
+        return c
+    call = getattr(c, "call", None) or getattr(c, "signature", None)
+    return f"`{call}` ({getattr(c, 'source', '')})" if call else str(c)
+
+
 def yaml_args(d) -> str:
     """``[r=16, k=7]``: the YAML hyperparameters with their defaults."""
     return "[" + ", ".join(f"{p.name}={p.default}" for p in hyper(d)) + "]"
@@ -160,7 +168,7 @@ def block_page(d) -> str:
     lines += [md(str(n)) + "\n" for n in as_list(d.notes)] or ["None known.", ""]
     lines += ["## Aliases", "", ", ".join(f"`{a}`" for a in as_list(d.aliases)) or "None.", ""]
     lines += ["## Popular copies", ""]
-    lines += [f"- {cell(c)}" for c in as_list(d.copies)] or ["None listed."]
+    lines += [f"- {cell(copy_line(c))}" for c in as_list(d.copies)] or ["None listed."]
     lines += ["", f"Per copy, with sources and defaults: [popular copies](../../copies.md#{d.name.lower()}).", ""]
     opset = d.min_opset
     if opset:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_readme import python_examples, readme_commands, tiny_overrides, workspace  # noqa: F401  (fixture)
+from test_readme import python_examples, readme_commands, run_as_reader, workspace  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -110,27 +110,8 @@ def docs_workspace(workspace):  # noqa: F811
                                                         id=f"{Path(p).stem}: {c[:60]}") for p, c in EXAMPLES])
 def test_guide_command(page, command, docs_workspace, capsys):
     """The command as the page shows it, placeholders filled in, tiny overrides appended: exit code 0."""
-    import runpy
-
-    from attn_yolo.cli import main as cli_main
-
     root, fill = docs_workspace
-    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
-        assert placeholder in fill, f"{page}: placeholder {placeholder!r} has no stand-in in this test"
-        command = command.replace(placeholder, fill[placeholder])
-    argv = shlex.split(command)
-    if argv[0] == "python":
-        script, args = argv[1], argv[2:] + tiny_overrides([argv[1], *argv[2:]], root)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "argv", [script, *args])
-            with pytest.raises(SystemExit) as e:
-                runpy.run_path(str(REPO / script), run_name="__main__")
-        code = e.value.code
-    else:
-        args = argv[1:] + tiny_overrides(argv[1:], root)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
-            code = cli_main(args)
+    code, _ = run_as_reader(command, root, fill, where=page)
     out = capsys.readouterr()
     assert code == 0, f"{page}: {command}\n{out.out[-3000:]}\n{out.err[-3000:]}"
 

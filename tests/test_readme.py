@@ -196,6 +196,32 @@ def confident(best: Path, images: list[Path], top: float = 0.6) -> None:
     torch.save(ckpt, best)
 
 
+def run_as_reader(command: str, root: Path, fill: dict, where: str = "README") -> tuple[int, list[str]]:
+    """Run a documented command as a reader would, in the workspace ``root``: placeholders filled in from ``fill``,
+    tiny overrides appended; ``python scripts/<x>.py`` as ``__main__``, anything else through ``attn-yolo``'s main.
+    Before the first export, the trained best.pt is made to emit boxes (``confident``). Returns (exit code, argv)."""
+    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
+        assert placeholder in fill, f"{where} placeholder {placeholder!r} has no stand-in in this test"
+        command = command.replace(placeholder, fill[placeholder])
+    argv = shlex.split(command)
+    if argv[0] == "python":  # python scripts/<x>.py ...: the script as __main__
+        script, args = argv[1], argv[2:]
+        args += tiny_overrides([script, *args], root)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "argv", [script, *args])
+            with pytest.raises(SystemExit) as e:
+                runpy.run_path(str(REPO / script), run_name="__main__")
+        return e.value.code, argv
+    args = argv[1:] + tiny_overrides(argv[1:], root)
+    best = root / "runs/detect/train/weights/best.pt"
+    if argv[1] == "export" and best.exists() and not (root / "confident").exists():
+        confident(best, sorted((root / "cache").rglob("images/val/*.jpg"))[:2])  # data=synthetic: the cache
+        (root / "confident").touch()
+    with pytest.MonkeyPatch.context() as mp:  # Ultralytics' CLI reads the sys.argv it saw at import, not ours
+        mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
+        return cli_main(args), argv
+
+
 @pytest.mark.parametrize(
     "command",
     [pytest.param(c, marks=pytest.mark.slow) if ("coco128-quick.yaml" in c and "path/to" not in c)
@@ -209,27 +235,7 @@ def test_readme_command(command, workspace, capsys):
         pytest.skip("needs a running Ray cluster (`ray start --head` first)")
     if "coco128-quick.yaml" in command and "path/to" not in command and not COCO128.exists():
         pytest.skip(f"COCO128 not found at {COCO128}")  # the config's data lies beside the repository
-    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
-        assert placeholder in fill, f"README placeholder {placeholder!r} has no stand-in in this test"
-        command = command.replace(placeholder, fill[placeholder])
-    argv = shlex.split(command)
-    if argv[0] == "python":  # python scripts/<x>.py ...: the script as __main__
-        script, args = argv[1], argv[2:]
-        args += tiny_overrides([script, *args], root)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "argv", [script, *args])
-            with pytest.raises(SystemExit) as e:
-                runpy.run_path(str(REPO / script), run_name="__main__")
-        code = e.value.code
-    else:
-        args = argv[1:] + tiny_overrides(argv[1:], root)
-        best = root / "runs/detect/train/weights/best.pt"
-        if argv[1] == "export" and best.exists() and not (root / "confident").exists():
-            confident(best, sorted((root / "cache").rglob("images/val/*.jpg"))[:2])  # data=synthetic: the cache
-            (root / "confident").touch()
-        with pytest.MonkeyPatch.context() as mp:  # Ultralytics' CLI reads the sys.argv it saw at import, not ours
-            mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
-            code = cli_main(args)
+    code, argv = run_as_reader(command, root, fill)
     out = capsys.readouterr()
     assert not (root / "datasets").exists(), f"{command}: a second copy of the dataset under datasets_dir"
     if command.startswith("python scripts/gpu_check.py") and not torch.cuda.is_available():
