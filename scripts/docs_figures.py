@@ -27,15 +27,14 @@ FIGURES = {  # docs/img name → file, relative to the ablation's out
 
 
 def shrink(src: Path, dst: Path, width: int) -> None:
-    """Copy a PNG to ``dst``, scaled to at most ``width`` pixels wide (aspect kept), 8-bit palette-free RGB."""
-    import cv2
+    """Copy a PNG to ``dst``, scaled to at most ``width`` pixels wide (aspect kept), as a 256-colour palette PNG."""
+    from PIL import Image
 
-    image = cv2.imread(str(src), cv2.IMREAD_COLOR)
-    if image is None:
-        raise SystemExit(f"docs_figures: {src} is not a readable image")
-    if image.shape[1] > width:
-        image = cv2.resize(image, (width, round(image.shape[0] * width / image.shape[1])), interpolation=cv2.INTER_AREA)
-    cv2.imwrite(str(dst), image, [cv2.IMWRITE_PNG_COMPRESSION, 9])
+    with Image.open(src) as image:
+        image = image.convert("RGB")
+        if image.width > width:
+            image = image.resize((width, round(image.height * width / image.width)), Image.Resampling.LANCZOS)
+        image.quantize(256).save(dst, optimize=True)
 
 
 def main(argv: list[str]) -> int:
