@@ -226,10 +226,22 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(text).split())
 
 
+def synthetic_data(argv: list[str]) -> list[str]:
+    """``data=synthetic`` on a pass-through command line → the embedded dataset's YAML in its cache
+    (``attn_yolo.synthetic.default_data_yaml()``, generated on first use): the copy ``attn-yolo ablate`` uses, never
+    a second one under Ultralytics' ``datasets_dir``."""
+    if "data=synthetic" not in argv:
+        return argv
+    from attn_yolo.synthetic import default_data_yaml
+
+    data = f"data={default_data_yaml()}"
+    return [data if tok == "data=synthetic" else tok for tok in argv]
+
+
 def passthrough(argv: list[str]) -> int:
     """Ultralytics' own CLI (``train``, ``val``, ``predict``, ...) with the blocks registered, checkpoints loaded
     weights-only unless ``trust=True``, attention health per epoch of training unless ``health=False``, Ultralytics'
-    attention on SDPA with ``sdpa=True``, Ray Tune's
+    attention on SDPA with ``sdpa=True``, ``data=synthetic`` the embedded dataset, Ray Tune's
     warning silenced, and attn-yolo's errors as one line (exit 2).
 
     Raises:
@@ -252,6 +264,7 @@ def passthrough(argv: list[str]) -> int:
     training = "train" in argv or "mode=train" in argv
     if health and not training:
         raise UsageError(f"{name}: health= applies to training only (attn-yolo train ...)")
+    argv = synthetic_data(argv)
     check_args(argv, name)
     if not trust:
         check_checkpoints(argv, name)

@@ -37,6 +37,7 @@ SHARE_A_WORKER = {  # test-id prefix → group: a group's tests run in one worke
     "tests/test_ablate_ray.py": "ray",  # one Ray instance at a time ...
     "tests/test_one_line_errors.py::test_ray_address_without_a_cluster_is_one_line": "ray",  # ... none while this runs
     "tests/test_readme.py": "readme",  # README order: later commands use the files earlier ones wrote
+    "tests/test_docs.py": "docs",  # the guides' commands in page order, on one workspace
     "tests/test_warmstart.py": "warmstart",  # its module fixture trains a start: once
     "tests/test_health.py": "health",  # its module fixtures train and calibrate models: once
     "tests/test_explain.py": "explain",  # its module fixture runs a tiny ablation: once

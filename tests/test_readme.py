@@ -3,12 +3,12 @@ shows, parsed from its code blocks and inline code, in README order, in a scratc
 models/, configs/, data/ and scripts/.
 
 The data is the embedded synthetic dataset, made tiny (8 train / 4 val images at 64 px) wherever the README uses it:
-`data: synthetic` and `default_data_yaml()` (module defaults patched, cache in the scratch folder) and
-`data/synthetic-shapes.yaml` (Ultralytics' datasets_dir pointed at a tiny copy). Paths the README marks for the user
-to fill in (`path/to/...`) get tiny stand-ins. The network is cut off (socket lookups and connections fail). Commands
-that would train or measure for long get tiny overrides appended (later `key=value` tokens win). The commands later in
-the README use the files the earlier ones wrote (runs/detect/train/weights/best.pt), as a reader's would, so the cases
-run in README order.
+`data: synthetic` / `data=synthetic` and `default_data_yaml()` (module defaults patched, cache in the scratch
+folder); Ultralytics' datasets_dir points at an empty scratch path, and no command may write a second copy there.
+Paths the README marks for the user to fill in (`path/to/...`) get tiny stand-ins. The network is cut off (socket
+lookups and connections fail). Commands that would train or measure for long get tiny overrides appended (later
+`key=value` tokens win). The commands later in the README use the files the earlier ones wrote
+(runs/detect/train/weights/best.pt), as a reader's would, so the cases run in README order.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_readme_commands_are_found():
     assert COMMANDS[0] == "attn-yolo ablate"  # the main job of the opening lines
     assert any(c.startswith("python scripts/") for c in COMMANDS)
     assert not any("..." in c or "<" in c for c in COMMANDS)
-    assert len(python_examples()) == 2
+    assert len(python_examples()) == 1
 
 
 def offline(name: str):
@@ -89,17 +89,19 @@ def offline(name: str):
 
 
 def test_readme_install_and_caches(monkeypatch):
-    """The opening commands stay; the CPU-only torch install comes from PyTorch's CPU index before the project; the
-    caches the code writes are listed where the code puts them; scale-letter model names are explained."""
+    """The CPU/GPU choice comes before the opening commands: the CPU-only torch install from PyTorch's CPU index,
+    then the two opening commands (the project, the tests); the caches the code writes are listed where the code puts
+    them (docs/reference/files.md); scale-letter model names are explained."""
     from attn_yolo.bench import parse_args
 
     blocks = re.findall(r"^```(\w*)\n(.*?)^```", README, re.DOTALL | re.MULTILINE)
     bash = "\n".join(body for lang, body in blocks if lang == "bash")
     lines = [line.split("  #")[0].strip() for line in bash.splitlines()]
-    assert lines[:2] == ["pip install -e . && attn-yolo ablate", 'pip install -e ".[dev]" && pytest']
     cpu = "pip install torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cpu"
-    assert lines[lines.index(cpu) + 1] == "pip install -e ."
-    caches = README[README.index("## Files and caches"):].split("\n## ")[0]
+    assert lines[:3] == [cpu, "pip install -e . && attn-yolo ablate", 'pip install -e ".[dev]" && pytest']
+    before = " ".join(README[:README.index(cpu)].split())
+    assert "without a CUDA GPU, install the CPU build first" in before and "skip that line" in before
+    caches = (REPO / "docs" / "reference" / "files.md").read_text()
     monkeypatch.delenv("ATTN_YOLO_DATA", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     home_cache = "~/" + synthetic.cache_dir().relative_to(Path.home()).as_posix()
@@ -111,7 +113,8 @@ def test_readme_install_and_caches(monkeypatch):
         assert where in caches, where
     for name in re.findall(r"models/yolo11[nslmx]-\w+\.yaml", README):  # no such files: the scale letter says why
         assert not (REPO / name).exists() and (REPO / re.sub(r"yolo11[nslmx]-", "yolo11-", name)).is_file()
-    assert "There is no file models/yolo11n-cbam.yaml: Ultralytics reads the scale letter n from the name" in README
+    flat = " ".join(README.split())
+    assert "There is no file models/yolo11n-cbam.yaml: Ultralytics reads the scale letter n from the name" in flat
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +126,6 @@ def workspace(tmp_path_factory):
     for name in ("models", "configs", "data", "scripts"):
         (root / name).symlink_to(REPO / name)
     tiny = synthetic.generate(root / "tiny", **TINY)
-    shapes = yaml.safe_load((REPO / "data" / "synthetic-shapes.yaml").read_text())["path"]
-    synthetic.generate(root / "datasets" / shapes, **TINY)  # data/synthetic-shapes.yaml finds its images here
     images = root / "images"
     images.mkdir()
     for f in sorted((tiny.parent / "images" / "val").glob("*.jpg"))[:2]:
@@ -196,6 +197,32 @@ def confident(best: Path, images: list[Path], top: float = 0.6) -> None:
     torch.save(ckpt, best)
 
 
+def run_as_reader(command: str, root: Path, fill: dict, where: str = "README") -> tuple[int, list[str]]:
+    """Run a documented command as a reader would, in the workspace ``root``: placeholders filled in from ``fill``,
+    tiny overrides appended; ``python scripts/<x>.py`` as ``__main__``, anything else through ``attn-yolo``'s main.
+    Before the first export, the trained best.pt is made to emit boxes (``confident``). Returns (exit code, argv)."""
+    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
+        assert placeholder in fill, f"{where} placeholder {placeholder!r} has no stand-in in this test"
+        command = command.replace(placeholder, fill[placeholder])
+    argv = shlex.split(command)
+    if argv[0] == "python":  # python scripts/<x>.py ...: the script as __main__
+        script, args = argv[1], argv[2:]
+        args += tiny_overrides([script, *args], root)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "argv", [script, *args])
+            with pytest.raises(SystemExit) as e:
+                runpy.run_path(str(REPO / script), run_name="__main__")
+        return e.value.code, argv
+    args = argv[1:] + tiny_overrides(argv[1:], root)
+    best = root / "runs/detect/train/weights/best.pt"
+    if argv[1] == "export" and best.exists() and not (root / "confident").exists():
+        confident(best, sorted((root / "cache").rglob("images/val/*.jpg"))[:2])  # data=synthetic: the cache
+        (root / "confident").touch()
+    with pytest.MonkeyPatch.context() as mp:  # Ultralytics' CLI reads the sys.argv it saw at import, not ours
+        mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
+        return cli_main(args), argv
+
+
 @pytest.mark.parametrize(
     "command",
     [pytest.param(c, marks=pytest.mark.slow) if ("coco128-quick.yaml" in c and "path/to" not in c)
@@ -209,28 +236,9 @@ def test_readme_command(command, workspace, capsys):
         pytest.skip("needs a running Ray cluster (`ray start --head` first)")
     if "coco128-quick.yaml" in command and "path/to" not in command and not COCO128.exists():
         pytest.skip(f"COCO128 not found at {COCO128}")  # the config's data lies beside the repository
-    for placeholder in re.findall(r"/?path/to/[\w./-]+", command):
-        assert placeholder in fill, f"README placeholder {placeholder!r} has no stand-in in this test"
-        command = command.replace(placeholder, fill[placeholder])
-    argv = shlex.split(command)
-    if argv[0] == "python":  # python scripts/<x>.py ...: the script as __main__
-        script, args = argv[1], argv[2:]
-        args += tiny_overrides([script, *args], root)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "argv", [script, *args])
-            with pytest.raises(SystemExit) as e:
-                runpy.run_path(str(REPO / script), run_name="__main__")
-        code = e.value.code
-    else:
-        args = argv[1:] + tiny_overrides(argv[1:], root)
-        best = root / "runs/detect/train/weights/best.pt"
-        if argv[1] == "export" and best.exists() and not (root / "confident").exists():
-            confident(best, sorted((root / "datasets").rglob("images/val/*.jpg"))[:2])
-            (root / "confident").touch()
-        with pytest.MonkeyPatch.context() as mp:  # Ultralytics' CLI reads the sys.argv it saw at import, not ours
-            mp.setattr("ultralytics.cfg.ARGV", ["attn-yolo", *args])
-            code = cli_main(args)
+    code, argv = run_as_reader(command, root, fill)
     out = capsys.readouterr()
+    assert not (root / "datasets").exists(), f"{command}: a second copy of the dataset under datasets_dir"
     if command.startswith("python scripts/gpu_check.py") and not torch.cuda.is_available():
         assert code == 2 and "gpu_check: no CUDA device" in out.out + out.err  # said at once, before any work
         return

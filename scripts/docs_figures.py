@@ -1,0 +1,65 @@
+"""The docs' pictures, made from a real run on the embedded data: the default ablation's ``delta.png``,
+``ablation.png`` and ``curves.png``, the CBAM arm's ``gates.png``, and a heatmap of its ``best.pt``.
+
+    python scripts/docs_figures.py                                   # the default `attn-yolo ablate`, then the figures
+    python scripts/docs_figures.py out=runs/ablate/synthetic-quick   # an ablation folder already run: figures only
+
+Runs ``attn-yolo ablate`` (the embedded default config; a finished ``out`` is resumed, nothing retrained), then
+``attn-yolo heatmap`` on the CBAM arm's seed-0 checkpoint, and writes each picture into ``docs/img/``, scaled down
+to at most ``width`` pixels (default 900) so that the repository stays small. Extra ``key=value`` tokens go to the
+ablation (e.g. ``seeds=[0,1,2]``). Exit code: that of the first step that fails, else 0.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+IMG = REPO / "docs" / "img"
+FIGURES = {  # docs/img name → file, relative to the ablation's out
+    "delta.png": "delta.png",
+    "ablation.png": "ablation.png",
+    "curves.png": "curves.png",
+    "gates.png": "runs/cbam-seed0/gates.png",
+}
+
+
+def shrink(src: Path, dst: Path, width: int) -> None:
+    """Copy a PNG to ``dst``, scaled to at most ``width`` pixels wide (aspect kept), as a 256-colour palette PNG."""
+    from PIL import Image
+
+    with Image.open(src) as image:
+        image = image.convert("RGB")
+        if image.width > width:
+            image = image.resize((width, round(image.height * width / image.width)), Image.Resampling.LANCZOS)
+        image.quantize(256).save(dst, optimize=True)
+
+
+def main(argv: list[str]) -> int:
+    from attn_yolo.cli import main as cli_main
+
+    keys = dict(a.split("=", 1) for a in argv if a.startswith(("out=", "width=")))
+    rest = [a for a in argv if not a.startswith(("out=", "width="))]
+    out = Path(keys.get("out", "runs/ablate/synthetic-quick"))
+    width = int(keys.get("width", 900))
+    code = cli_main(["ablate", f"out={out}", *rest])
+    if code:
+        return code
+    IMG.mkdir(parents=True, exist_ok=True)
+    for name, rel in FIGURES.items():
+        shrink(out / rel, IMG / name, width)
+    with tempfile.TemporaryDirectory() as tmp:
+        best = out / "runs" / "cbam-seed0" / "weights" / "best.pt"
+        code = cli_main(["heatmap", f"model={best}", "layers=all", "imgsz=256", f"out={tmp}"])
+        if code:
+            return code
+        first = sorted(Path(tmp).glob("*_heatmaps.png"))[0]
+        shrink(first, IMG / "heatmap.png", width)
+    print("docs_figures: wrote " + ", ".join(f"docs/img/{n}" for n in [*FIGURES, "heatmap.png"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
