@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import re
 from pathlib import Path
 
 import yaml
@@ -191,15 +192,34 @@ def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
     return raw, base, name, source
 
 
+def override_value(text: str):
+    """A command-line value: YAML when it opens a mapping or a list (``{min: 3, max: 12}`` or ``{max:12}``,
+    ``[0, 1, 2]``), else
+    Ultralytics' own reading (``smart_value``: numbers, bools, None); a tuple (``0,1``) as a list."""
+    from ultralytics.cfg import smart_value
+
+    if text.strip().startswith(("{", "[")):
+        if text.strip().startswith("{"):  # {max:4} as a shell user types it: YAML wants {max: 4}
+            text = re.sub(r"(\w):(?=[^\s/])", r"\1: ", text)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            pass  # read as Ultralytics reads it; validation names the key
+    v = smart_value(text)
+    return list(v) if isinstance(v, tuple) else v
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """Apply command-line ``key=value`` overrides: top-level config keys, or Ultralytics train args (into ``train``).
-    ``device=`` replaces the config's ``devices`` and ``devices=`` its ``train.device``: the command line says where
-    the runs go.
+    """Apply command-line ``key=value`` overrides: top-level config keys, one key of a mapping (``seeds.max=12``,
+    ``start.epochs=3``, ``new_blocks.gamma=0.1``), or Ultralytics train args (into ``train``). A value in braces or
+    brackets is YAML (``seeds={min: 3, max: 12}``). ``device=`` replaces the config's ``devices`` and ``devices=`` its
+    ``train.device``: the command line says where the runs go.
 
     Raises:
-        UsageError: a token without ``=``, ``variants=...``, or a key that is neither (naming the closest key).
+        UsageError: a token without ``=``, ``variants=...``, a dotted key into a value that is not a mapping, or a
+            key that is neither (naming the closest key).
     """
-    from ultralytics.cfg import DEFAULT_CFG_DICT, smart_value
+    from ultralytics.cfg import DEFAULT_CFG_DICT
 
     raw = copy.deepcopy(raw)
     for tok in overrides:
@@ -208,10 +228,17 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise UsageError(f"attn-yolo ablate: expected key=value after the config, got {tok!r}")
         if key == "variants":
             raise UsageError("attn-yolo ablate: variants cannot be overridden on the command line; edit the config")
-        v = smart_value(value)
-        v = list(v) if isinstance(v, tuple) else v  # seeds=0,1
+        v = override_value(value)
+        head, dot, sub = key.partition(".")
+        if dot and sub and head in CONFIG_KEYS:  # one key of a mapping: seeds.max=12
+            node = raw.get(head)
+            if node is not None and not isinstance(node, dict):
+                raise UsageError(f"attn-yolo ablate: {tok}: {head} is {node!r} in the config, not a mapping; give "
+                                 f"it whole ({head}=...)")
+            raw[head] = {**(node or {}), sub: v}
+            continue
         if key == "devices" and isinstance(v, str):  # devices=0,1 or devices=[cpu,cpu]
-            v = [smart_value(x.strip()) for x in v.strip("[]").split(",") if x.strip()]
+            v = [override_value(x.strip()) for x in v.strip("[]").split(",") if x.strip()]
         if key in CONFIG_KEYS:
             raw[key] = v
             if key == "devices" and isinstance(raw.get("train"), dict):  # the newer word on where runs go wins

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 
-from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line
+from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line, override_value
 from attn_yolo.ablate.rerun import split_flags
 from attn_yolo.ablate.train import execute_run
 from attn_yolo.args import UsageError
@@ -36,13 +36,11 @@ from attn_yolo.args import UsageError
 
 def search_overrides(raw: dict, overrides: list[str]) -> tuple[dict, list[str]]:
     """``search.<key>=value`` into the search section; the rest are the ablation's overrides."""
-    from ultralytics.cfg import smart_value
-
     rest = []
     for tok in overrides:
         key, eq, value = tok.partition("=")
         if eq and key.startswith("search."):
-            v = smart_value(value)
+            v = override_value(value)
             raw = {**raw, "search": {**(raw.get("search") or {}), key.removeprefix("search."): v}}
         else:
             rest.append(tok)
