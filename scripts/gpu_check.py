@@ -120,6 +120,7 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     import yaml
 
     from attn_yolo import ablate
+    from attn_yolo.ablate import latency
     from attn_yolo.ablate.results import read_results
     from attn_yolo.bench.common import md_table
     from attn_yolo.synthetic import QUICK_TRAIN_ARGS
@@ -139,9 +140,12 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     t0 = time.perf_counter()
     code = ablate.run(path)
     rows = read_results(out / "ablation" / "results.csv")
+    timing = latency.read(out / "ablation") or {}  # timed after the runs, apart from training
+    ms = {arm: t["median_ms"] for arm, t in timing.get("arms", {}).items()}
     table = md_table(["variant", "seed", "status", "device", "mAP50", "mAP50-95", "train s", "latency ms", "error"],
                      [[r["variant"], r["seed"], r["status"], r["device"], _f(r["map50"]), _f(r["map50_95"]),
-                       _f(r["train_time_s"], 1), _f(r["latency_ms"], 2), r["error"] or ""] for r in rows])  # fmt: skip
+                       _f(r["train_time_s"], 1), _f(ms.get(r["variant"], float("nan")), 2), r["error"] or ""]
+                      for r in rows])  # fmt: skip
     ok = code == 0 and len(rows) == 2 and all(r["status"] == "ok" for r in rows)
     return f"exit code {code}, wall {time.perf_counter() - t0:.0f} s\n\n{table}", ok
 

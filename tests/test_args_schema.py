@@ -88,8 +88,8 @@ def test_every_tool_exposes_its_keys():
 
     for name, tool in cli.TOOLS.items():
         schema = tool.schema
-        if schema is None:  # ablate: a config and its dotted overrides
-            assert name == "ablate"
+        if schema is None:  # ablate, search: a config and its dotted overrides
+            assert name in ("ablate", "search")
             continue
         for row in schema.rows():
             assert row["type"] in TYPES and row["allowed"] and (row["help"] or name == "modules"), (name, row)

@@ -205,7 +205,7 @@ def test_every_block_has_a_page_with_its_parts():
         page = (REF.BLOCKS_DIR / f"{name}.md").read_text()
         assert "## Formula" in page and d.paper in page, name
         for p in REF.hyper(d):
-            assert f"| `{p.name}` | `{p.default}` |" in page, (name, p.name)
+            assert f"| `{p.name}` | `{p.none_means or p.default}` |" in page, (name, p.name)
         assert all(f"`{a}`" in page for a in d.aliases), name
         assert f"(docs/reference/blocks/{name}.md)" in readme, name
 

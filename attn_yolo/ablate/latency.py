@@ -1,4 +1,6 @@
-"""Latency of an ablation's arms, timed apart from training: after the runs, in this one process, interleaved, with an
+"""Latency of an ablation's arms, timed after the runs apart from training, with an interval and the load.
+
+Latency of an ablation's arms, timed apart from training: after the runs, in this one process, interleaved, with an
 interval over repeated rounds, and not compared when the machine's load makes it meaningless.
 
 Timed during training (each run timing its own best.pt while another worker trained), the same yolo11n read 47–106 ms

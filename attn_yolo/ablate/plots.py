@@ -167,6 +167,52 @@ INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)",
 DECIDING_COLOR = "C2"
 
 
+def _delta_rows(ax, compare: dict, key: str, kinds: list, decider: str | None, deciding: dict | None) -> list:
+    """Draw each variant's intervals of one metric (``kinds``; ``decider`` thick and capped) and its mean; returns
+    every drawn x (for the limits)."""
+    span = []
+    variants = list(compare)
+    for i, v in enumerate(variants):
+        c = compare[v].get(key)
+        if c is None:
+            continue
+        mean = c["hier"]["mean"]
+        for j, (kind, name, color) in enumerate(kinds):
+            if kind == "seq":
+                lo, hi = deciding.get(v, (math.nan, math.nan))
+            else:
+                lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
+            y = i + (j - (len(kinds) - 1) / 2) * 0.2
+            decides = kind == decider  # the verdict's interval: thick, opaque, capped; the others thin and faint
+            if math.isfinite(lo) and math.isfinite(hi):
+                ax.hlines(y, lo, hi, color=color, lw=6 if decides else 1.5, alpha=1.0 if decides else 0.45,
+                          zorder=3 if decides else 2,
+                          label=(name + " (decides)" * decides) if i == 0 else None)
+                if decides:
+                    ax.plot([lo, hi], [y, y], "|", color=color, ms=14, mew=2.5, zorder=3)
+                span += [lo, hi]
+            ax.plot(mean, y, "o", color=color if decides else "0.4", ms=6 if decides else 3, zorder=4)
+        span.append(mean)
+    return span
+
+
+def _delta_axis(ax, span: list, primary: bool, label: str, baseline: str, variants: list) -> None:
+    """Limits, at most 4 short tick labels, labels and title of one metric's panel."""
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
+
+    lo, hi = min(span), max(span)
+    pad = 0.08 * (hi - lo) if hi > lo else 0.01
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=primary))
+    step = (hi - lo + 2 * pad) / 4
+    ax.xaxis.set_major_formatter(FormatStrFormatter(f"%.{max(0, min(4, 1 - math.floor(math.log10(step))))}f"))
+    ax.set_xlabel(f"Δ {label} (variant − {baseline})")
+    ax.set_title(f"{label} (verdict)" if primary else f"{label} (exploratory, uncorrected)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_yticks(range(len(variants)), variants)
+    ax.set_ylim(len(variants) - 0.5, -0.5)
+
+
 def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE,
                deciding: dict | None = None):
     """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
@@ -180,7 +226,6 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
         deciding: ``{variant: (lo, hi)}``, the anytime-valid interval that decides (None: the hierarchical one).
     """
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
     from attn_yolo.ablate.stats import TARGET_DELTA
 
@@ -202,38 +247,8 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
             ax.axvspan(-TARGET_DELTA, TARGET_DELTA, color="0.88", zorder=0,
                        label=f"±{TARGET_DELTA}: within it, an interval with 0 reads \"no difference beyond ±w\"")
             span += [-TARGET_DELTA, TARGET_DELTA]
-        for i, v in enumerate(variants):
-            c = compare[v].get(key)
-            if c is None:
-                continue
-            mean = c["hier"]["mean"]
-            for j, (kind, name, color) in enumerate(kinds):
-                if kind == "seq":
-                    lo, hi = deciding.get(v, (math.nan, math.nan))
-                else:
-                    lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
-                y = i + (j - (len(kinds) - 1) / 2) * 0.2
-                decides = kind == decider  # the verdict's interval: thick, opaque, capped; the others thin and faint
-                if math.isfinite(lo) and math.isfinite(hi):
-                    ax.hlines(y, lo, hi, color=color, lw=6 if decides else 1.5, alpha=1.0 if decides else 0.45,
-                              zorder=3 if decides else 2,
-                              label=(name + " (decides)" * decides) if i == 0 else None)
-                    if decides:
-                        ax.plot([lo, hi], [y, y], "|", color=color, ms=14, mew=2.5, zorder=3)
-                    span += [lo, hi]
-                ax.plot(mean, y, "o", color=color if decides else "0.4", ms=6 if decides else 3, zorder=4)
-            span.append(mean)
-        lo, hi = min(span), max(span)
-        pad = 0.08 * (hi - lo) if hi > lo else 0.01
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, symmetric=primary))
-        step = (hi - lo + 2 * pad) / 4
-        ax.xaxis.set_major_formatter(FormatStrFormatter(f"%.{max(0, min(4, 1 - math.floor(math.log10(step))))}f"))
-        ax.set_xlabel(f"Δ {label} (variant − {baseline})")
-        ax.set_title(f"{label} (verdict)" if primary else f"{label} (exploratory, uncorrected)")
-        ax.grid(axis="x", alpha=0.3)
-        ax.set_yticks(range(len(variants)), variants)
-        ax.set_ylim(len(variants) - 0.5, -0.5)
+        span += _delta_rows(ax, compare, key, kinds, decider, deciding)
+        _delta_axis(ax, span, primary, label, baseline, variants)
     handles = {}
     for ax in axes[: len(metrics)]:
         for h, lab in zip(*ax.get_legend_handles_labels()):

@@ -1,6 +1,9 @@
-"""The power of the confidence sequence that decides a seed-rule verdict: its half-width after n seeds, the smallest
+"""The power of the confidence sequence that decides a seed-rule verdict: half-width, detectable Δ, seeds.
+
+The power of the confidence sequence that decides a seed-rule verdict: its half-width after n seeds, the smallest
 Δ it detects with a given power, and the seeds it needs for a Δ (``attn_yolo.ablate.sequential``'s interval, not a
-fixed-n t-interval's: unbounded below 3 seeds at 95 %, so it never asks for 2)."""
+fixed-n t-interval's: unbounded below 3 seeds at 95 %, so it never asks for 2).
+"""
 
 from __future__ import annotations
 

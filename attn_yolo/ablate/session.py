@@ -1,4 +1,6 @@
-"""One locked run of an ablation's plan: the planned runs, their records, what is left to run, and the scheduler that
+"""One locked run of an ablation's plan: its runs, their records, what is left, and the recording scheduler.
+
+One locked run of an ablation's plan: the planned runs, their records, what is left to run, and the scheduler that
 records each run as it ends (``Session.schedule``), with the progress lines.
 
 ``attn_yolo.ablate.runner`` makes a session and takes it through its steps (plan, resume, check, execute, report);

@@ -165,7 +165,8 @@ def main(argv: list[str]) -> int:
         print(HELP)
         return 0
     tokens = [t.partition("=") for t in argv]
-    if any(k == "engine" or (k == "format" and v.lower() == "engine") for k, _, v in tokens):
+    int8 = ("quantize", "=", "8") in tokens  # INT8 names its own formats (no TensorRT INT8 path here)
+    if not int8 and any(k == "engine" or (k == "format" and v.lower() == "engine") for k, _, v in tokens):
         # at once: nothing else is worth checking without a GPU
         try:
             require_cuda()

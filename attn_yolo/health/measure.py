@@ -148,6 +148,7 @@ def _block_row(key: tuple[int, str], block, rec: dict, per_image: list, out) -> 
     return row
 
 
+@torch.no_grad()
 def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> dict[str, dict]:
     """Health of every attention block of ``model`` on ``images``.
 

@@ -1,5 +1,8 @@
-"""placement.png: the base model's layers (rows) against the searched arms (columns), each cell an arm touches
-coloured by that arm's Δ mAP50-95 (diverging, 0 white); not-tested arms hatched, arms out of the search faded."""
+"""placement.png: the base model's layers against the searched arms, each touched cell coloured by Δ.
+
+placement.png: the base model's layers (rows) against the searched arms (columns), each cell an arm touches
+coloured by that arm's Δ mAP50-95 (diverging, 0 white); not-tested arms hatched, arms out of the search faded.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The search's execute step: paired seeds in rounds through the ablation's scheduler, the rule replayed from the
+"""The search's execute step: paired seeds in rounds, the rule replayed from the records after each.
+
+The search's execute step: paired seeds in rounds through the ablation's scheduler, the rule replayed from the
 records after each round (``attn_yolo.search.rule.replay``), until it stops or the budget (runs, minutes) is spent.
 
 A round runs the next paired seed of the baseline and of every arm still in (the first brings them to ``min``).

@@ -1,4 +1,6 @@
-"""The placement search's rule: paired seeds in rounds, arms dropped by anytime-valid intervals, verdicts that hold
+"""The placement search's rule: arms dropped in rounds by anytime-valid intervals that hold jointly.
+
+The placement search's rule: paired seeds in rounds, arms dropped by anytime-valid intervals, verdicts that hold
 jointly over every arm searched.
 
 Data: per seed i, Δ_ki = mAP50-95(arm k, seed i) − mAP50-95(baseline, seed i), for K arms. The family is every arm
