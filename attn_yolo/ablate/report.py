@@ -359,8 +359,9 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                   for r in failed]
     lines += ["", "Plots: `ablation.png` (Δ mAP50-95 with the interval that decides vs the extra GFLOPs and latency), "
               "`curves.png` (validation mAP per epoch, after the shared start's)"
-              + (", `delta.png` (Δ with its three intervals per variant and metric; the hierarchical one, which "
-                 "decides, drawn thick)" if cmp_ else "")
+              + (", `delta.png` (Δ with its intervals per variant and metric; the one that decides, "
+                 + ("anytime-valid" if ab.seed_rule is not None else "hierarchical") + ", drawn thick)"
+                 if cmp_ else "")
               + "; every run: `results.csv`.", ""]
     return "\n".join(lines)
 
