@@ -310,3 +310,25 @@ def test_blocks_section_with_onnx(tmp_path):
     argv = ["quick=True", "sections=blocks", "variants=eca", "rounds=1", "imgsz=64", f"cache={tmp_path}", f"out={out}"]
     assert main(argv) == 0
     assert "onnxruntime" in out.read_text() and list(tmp_path.glob("yolo11n-eca-64-*.onnx"))
+
+
+def test_a_run_into_a_curated_page_replaces_only_its_sections_regions(tmp_path):
+    """BENCHMARKS.md keeps one current table per topic: a bench run replaces the regions of the sections it ran
+    (between ``<!-- bench:<name>:begin/end -->``), opening each with its command, date, machine and load, and keeps
+    the page's headings, the other regions and every line outside them."""
+    from attn_yolo.bench.report import region_markers
+
+    page = tmp_path / "BENCHMARKS.md"
+    ab, ae = region_markers("attention")
+    tb, te = region_markers("timm")
+    page.write_text(f"# curated\n\nintro kept\n\n## 2. Attention\n\n{ab}\nold attention table\n{ae}\n\nnote kept\n\n"
+                    f"## 4. timm\n\n{tb}\nold timm table\n{te}\n")
+    argv = ["quick=True", "sections=attention", "tokens=64", "repeats=1", "rounds=1", "threads=2", f"out={page}"]
+    assert main(argv) == 0
+    text = page.read_text()
+    assert "intro kept" in text and "note kept" in text and "## 2. Attention" in text
+    assert "old attention table" not in text and "old timm table" in text
+    region = text[text.index(ab):text.index(ae)]
+    assert "Produced by `attn-yolo bench sections=attention quick=True" in region and "load average" in region
+    assert "## 1. Attention kernel" not in text  # the section's own heading is not repeated inside the page's
+    assert text.count(ab) == 1 and text.count(ae) == 1

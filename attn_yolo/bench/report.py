@@ -1,4 +1,4 @@
-"""The Markdown report (``BENCHMARKS.md``): machine and software table, targets, then every section."""
+"""The bench's Markdown: a whole report, or each section into its own region of the curated BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -6,19 +6,26 @@ import contextlib
 import datetime
 import os
 import platform
+from pathlib import Path
 
 import torch
 
 from attn_yolo.bench.common import SMOKE_TABLE_TAG, SMOKE_WARNING, Section, md_table
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    return cpu
+
+
 def machine_table(cfg: dict) -> str:
     """Markdown table: machine, versions, threads."""
     import ultralytics
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    cpu = cpu_name()
     try:
         import psutil
 
@@ -66,3 +73,31 @@ def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) 
         lines += ["## Targets", "", *quick, table, ""]
     lines += [s.markdown() for s in sections]
     return "\n".join(lines)
+
+
+def region_markers(name: str) -> tuple[str, str]:
+    """The markers of section ``name``'s region in ``BENCHMARKS.md`` (``<!-- bench:blocks:begin -->`` ...)."""
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+def has_regions(path) -> bool:
+    """Whether ``path`` is a curated page with bench regions (``region_markers``), e.g. the repository's
+    ``BENCHMARKS.md``: a run then replaces only the regions of the sections it ran."""
+    p = Path(path)
+    return p.is_file() and "<!-- bench:" in p.read_text()
+
+
+def write_regions(path, sections: dict[str, Section], cfg: dict, argv: list[str]) -> None:
+    """Replace each run section's region in ``path`` with today's tables (the section's body without its own
+    heading: the page's headings and everything outside the regions are kept), each opening with the command
+    that regenerates it, the date, the machine and the load."""
+    from attn_yolo.export.matrix import write_section
+
+    date = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    for name, s in sections.items():
+        keep = [a for a in argv if not a.startswith(("sections=", "out="))]
+        head = (f"Produced by `{' '.join(['attn-yolo bench', f'sections={name}', *keep])}` on {date} "
+                f"({s.seconds:.0f} s): {cpu_name()}, {cfg['threads']} threads, load average {load} (1, 5, 15 min).")
+        body = s.markdown().split("\n", 2)[2]  # without "## <title>" and its blank line
+        write_section(path, f"{head}\n\n{body}", region_markers(name), s.title)
