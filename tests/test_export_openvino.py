@@ -43,18 +43,22 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def every_block(tmp_path_factory) -> str:
-    """A calibrated tiny detector with every block of ``MODULES`` in a row at P3 (32 channels), saved as a .pt."""
+    """A calibrated tiny detector with every block of ``MODULES`` in a row at P3 (32 channels), saved as a .pt.
+
+    A 1x1 Conv (with its BatchNorm) precedes each block, so calibration gives every block a unit-std input: without
+    it the signal shrinks block by block (std 2e-5 by SKAttention), the BatchNorms inside the late blocks are scaled
+    up past 65504 to compensate, and the checkpoint (saved fp16 by Ultralytics) holds inf weights."""
     d = tmp_path_factory.mktemp("every-block")
     assert set(M.BLOCK_ARGS) == set(MODULES)
     rows = [[-1, 1, "Conv", [16, 3, 2]], [-1, 1, "Conv", [32, 3, 2]], [-1, 1, "Conv", [32, 3, 2]]]
-    rows += [[-1, 1, b, a] for b, a in M.BLOCK_ARGS.items()]
+    rows += [row for b, a in M.BLOCK_ARGS.items() for row in ([-1, 1, "Conv", [32, 1, 1]], [-1, 1, b, a])]
     rows += [[-1, 1, "Conv", [64, 3, 2]], [-1, 1, "Conv", [64, 3, 2]]]
     n = len(rows)
     (d / "every.yaml").write_text(yaml.safe_dump({"nc": 2, "backbone": rows,
                                                   "head": [[[n - 3, n - 2, n - 1], 1, "Detect", ["nc"]]]}))
     torch.manual_seed(0)
     y = YOLO(str(d / "every.yaml"))
-    M.calibrate(y, 96)
+    M.calibrate(y, 96, boxes=40)  # enough scores above 0.25 that every verified size has detections
     y.save(str(d / "every.pt"))
     found = {type(m).__name__ for m in YOLO(str(d / "every.pt")).model.modules()}
     assert set(MODULES) <= found
@@ -95,13 +99,14 @@ def test_every_block_static_and_dynamic_fp32_pass(every_block, capsys):
 
 
 def test_every_block_fp16_within_its_tolerance(every_block, tmp_path):
-    """half=True: fp16 weights in the IR (read from the IR itself), verified within 1e-2, and really not fp32."""
+    """half=True: fp16 weights in the IR (read from the IR itself), run in f32 arithmetic (the CPU plugin would pick
+    bf16 or f16 by CPU), verified within 1e-2, and really not fp32."""
     f = E.export_openvino(every_block, 96, dynamic=True, half=True, out=tmp_path / "every-fp16_openvino_model")
     info = E.openvino_info(f)
     assert (info["precision"], info["dynamic"], info["imgsz"]) == ("fp16", True, [96, 96])
     r = E.verify_openvino(f, every_block)
     assert r.passed, r.summary()
-    assert r.tolerance["raw_rel"] == E.TOLERANCE["fp16"] == 1e-2 and "asked f16" in r.runtime
+    assert r.tolerance["raw_rel"] == E.TOLERANCE["fp16"] == 1e-2 and "asked f32" in r.runtime
     worst = max(c.value for c in r.checks if c.name == "raw")
     assert 1e-5 < worst <= 1e-2  # rounded weights: far above fp32's 1e-7, within the fp16 limit
     assert sum(c.detail["matched"] for c in r.checks if c.name == "nms") > 0

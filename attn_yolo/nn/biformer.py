@@ -130,6 +130,8 @@ class BiLevelRoutingAttention(nn.Module):
       of a constant letterbox border have equal means, and ``torch.topk`` breaks such ties arbitrarily. The routing
       runs in float64 (float32 on MPS), where those means are exact: a partial (padded) region of border tokens then
       ties with a full one in every runtime, rather than winning or losing by a rounding that differs per runtime.
+      The affinity is then rounded to float32, as a GEMM may compute two equal columns 1 float64 ulp apart
+      (affinities closer than float32's 6e-8 relative, below the noise of the float32 ``q, k``, tie too).
     - The temperature is ``1/√C`` with ``C`` the full width, as their code ("to be consistent with old models") and
       the paper's ``softmax(QKᵀ/√C)``, not the per-head ``1/√(C/h)`` of a standard multi-head attention.
     - Heads left at None use the paper's head width 32 (``C // 32`` heads, 1 below 64 channels); their module
@@ -224,7 +226,10 @@ class BiLevelRoutingAttention(nn.Module):
             else:
                 n = valid.to(dtype).sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
                 qr, kr = q.sum(2) / n, k.sum(2) / n  # padded q, k are zero
-            a = qr @ kr.transpose(1, 2)  # (B, R, R) region affinity
+            # (B, R, R) region affinity, rounded to float32: a GEMM need not compute equal columns bit-equal (on an
+            # AMD EPYC torch's float64 GEMM gave the last of 6 tied border regions 1 ulp more, so it won the tie);
+            # the rounding merges such 1-ulp splits back into the exact tie, in PyTorch and ONNX alike
+            a = (qr @ kr.transpose(1, 2)).float()
             if torch.jit.is_tracing():  # ONNX TopK puts the lower index first among equal values
                 return a.topk(topk, dim=-1).indices
             # the same tie rule in eager mode (torch.topk has none): letterbox borders give regions of equal means
