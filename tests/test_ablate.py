@@ -114,7 +114,7 @@ def test_first_run_eta_from_dataset_size_and_epochs():
     from attn_yolo.ablate.train import estimate_run_s
 
     spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml",
-                          {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, {"repeats": 10, "warmup": 2}, "r", 1,
+                          {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, "r", 1,
                           0.1, "f")
     # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 / 16 → 13 batches after each of 3 epochs + best.pt;
     # latency is timed after all runs (ablate.latency), not in the run

@@ -133,7 +133,7 @@ def test_eta_counts_fraction():
 
     def spec(**train):
         return RunSpec("v", 0, "m.yaml", None, "d.yaml", {"epochs": 2, "batch": 10, "val": False, "imgsz": 64, **train},
-                       {"repeats": 0, "warmup": 0}, "r", 0, 0.0, "f")
+                       "r", 0, 0.0, "f")
 
     full = estimate_run_s(spec(), 1000, 0, 1.0, 0.0)
     assert full == 200 and estimate_run_s(spec(fraction=0.1), 1000, 0, 1.0, 0.0) == 20

@@ -58,7 +58,7 @@ def test_bra_gflops_by_thop_at_full_size_agree_and_ultralytics_extrapolation_ove
 
 def test_every_run_record_names_the_versions_of_its_numbers():
     spec = RunSpec(variant="v", seed=0, model="m.yaml", model_dict=None, data="d.yaml", train={"imgsz": 64},
-                   latency={}, run_dir="runs/v-seed0", params=1, gflops=0.1, fingerprint="f")  # fmt: skip
+                   run_dir="runs/v-seed0", params=1, gflops=0.1, fingerprint="f")  # fmt: skip
     rec = new_record(spec, "cpu")
     assert rec["ultralytics_version"] == ultralytics.__version__ and rec["torch_version"] == torch.__version__
     assert rec["thop_version"] == metadata.version("ultralytics-thop")

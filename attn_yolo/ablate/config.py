@@ -211,9 +211,9 @@ def override_value(text: str):
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply command-line ``key=value`` overrides: top-level config keys, one key of a mapping (``seeds.max=12``,
-    ``start.epochs=3``, ``new_blocks.gamma=0.1``), or Ultralytics train args (into ``train``). A value in braces or
-    brackets is YAML (``seeds={min: 3, max: 12}``). ``device=`` replaces the config's ``devices`` and ``devices=`` its
-    ``train.device``: the command line says where the runs go.
+    ``start.epochs=3``, ``new_blocks.gamma=0.1``, a search's ``search.max_runs=9``), or Ultralytics train args (into
+    ``train``). A value in braces or brackets is YAML (``seeds={min: 3, max: 12}``). ``device=`` replaces the
+    config's ``devices`` and ``devices=`` its ``train.device``: the command line says where the runs go.
 
     Raises:
         UsageError: a token without ``=``, ``variants=...``, a dotted key into a value that is not a mapping, or a
@@ -230,7 +230,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise UsageError("attn-yolo ablate: variants cannot be overridden on the command line; edit the config")
         v = override_value(value)
         head, dot, sub = key.partition(".")
-        if dot and sub and head in CONFIG_KEYS:  # one key of a mapping: seeds.max=12
+        if dot and sub and (head in CONFIG_KEYS or isinstance(raw.get(head), dict)):  # seeds.max=12, search.max_runs=9
             node = raw.get(head)
             if node is not None and not isinstance(node, dict):
                 raise UsageError(f"attn-yolo ablate: {tok}: {head} is {node!r} in the config, not a mapping; give "

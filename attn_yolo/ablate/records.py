@@ -39,7 +39,6 @@ class RunSpec:
     model_dict: dict | None
     data: str
     train: dict  # Ultralytics train arguments (imgsz among them: ``imgsz`` reads it)
-    latency: dict
     run_dir: str
     params: int
     gflops: float
@@ -51,7 +50,7 @@ class RunSpec:
     new_blocks: list[str] | None = None  # module paths of the blocks the arm adds to the baseline (treatment check)
     lr_mult: float = 1.0  # learning rate of the new blocks' parameters, × lr0 (the design's `new_blocks`)
     gamma: float = 0.0  # the new blocks' residual gates' γ at step 0 (with a start; 0.0: as inserted)
-    sdpa: bool = False  # Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa), in training and latency
+    sdpa: bool = False  # Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa), in training
 
     @property
     def imgsz(self) -> int:

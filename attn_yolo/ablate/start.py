@@ -19,8 +19,6 @@ from attn_yolo.ablate.design import Start
 from attn_yolo.ablate.prepare import prepare
 from attn_yolo.ablate.records import RunSpec, read_record
 
-START_LATENCY = {"repeats": 1, "warmup": 0}  # a start's latency is not compared; one forward keeps the record whole
-
 
 def starts(ab: Ablation) -> list[Start]:
     """Every start of the ablation: the shared one, then the arms' own (a reference of another model)."""
@@ -41,7 +39,7 @@ def start_spec(ab: Ablation, start: Start, data: str) -> RunSpec:
     return RunSpec(
         variant=f"start-{start.arm}" if start.arm else "start", seed=start.seed, model=model,
         model_dict=start.model_dict if start.write_model else None, data=data, train={"imgsz": ab.imgsz, **train},
-        latency=dict(START_LATENCY), run_dir=start.folder, params=base.params, gflops=base.gflops,
+        run_dir=start.folder, params=base.params, gflops=base.gflops,
         fingerprint=start.fingerprint, trust=ab.trust, sdpa=bool(start.train.get("sdpa", ab.sdpa)),
     )  # fmt: skip
 

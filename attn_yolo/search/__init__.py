@@ -28,23 +28,10 @@ from __future__ import annotations
 
 import time
 
-from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line, override_value
+from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line
 from attn_yolo.ablate.rerun import split_flags
 from attn_yolo.ablate.train import execute_run
 from attn_yolo.args import UsageError
-
-
-def search_overrides(raw: dict, overrides: list[str]) -> tuple[dict, list[str]]:
-    """``search.<key>=value`` into the search section; the rest are the ablation's overrides."""
-    rest = []
-    for tok in overrides:
-        key, eq, value = tok.partition("=")
-        if eq and key.startswith("search."):
-            v = override_value(value)
-            raw = {**raw, "search": {**(raw.get("search") or {}), key.removeprefix("search."): v}}
-        else:
-            rest.append(tok)
-    return raw, rest
 
 
 def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
@@ -57,7 +44,6 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
     started = time.perf_counter()
     overrides, flags = split_flags(list(overrides))
     raw, base, name, source = load(config)
-    raw, overrides = search_overrides(raw, overrides)
     raw = apply_overrides(raw, overrides)
     try:
         search = validate(raw, base, name, source)
