@@ -5,7 +5,7 @@ A tool declares its keys once, as a ``Schema`` of ``Key`` objects (name, type, d
 refuses, before any heavy work, an unknown key (naming the closest one) or a value outside what its key allows, in
 one line: ``attn-yolo heatmap: conf=2 is invalid; allowed: a number in [0, 1]``; the CLI exits 2 on it.
 ``Schema.rows()`` lists each key as a dict (``name``, ``type``, ``default``, ``allowed``, ``help``), which the CLI
-reference is generated from (``attn_yolo.cli.TOOLS[name].schema``).
+reference is generated from (``attn_yolo_console.TOOLS[name].schema``).
 """
 
 from __future__ import annotations

@@ -1,58 +1,17 @@
-"""``attn-yolo`` command line: Ultralytics' own CLI with the attention blocks registered, plus the plugin's tools.
+"""The ``attn-yolo`` command lines with the blocks registered: Ultralytics' own CLI, attn-yolo's keys, one-line errors.
 
-    attn-yolo train model=models/yolo11n-cbam.yaml data=coco128.yaml epochs=10   # any Ultralytics mode and args
-    attn-yolo train ... health=False                                              # no attention health per epoch
-    attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
-    attn-yolo modules                                                             # the blocks and their defaults
-    attn-yolo insert | ablate | search | export | heatmap | bench  key=value ...  # the plugin's tools
-    attn-yolo explain out=runs/ablate/synthetic-quick                             # why an ablation's Δ
-    attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
-
-Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys.
+The console script (``attn_yolo_console``, outside the package so that help and typos answer before torch loads)
+hands every command line here: a tool's entry (``attn_yolo_console.TOOLS``) or Ultralytics' own CLI
+(``passthrough``), with attn-yolo's errors said in one line (exit 2).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import importlib
 import sys
 from pathlib import Path
 
 from attn_yolo.args import Key, Schema, UsageError, batch_problem, imgsz_problem
 
-
-@dataclasses.dataclass(frozen=True)
-class Tool:
-    """One of the plugin's sub-commands: ``entry`` (``"module:function"``, taking argv and returning an exit code) and
-    ``schema_at`` (``"module:NAME"`` of its ``attn_yolo.args.Schema``; None: its keys are its config's)."""
-
-    entry: str
-    schema_at: str | None
-
-    @property
-    def schema(self) -> Schema | None:
-        """The tool's keys (``Schema.rows()``: name, type, default, allowed, help), imported on use."""
-        if self.schema_at is None:
-            return None
-        module, _, name = self.schema_at.partition(":")
-        return getattr(importlib.import_module(module), name)
-
-    def run(self, argv: list[str]) -> int:
-        module, _, func = self.entry.partition(":")
-        return int(getattr(importlib.import_module(module), func)(argv) or 0)
-
-
-TOOLS = {  # sub-command → its entry point and key schema
-    "modules": Tool("attn_yolo.cli:modules_main", "attn_yolo.cli:MODULES_SCHEMA"),
-    "insert": Tool("attn_yolo.insertion:main", "attn_yolo.insertion:SCHEMA"),
-    "ablate": Tool("attn_yolo.ablate:main", None),  # a config file and its dotted overrides (attn_yolo.ablate.config)
-    "export": Tool("attn_yolo.export:main", "attn_yolo.export:SCHEMA"),
-    "heatmap": Tool("attn_yolo.heatmap:main", "attn_yolo.heatmap:SCHEMA"),
-    "bench": Tool("attn_yolo.bench:main", "attn_yolo.bench:SCHEMA"),
-    "explain": Tool("attn_yolo.explain:main", "attn_yolo.explain:SCHEMA"),
-    "search": Tool("attn_yolo.search:main", None),  # an ablation config with a search: section (attn_yolo.search)
-}
 MODULES_SCHEMA = Schema()
 """``attn-yolo modules`` takes no keys."""
 
@@ -77,29 +36,6 @@ def modules_main(argv: list[str]) -> int:
           " optional mapping: [-1, 2, C3k2_CBAM, [256, False, 0.25, {r: 8}]]; insert: attn-yolo insert"
           " base=yolo11n.yaml module=C3k2_CBAM at=backbone pretrained=...")
     return 0
-
-
-def check_command(word: str) -> None:
-    """Raise ``UsageError`` for a first word that neither a tool nor Ultralytics' CLI knows (``ablat``, ``foo``),
-    suggesting the closest tool or mode, instead of Ultralytics' ``SyntaxError`` traceback. Ultralytics' modes, tasks,
-    ``key=value`` arguments, flags and special commands go to Ultralytics' own command line as they are.
-
-    Raises:
-        UsageError: ``unknown command 'ablat'. Did you mean 'attn-yolo ablate'? ...``.
-    """
-    from ultralytics.cfg import DEFAULT_CFG_DICT, MODES, TASKS
-
-    from attn_yolo.ultralytics_api import special_commands
-
-    special = {v for k in special_commands() for v in (k, k[0], k[:-1] if k.endswith("s") else k)}
-    if "=" in word or word.startswith("-") or word in (*MODES, *TASKS, *special) or word in DEFAULT_CFG_DICT:
-        return
-    close = difflib.get_close_matches(word, [*TOOLS, *MODES], n=1, cutoff=0.6)
-    hint = f" Did you mean 'attn-yolo {close[0]}'?" if close else ""
-    raise UsageError(
-        f"attn-yolo: unknown command {word!r}.{hint} Tools: {', '.join(TOOLS)}; Ultralytics modes: "
-        f"{', '.join(MODES)}; or Ultralytics arguments such as model=... data=..."
-    )
 
 
 CHECKPOINT_KEYS = ("model", "pretrained")  # pass-through arguments that name a checkpoint Ultralytics will load
@@ -283,28 +219,17 @@ def passthrough(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``attn-yolo`` console script."""
-    argv = sys.argv[1:] if argv is None else argv
-    import attn_yolo  # noqa: F401  registers the blocks before Ultralytics parses any YAML
-
+def run(argv: list[str], tool=None) -> int:
+    """Run a command line with the blocks registered: ``tool`` (an ``attn_yolo_console.Tool``) on the arguments after
+    its name, or Ultralytics' own CLI (``passthrough``). attn-yolo's errors are said in one line (exit 2); Ctrl-C
+    and SIGTERM outside an ablation's own handling exit 130 and 143."""
     try:
-        if argv and argv[0] in TOOLS:
-            return TOOLS[argv[0]].run(argv[1:])
-        if argv:
-            check_command(argv[0])
-        if not argv or argv[0] in ("help", "-h", "--help"):
-            print(__doc__.strip() + f"\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n")
-        return passthrough(argv)
+        return tool.run(argv[1:]) if tool is not None else passthrough(argv)
     except user_errors() as e:
         print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
-    except KeyboardInterrupt as e:  # Ctrl-C outside an ablation's own handling (e.g. while a dataset is generated)
+    except KeyboardInterrupt as e:  # e.g. while a dataset is generated
         term = e.args == ("SIGTERM",)  # raised by attn_yolo.ablate.scheduling.stop_on_signals
         print(f"\nattn-yolo {argv[0] if argv else ''}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'};"
               " nothing half-written is kept", file=sys.stderr)
         return 143 if term else 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

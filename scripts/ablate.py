@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without `pip install`
 
-from attn_yolo.cli import main  # noqa: E402
+from attn_yolo_console import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["ablate", *sys.argv[1:]]))

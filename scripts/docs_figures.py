@@ -38,7 +38,7 @@ def shrink(src: Path, dst: Path, width: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from attn_yolo.cli import main as cli_main
+    from attn_yolo_console import main as cli_main
 
     keys = dict(a.split("=", 1) for a in argv if a.startswith(("out=", "width=")))
     rest = [a for a in argv if not a.startswith(("out=", "width="))]

@@ -148,7 +148,8 @@ def schema_table(schema) -> list[str]:
 def cli_page() -> str:
     """docs/reference/cli.md: every tool's keys (its typed schema), then attn-yolo's own keys on the pass-through
     commands."""
-    from attn_yolo.cli import OWN_SCHEMA, TOOLS
+    from attn_yolo.cli import OWN_SCHEMA
+    from attn_yolo_console import TOOLS
 
     lines = [GENERATED.replace("the block declarations", "the tools' argument schemas"), "", "# CLI", "",
              "`attn-yolo <tool> key=value ...` runs one of the tools below; anything else is Ultralytics' own CLI "

@@ -6,7 +6,7 @@
 
 import sys
 
-from attn_yolo.cli import main
+from attn_yolo_console import main
 
 if __name__ == "__main__":
     sys.exit(main(["heatmap", *sys.argv[1:]]))

@@ -21,7 +21,7 @@ from attn_yolo.ablate import train as ablate_train
 from attn_yolo.ablate.runner import prepare_data
 from attn_yolo.ablate.train import check_finite_loss
 from attn_yolo.args import UsageError
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 T975 = {1: 12.706204736174705, 2: 4.302652729911275}  # Student t 0.975 quantiles (tables), df 1 and 2

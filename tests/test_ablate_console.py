@@ -31,7 +31,8 @@ def test_default_main_job_prints_at_most_40_lines_and_keeps_each_log(tmp_path, t
     Ultralytics training in a subprocess; at most 40 lines reach the terminal (bar frames redraw within a line), every
     run folder has the full Ultralytics output."""
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "attn_yolo.cli", "ablate", f"data={tiny_data}", "epochs=1", "imgsz=64", "seeds=[0,1]",
+    args = [sys.executable, "-m", "attn_yolo_console", "ablate", f"data={tiny_data}", "epochs=1", "imgsz=64",
+            "seeds=[0,1]",
             "start={'epochs':1,'val':False}",  # the shared start: 1 epoch, not 5 (its one console line is the same)
             "latency={'repeats':2,'warmup':1}", f"out={out}", "device=cpu"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "YOLO_OFFLINE": "1", "MPLBACKEND": "Agg",

@@ -16,7 +16,7 @@ from attn_yolo import ablate
 from attn_yolo.ablate.records import new_record
 from attn_yolo.ablate.rerun import default_out
 from attn_yolo.args import UsageError
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 

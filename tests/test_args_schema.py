@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+import attn_yolo_console as console
 from attn_yolo import cli
 from attn_yolo.args import MAX_IMGSZ, MIN_IMGSZ, TYPES, Key, Schema, UsageError
 
@@ -86,7 +87,7 @@ def test_every_tool_exposes_its_keys():
     schema's defaults are the tool's (``DEFAULTS``)."""
     import importlib
 
-    for name, tool in cli.TOOLS.items():
+    for name, tool in console.TOOLS.items():
         schema = tool.schema
         if schema is None:  # ablate, search: a config and its dotted overrides
             assert name in ("ablate", "search")
@@ -96,7 +97,7 @@ def test_every_tool_exposes_its_keys():
         module = importlib.import_module(tool.entry.partition(":")[0])
         if hasattr(module, "DEFAULTS") and name != "modules":
             assert module.DEFAULTS == schema.defaults(), name
-    assert cli.TOOLS["heatmap"].schema["conf"].allowed == "a number in [0, 1]"
+    assert console.TOOLS["heatmap"].schema["conf"].allowed == "a number in [0, 1]"
     assert cli.OWN_KEYS == {"trust": False, "health": True, "sdpa": False}
 
 
@@ -110,6 +111,6 @@ def test_every_tool_exposes_its_keys():
     (["heatmap", "model=x.pt", "imsz=64"], "attn-yolo heatmap: unknown key 'imsz'. Did you mean 'imgsz'?"),
 ])  # fmt: skip
 def test_the_cli_exits_2_with_the_schemas_line(argv, expected, capsys):
-    assert cli.main(argv) == 2
+    assert console.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and expected in err and len(err.splitlines()) == 1, err

@@ -24,7 +24,7 @@ def best_pt(coco_few, tmp_path_factory) -> Path:
     """1 epoch of yolo11n-cbam-mhsa-like training on 8 COCO128 images through the `attn-yolo train` CLI."""
     project = tmp_path_factory.mktemp("runs")
     cmd = [
-        sys.executable, "-m", "attn_yolo.cli", "train", f"model={REPO / 'models/yolo11n-cbam.yaml'}",
+        sys.executable, "-m", "attn_yolo_console", "train", f"model={REPO / 'models/yolo11n-cbam.yaml'}",
         f"data={coco_few}", "epochs=1", "imgsz=64", "batch=4", "workers=0", "device=cpu", "plots=False",
         f"project={project}", "name=ckpt", "exist_ok=True", "amp=False",
     ]  # fmt: skip

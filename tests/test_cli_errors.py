@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from attn_yolo import cli
+import attn_yolo_console as cli
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SE_VARIANT = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "sppf"}  # an ablation needs two variants
@@ -151,3 +151,33 @@ def test_ablate_config_with_a_huge_imgsz_and_an_after_detect_variant_lists_both(
     assert ("variants[1] (after).model: model YAML row 24: CBAM after Detect (row 23); attention must come before "
             "the head's Detect") in err and "is a None model" not in err
     assert {p.name for p in tmp_path.iterdir()} == {"after.yaml", "ablation.yaml"}
+
+
+@pytest.mark.parametrize("argv", [["ablat"], ["foo"], ["vall", "model=x.yaml"]])
+def test_a_mistyped_command_is_answered_before_torch_is_imported(argv):
+    """The console script refuses an unknown first word (exit 2, one line) without importing attn_yolo, Ultralytics
+    or torch; ``attn-yolo help`` prints attn-yolo's help before it imports them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, attn_yolo_console as c\n"
+            f"rc = c.main({argv!r})\n"
+            "print('rc', rc, sorted(m for m in ('torch', 'ultralytics', 'attn_yolo') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split("\n")[-2] == "rc 2 []", out.stdout + out.stderr
+    assert out.stderr.startswith(f"error: attn-yolo: unknown command {argv[0]!r}") and out.stderr.count("\n") == 1
+
+    code = ("import sys, attn_yolo_console as c\n"
+            "class Stop:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'attn_yolo':\n"
+            "            raise ImportError('stopped')\n"
+            "sys.meta_path.insert(0, Stop())\n"
+            "try:\n"
+            "    c.main(['help'])\n"
+            "except ImportError:\n"
+            "    print('stopped at the package import; torch imported:', 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("attn-yolo: Ultralytics' own CLI") and \
+        out.stdout.endswith("stopped at the package import; torch imported: False\n"), \
+        out.stdout[-2000:] + out.stderr[-2000:]

@@ -14,10 +14,10 @@ from conftest import oracle_predictions, write_config
 
 from attn_yolo.ablate import perimage
 from attn_yolo.ablate.stats import bootstrap_compare, resample_records
-from attn_yolo.cli import main as cli_main
 from attn_yolo.explain import decompose, explain, read_runs, tide
 from attn_yolo.explain.changed import changed_images
 from attn_yolo.explain.figure import DRAW_CONF, changed_figure
+from attn_yolo_console import main as cli_main
 
 # ------------------------------------------------------------------------------------------------ hand-built
 

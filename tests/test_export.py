@@ -22,7 +22,7 @@ import yaml
 from ultralytics import YOLO
 
 import attn_yolo
-from attn_yolo import cli
+import attn_yolo_console as cli
 from attn_yolo import export as E
 from attn_yolo.export import checks as C
 from attn_yolo.export import verify as V

@@ -22,7 +22,7 @@ import torch
 import yaml
 from ultralytics import YOLO
 
-from attn_yolo import cli
+import attn_yolo_console as cli
 from attn_yolo import export as E
 from attn_yolo.export import matrix as M
 from attn_yolo.export.verify import other_sizes
@@ -189,7 +189,7 @@ def test_existing_folder_is_not_replaced(every_block, tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------------------- TensorRT
 def test_engine_refused_at_once_without_cuda(tmp_path):
     """format=engine with no CUDA device: one line on stderr, exit 2, before the model is even looked for."""
-    code = "import sys; from attn_yolo import cli; sys.exit(cli.main(sys.argv[1:]))"
+    code = "import sys, attn_yolo_console; sys.exit(attn_yolo_console.main(sys.argv[1:]))"
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", code, "export", f"model={tmp_path / 'missing.pt'}", "format=engine"],
                        capture_output=True, text=True, timeout=300, cwd=REPO,

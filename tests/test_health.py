@@ -13,6 +13,7 @@ import torch
 import yaml
 from torch import nn
 
+import attn_yolo_console as console
 from attn_yolo import cli
 from attn_yolo.health import CSV_NAME, PNG_NAME, attach, flags, health_section, measure, read_csv
 from attn_yolo.health.callback import load_images
@@ -331,7 +332,7 @@ def test_nan_in_a_block_stops_attn_yolo_train_naming_it(tmp_path, tiny_data, cap
     with torch.no_grad():
         yolo.model.model[8].spatial.conv.bias.fill_(float("nan"))  # layer 8's spatial-gate logits become NaN
     pt = save_checkpoint(yolo.model, tmp_path / "nan.pt")
-    code = cli.main(["train", f"model={pt}", f"data={tiny_data}", "epochs=1", "imgsz=32", "batch=4", "workers=0",
+    code = console.main(["train", f"model={pt}", f"data={tiny_data}", "epochs=1", "imgsz=32", "batch=4", "workers=0",
                      "plots=False", "device=cpu", f"project={tmp_path}", "name=nan", "exist_ok=True", "val=False"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
@@ -345,8 +346,8 @@ def test_cli_health_switch(capsys):
     assert cli.take_flag(["train", "health=False"], "health", None, "") == (["train"], False)
     with pytest.raises(cli.UsageError, match=r"health='maybe' is invalid; allowed: True or False"):
         cli.take_flag(["train", "health=maybe"], "health", None, "")
-    assert cli.main(["train", "health=maybe"]) == 2
-    assert cli.main(["val", "model=a.yaml", "health=True"]) == 2
+    assert console.main(["train", "health=maybe"]) == 2
+    assert console.main(["val", "model=a.yaml", "health=True"]) == 2
     assert "health= applies to training only" in capsys.readouterr().err
 
 

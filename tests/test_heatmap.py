@@ -810,7 +810,7 @@ def test_model_without_attention_blocks(tmp_path):
 
 
 def test_cli(checkpoint, tmp_path, capsys):
-    from attn_yolo import cli
+    import attn_yolo_console as cli
 
     assert main(["help"]) == 0 and "layers=all" in capsys.readouterr().out
     assert cli.main(["heatmap", f"model={checkpoint}", "layers=3"]) == 2

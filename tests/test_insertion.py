@@ -412,7 +412,7 @@ def test_insert_args_are_the_blocks_own_hyperparameters(tmp_path, capsys):
     """``args=[64]`` for ShuffleAttention is groups=64 (not a public-convention channel count): refused at C=16 with
     the group counts that fit there, before any YAML row is read or anything written; where 64 fits (C=128) the
     written row builds groups=64 and the summary says so."""
-    from attn_yolo.cli import main as cli_main
+    from attn_yolo_console import main as cli_main
 
     out = tmp_path / "yolo11n-sa.yaml"
     assert cli_main(["insert", "base=yolo11n.yaml", "module=ShuffleAttention", "at=0", "args=[64]", f"out={out}"]) == 2
@@ -668,7 +668,7 @@ def test_cli_errors_write_nothing(ckdir, tmp_path, monkeypatch):
 
 
 def test_console_script_routes_insert(tmp_path, monkeypatch, capsys):
-    from attn_yolo import cli
+    import attn_yolo_console as cli
 
     monkeypatch.chdir(tmp_path)
     assert cli.main(["insert", "base=yolo11n.yaml", "module=ECA", "at=sppf"]) == 0

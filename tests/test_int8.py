@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from attn_yolo import cli
+import attn_yolo_console as cli
 from attn_yolo.export.int8 import (
     _onnx_in_scope,
     _scopes,

@@ -13,7 +13,7 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / "models"
@@ -89,7 +89,7 @@ def test_ctrl_c_while_the_synthetic_dataset_is_generated(tmp_path, sig, parent_i
     half dataset; within seconds. SIGINT is sent to a process whose parent left SIGINT ignored (inherited through
     exec, as by a shell's background job): the ablation still stops, as it does during its runs."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "ATTN_YOLO_DATA": str(tmp_path / "cache"), "YOLO_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "attn_yolo.cli", "ablate", f"out={tmp_path / 'out'}"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "attn_yolo_console", "ablate", f"out={tmp_path / 'out'}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ignore_sigint if parent_ignores_sigint else None)
     try:

@@ -13,8 +13,8 @@ from attn_yolo.ablate import runner as ablate_runner
 from attn_yolo.ablate.outdir import LOCK_NAME, OUT_MARKER, RUN_MARKER
 from attn_yolo.ablate.plots import is_own_plot, save_figure
 from attn_yolo.args import UsageError
-from attn_yolo.cli import main as cli_main
 from attn_yolo.images import default_sources
+from attn_yolo_console import main as cli_main
 
 SE_YAML = REPO / "models" / "yolo11n-se.yaml"
 

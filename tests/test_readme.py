@@ -26,8 +26,8 @@ import torch
 import yaml
 
 from attn_yolo import synthetic
-from attn_yolo.cli import TOOLS
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import TOOLS
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

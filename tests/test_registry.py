@@ -370,7 +370,7 @@ def test_ddp_worker_state_imports_plugin(tmp_path):
 
 def test_cli_modules_lists_blocks():
     out = subprocess.run(
-        [sys.executable, "-m", "attn_yolo.cli", "modules"], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-m", "attn_yolo_console", "modules"], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     lines = out.splitlines()
     width = max(map(len, attn_yolo.MODULES)) + 2
@@ -466,6 +466,6 @@ def test_empty_and_rowless_yaml_refused(tmp_path):
 
 def test_cli_help_lists_tools():
     out = subprocess.run(
-        [sys.executable, "-m", "attn_yolo.cli", "--help"], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-m", "attn_yolo_console", "--help"], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert "Tools: modules, insert, ablate, export, heatmap, bench" in out

@@ -16,7 +16,7 @@ from ultralytics import YOLO
 from ultralytics.nn import tasks
 
 import attn_yolo
-from attn_yolo import cli
+import attn_yolo_console as cli
 from attn_yolo.checkpoint import load_yolo
 from attn_yolo.export import export_onnx
 from attn_yolo.heatmap import HeatmapError, heatmaps

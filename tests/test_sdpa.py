@@ -20,6 +20,7 @@ from ultralytics.nn.modules.block import A2C2f, AAttn, Attention
 from ultralytics.nn.tasks import DetectionModel
 
 import attn_yolo
+import attn_yolo_console as console
 from attn_yolo import cli
 from attn_yolo import sdpa as S
 from attn_yolo.bench.common import profile_kernel
@@ -353,12 +354,12 @@ def test_second_call_is_a_no_op_and_undo():
 
 
 def test_cli_sdpa_value_checked_and_stripped(capsys, tmp_path, assets):
-    assert cli.main(["val", "model=yolo11n.yaml", "sdpa=maybe"]) == 2
+    assert console.main(["val", "model=yolo11n.yaml", "sdpa=maybe"]) == 2
     assert "sdpa='maybe' is invalid; allowed: True or False" in capsys.readouterr().err
     assert cli.take_flag(["train", "sdpa=True", "epochs=1"], "sdpa", False, "") == (["train", "epochs=1"], True)
     assert cli.take_flag(["train", "epochs=1"], "sdpa", False, "") == (["train", "epochs=1"], False)
     # a real process: Ultralytics parses the argv it saw at import, so the flag must be taken out of that too
-    r = subprocess.run([sys.executable, "-m", "attn_yolo.cli", "predict", "model=yolo12n.yaml",
+    r = subprocess.run([sys.executable, "-m", "attn_yolo_console", "predict", "model=yolo12n.yaml",
                         f"source={assets / 'bus.jpg'}", "imgsz=64", "save=False", "sdpa=True"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=300,
                        env={**os.environ, "YOLO_OFFLINE": "1", "PYTHONPATH": str(REPO)})  # fmt: skip
@@ -391,7 +392,7 @@ def test_trained_with_cli_sdpa_loads_in_plain_ultralytics(tiny_data, tmp_path, a
 
     base.default_callbacks["on_train_batch_end"].append(record)
     try:
-        code = cli.main(["train", "model=yolo12n.yaml", f"data={tiny_data}", "epochs=1", "imgsz=64", "batch=4",
+        code = console.main(["train", "model=yolo12n.yaml", f"data={tiny_data}", "epochs=1", "imgsz=64", "batch=4",
                          "workers=0", "plots=False", "device=cpu", f"project={tmp_path}", "name=run", "sdpa=True"])
     finally:
         base.default_callbacks["on_train_batch_end"].remove(record)
@@ -489,10 +490,10 @@ def test_export_fused_yolo12n_verifies(tmp_path, capsys, sdpa_calls):
     informative(y, imgsz=128)
     pt = tmp_path / "y12.pt"
     y.save(str(pt))
-    assert cli.main(["export", f"model={pt}", "imgsz=128", "opset=13", "sdpa=True"]) == 2
+    assert console.main(["export", f"model={pt}", "imgsz=128", "opset=13", "sdpa=True"]) == 2
     assert "AAttn (sdpa) (layer 6) needs opset >= 14" in capsys.readouterr().err
     assert not sdpa_calls
-    assert cli.main(["export", f"model={pt}", "imgsz=128", "simplify=False", "sdpa=True"]) == 0
+    assert console.main(["export", f"model={pt}", "imgsz=128", "simplify=False", "sdpa=True"]) == 0
     printed = capsys.readouterr().out
     report = json.loads((tmp_path / "y12.verify.json").read_text())
     assert "PASSED" in printed and report["passed"]

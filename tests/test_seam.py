@@ -190,7 +190,7 @@ def test_scan_passes_public_use():
 def test_the_seam_imports_nothing_of_attn_yolo():
     """The seam sits below every other module (``tests/test_layout.py``: layer 0.5): it imports Ultralytics, torch and
     the standard library only (and ultralytics-thop, which Ultralytics counts GFLOPs with; onnxruntime and NNCF, which
-    its INT8 export quantizes with)."""
+    its INT8 export quantizes with; PyYAML, which reads Ultralytics' default.yaml without importing it, words.py)."""
     mods = set()
     for f in SEAM.glob("*.py"):
         tree = ast.parse(f.read_text())
@@ -200,5 +200,6 @@ def test_the_seam_imports_nothing_of_attn_yolo():
     allowed = {"__future__", "ast", "collections", "contextlib", "copy", "functools", "importlib", "inspect",
                "logging", "re", "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch", "ultralytics",
                "thop", "attn_yolo",  # thop: ultralytics-thop, the counter of Ultralytics' get_flops (flops.py)
-               "nncf", "onnxruntime"}  # the quantizers Ultralytics' INT8 export calls, extended there (int8.py)
+               "nncf", "onnxruntime",  # the quantizers Ultralytics' INT8 export calls, extended there (int8.py)
+               "yaml"}  # words.py: Ultralytics' cfg/default.yaml read without importing Ultralytics
     assert {m.split(".")[0] for m in mods} <= allowed

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from attn_yolo.ablate.sequential import confidence_sequence
-from attn_yolo.cli import main as cli_main
 from attn_yolo.search import run
 from attn_yolo.search.rule import SearchRule, draws, family, level, replay, simulate
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,6 +119,72 @@ def test_bad_input_exits_2_naming_the_key_before_any_training(tmp_path, tiny_dat
     err = capsys.readouterr().err
     assert key in err, err
     assert not (tmp_path / "out").exists()  # nothing trained nor written
+
+
+WIDE_ONLY = '''"""A test block that refuses maps narrower than 128 channels."""
+
+from torch import nn
+
+from attn_yolo.nn.common import check, check_c1, check_init_values
+from attn_yolo.nn.declaration import declare
+
+
+@declare("WideOnly", paper="Nobody, A test block, 2026", example_args=())
+class WideOnly(nn.Module):
+    """WideOnly: the identity, built at 128 channels or more (a test block)."""
+
+    def __init__(self, c1: int, init_values: float | None = None):
+        super().__init__()
+        where = check_c1(c1, "WideOnly")
+        check(c1 >= 128, where, "c1", c1, "an int >= 128 (a test block)")
+        check_init_values(init_values, where)
+        self.gate = nn.Identity()
+
+    def forward(self, x):
+        return self.gate(x)
+'''
+
+
+@pytest.fixture
+def wide_only(tmp_path, monkeypatch):
+    """A block declared in a temporary file that cannot be built below 128 channels (yolo11n's neck P3: 64)."""
+    import importlib
+
+    import attn_yolo
+    from attn_yolo.registry import DECLARATIONS
+
+    (tmp_path / "wide_only_block.py").write_text(WIDE_ONLY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("wide_only_block")
+    yield "WideOnly"
+    attn_yolo.unregister()
+    del DECLARATIONS["WideOnly"]
+    sys.modules.pop("wide_only_block", None)
+    attn_yolo.register()
+
+
+def test_auto_sites_leave_out_where_a_block_cannot_be_built_given_sites_refuse_it(wide_only, tmp_path, tiny_data,
+                                                                                  capsys):
+    """``sites: auto``: the arms a block cannot be built at are left out, each with its reason, in the plan and the
+    summary; the others are searched. The same site written by the user is an error naming the arm (exit 2)."""
+    from attn_yolo.search.config import validate
+    from attn_yolo.search.report import summary
+
+    raw = yaml.safe_load(search_config(tmp_path, tiny_data, blocks=[wide_only], sites="auto",
+                                       seeds={"min": 2, "max": 8}).read_text())
+    search = validate(raw, tmp_path, "t", "<t>")
+    assert "wideonly.neck" in search.unbuildable and "c1=64" in search.unbuildable["wideonly.neck"]
+    assert {"wideonly.backbone", "wideonly.4", "wideonly.sppf"} <= {a.name for a in search.arms}
+    assert not set(search.unbuildable) & {a.name for a in search.arms}
+    dec = {"lo": [], "hi": [], "n": [], "state": [], "by": [], "mean": [], "stop": 0, "settled": 0, "rounds": 0}
+    text = summary(search, [], dec, 0, 0.0)
+    assert "## Not searched" in text and "- wideonly.neck: " in text
+
+    cfg = search_config(tmp_path, tiny_data, blocks=[wide_only], sites=["sppf", "neck"])
+    assert cli_main(["search", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "search: arm wideonly.neck: " in err and "c1" in err, err
+    assert not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------------------------------------------------ end to end
@@ -268,3 +334,20 @@ def test_placebo_arms_at_one_site_each(tmp_path, tiny_data):
     arm, placebo = (next(v for v in search.ab.variants if v.name == n) for n in search.arm_names)
     assert placebo.spec["module"] == "Placebo" and placebo.spec["at"] == 10 and len(placebo.new_blocks) == 1
     assert abs(placebo.params - arm.params) < 0.05 * (arm.params - search.ab.variants[0].params) + 600
+
+
+def test_a_round_begins_only_when_expected_to_end_within_the_minutes():
+    """``minutes``: a round is begun only when this session's pace says it ends within the budget; before any round
+    ran, while any minute is left; ``max_runs`` counts runs."""
+    from types import SimpleNamespace
+
+    from attn_yolo.search.rounds import budget_left
+
+    search = SimpleNamespace(max_runs=None, minutes=10)
+    pace = [(27, 300.0), (9, 120.0)]  # 420 s for 36 runs: 11.7 s a run, so 9 runs take 105 s
+    assert budget_left(search, 36, 9, 8 * 60, pace) == ""  # 8 + 1.75 min <= 10
+    why = budget_left(search, 36, 9, 8.5 * 60, pace)  # 8.5 + 1.75 > 10
+    assert "8.5 min spent" in why and "about 1.8 min at this session's pace" in why
+    assert budget_left(search, 0, 27, 9.9 * 60) == ""  # no pace yet: begun
+    assert "10 min spent" in budget_left(search, 0, 27, 10 * 60)
+    assert "the next round needs 9" in budget_left(SimpleNamespace(max_runs=40, minutes=None), 36, 9, 0.0)

@@ -217,6 +217,43 @@ def test_bra_ties_go_to_the_lower_region_index():
     assert torch.equal(m.routes(x), torch.tensor([0, 1, 2]).expand(2, 16, 3))
 
 
+def test_bra_region_means_of_equal_tokens_are_exact_in_float32():
+    """``region_mean`` of a region of equal tokens is that token bit for bit in float32 (a plain sum of 6 or 9 equal
+    values rounds differently, so a padded border region would lose or win its tie by the region's size)."""
+    from attn_yolo.nn.biformer import region_mean
+
+    v = torch.tensor(0.1, dtype=torch.float32)
+    t = torch.full((1, 2, 9, 3), 0.1)
+    valid = torch.tensor([[1.0] * 9, [1.0] * 6 + [0.0] * 3])
+    t[:, 1, 6:] = 0  # padding
+    got = region_mean(t, valid)
+    assert torch.equal(got, torch.full((1, 2, 3), v.item()))
+    assert (t[:, 1, :6].sum(1) / 6 != v).any() or (t[:, 0].sum(1) / 9 != v).any()  # the plain mean is not exact
+    x = torch.randn(2, 3, 9, 4, dtype=torch.float64)
+    assert torch.allclose(region_mean(x, None), x.mean(2), atol=1e-12)
+
+
+def test_bra_letterbox_border_routes_alike_in_onnxruntime_and_openvino(tmp_path):
+    """A constant border over padded regions at a size other than the traced one (a dynamic export): onnxruntime and
+    OpenVINO's CPU plugin (which runs the float64 routing in float32) route as PyTorch, outputs within 1e-5."""
+    ort = pytest.importorskip("onnxruntime")
+    ov = pytest.importorskip("openvino")
+    torch.manual_seed(0)
+    m = BiLevelRoutingAttention(32).eval()
+    x = torch.randn(1, 32, 16, 16)
+    x[..., 10:, :] = 0.5
+    x[..., :, 10:] = 0.5
+    f = tmp_path / "bra.onnx"
+    torch.onnx.export(m, torch.randn(1, 32, 14, 14), str(f), opset_version=17, dynamo=False, input_names=["x"],
+                      dynamic_axes={"x": {2: "h", 3: "w"}})
+    with torch.no_grad():
+        ref = m(x).numpy()
+    sess = ort.InferenceSession(str(f), providers=["CPUExecutionProvider"])
+    compiled = ov.Core().compile_model(str(f), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    assert abs(sess.run(None, {"x": x.numpy()})[0] - ref).max() < 1e-5
+    assert abs(compiled(x.numpy())[0] - ref).max() < 1e-5
+
+
 def test_bra_defaults_and_heads():
     m = BiLevelRoutingAttention(256)
     assert (m.heads, m.n_win, m.topk, m.side_dwconv, m.lepe.kernel_size) == (8, 7, 4, 5, (5, 5))  # head width 32

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_yolo import cli
+import attn_yolo_console as cli
 from attn_yolo.images import default_images, default_sources
 
 REPO = Path(__file__).resolve().parents[1]

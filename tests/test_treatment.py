@@ -14,7 +14,7 @@ from conftest import randomized, write_config
 from attn_yolo import ablate
 from attn_yolo.ablate import treatment
 from attn_yolo.ablate.treatment import NewBlocks, check_new_blocks, check_treatment
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 
 def model_of(d: dict):

@@ -75,6 +75,12 @@ def _break_cli(mp):
     mp.setattr(cfg, "entrypoint", entrypoint)
 
 
+def _break_first_words(mp):
+    from attn_yolo.ultralytics_api import words
+
+    mp.setattr(words, "SPECIAL_DICT", "commands")  # a release that renames entrypoint's dict
+
+
 def _break_callbacks(mp):
     from ultralytics.utils.callbacks import base
 
@@ -196,6 +202,7 @@ BREAK = {
     "YOLO(yaml) calls engine.model.guess_model_task": _break_guess_task,
     "load_checkpoint calls torch_safe_load(safe_only=)": _break_safe_load,
     "the CLI parses cfg.ARGV and its special commands are derivable": _break_cli,
+    "Ultralytics' first words are readable from its files": _break_first_words,
     "Ultralytics' default callbacks are a dict of lists": _break_callbacks,
     "the trainer sets tloss and metrics": _break_trainer,
     "Model.train starts from ckpt and reads pretrained=False": _break_model_train,
@@ -238,34 +245,35 @@ def test_row_context_breaks_the_width_path_with_the_contract_named(monkeypatch):
         check_contract("parse_model binds i, f, ch, scale and passes unknown modules' args verbatim")
 
 
+def _fake_ultralytics(root, special: str):
+    """A package folder laid out as Ultralytics' (cfg/__init__.py with MODES, TASKS and entrypoint's ``special``
+    dict; cfg/default.yaml), as a later release might write it."""
+    (root / "cfg").mkdir(parents=True)
+    (root / "cfg" / "__init__.py").write_text(
+        'MODES = frozenset({"train", "val"})\nTASKS = ("detect",)\n\n\ndef entrypoint(debug=""):\n'
+        f"    special = {{{special}}}\n")
+    (root / "cfg" / "default.yaml").write_text("epochs: 100\nverbose: true\n")
+    return root
+
+
 def test_special_commands_are_read_from_ultralytics(tmp_path, monkeypatch):
-    """The special-command list is derived from ``ultralytics.cfg.entrypoint``, equals the copy for this version, and
-    a command a later Ultralytics adds reaches Ultralytics instead of exit 2."""
-    import importlib.util
-
-    import ultralytics.cfg as cfg
-
-    from attn_yolo.cli import UsageError, check_command
+    """The special commands are read from Ultralytics (its source and files, the console without importing it) and
+    equal the copy for this version; a command a later Ultralytics adds reaches Ultralytics instead of exit 2."""
+    import attn_yolo_console as console
+    from attn_yolo.ultralytics_api import words
 
     api.special_commands.cache_clear()
     derived = api.special_commands()
     assert derived == api.SPECIAL_COMMANDS and derived is not api.SPECIAL_COMMANDS
-    with pytest.raises(UsageError):
-        check_command("newcmd")
-    f = tmp_path / "later_cfg.py"
-    f.write_text("ARGV = []\n\n\ndef entrypoint(debug=''):\n    args = ARGV\n"
-                 "    special = {'checks': 1, 'newcmd': 2}\n")
-    spec = importlib.util.spec_from_file_location("later_cfg", f)
-    later = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(later)
-    monkeypatch.setattr(cfg, "entrypoint", later.entrypoint)
-    api.special_commands.cache_clear()
-    try:
-        assert api.special_commands() == ("checks", "newcmd")
-        check_command("newcmd")  # no UsageError: goes to Ultralytics' CLI
-    finally:
-        monkeypatch.undo()
-        api.special_commands.cache_clear()
+    assert set(derived) <= console.ultralytics_words().words
+    assert "attn-yolo: unknown command 'newcmd'" in console.unknown_command("newcmd")
+
+    later = words.first_words(_fake_ultralytics(tmp_path / "ultralytics", "'checks': 1, 'newcmd': 2"))
+    assert later.modes == ("train", "val")
+    assert {"newcmd", "n", "checks", "check", "c", "epochs", "verbose"} <= later.words
+    monkeypatch.setattr(console, "ultralytics_words", lambda: later)
+    assert console.unknown_command("newcmd") is None  # goes to Ultralytics' CLI
+    assert "Did you mean 'attn-yolo val'?" in console.unknown_command("vall")
 
 
 def test_unscaled_yaml_path():

@@ -19,7 +19,7 @@ from attn_yolo.ablate.records import RunSpec
 from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
 from attn_yolo.ablate.treatment import NewBlocks
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 
 class Stop(Exception):

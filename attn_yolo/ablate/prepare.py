@@ -56,7 +56,7 @@ def build(v: Variant, nc: int, imgsz: int, base_dict: dict | None = None) -> Non
     v.params, v.gflops, v.new_blocks = _SIZES[size_key]
 
 
-def _build_all(variants: list[Variant], nc: int, imgsz: int, base_dict: dict | None = None) -> list[str]:
+def build_all(variants: list[Variant], nc: int, imgsz: int, base_dict: dict | None = None) -> list[str]:
     """Build each variant; one problem per variant that does not build, named by its config key."""
     problems = []
     for v in variants:
@@ -105,10 +105,10 @@ def prepare(ab: Ablation) -> Ablation:
         ab.data = ab.config["data"] = str(default_data_yaml())
     by_name = {v.name: v for v in ab.variants}
     base_dict = design.arm_dict(by_name[ab.baseline])
-    problems = _build_all(ab.variants, ab.nc, ab.imgsz, base_dict)
+    problems = build_all(ab.variants, ab.nc, ab.imgsz, base_dict)
     if not problems and ab.placebos:
         arms, problems = _placebo_arms(ab, by_name)
-        problems += _build_all(arms, ab.nc, ab.imgsz, base_dict)
+        problems += build_all(arms, ab.nc, ab.imgsz, base_dict)
         if not problems:
             at = next((k for k, v in enumerate(ab.variants) if v.name == ab.reference), len(ab.variants))
             ab.variants[at:at] = arms

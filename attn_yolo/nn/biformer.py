@@ -48,6 +48,19 @@ QK_SCALE = fixed("qk_scale", (None,), "another softmax temperature than 1/sqrt(C
 AUTO_PAD = fixed("auto_pad", (False, True), "", is_bool)  # any map size here: padded to whole regions, pads masked
 
 
+def region_mean(t: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Mean over each region's real tokens of ``t`` ``(B, R, S, C)`` (``valid`` ``(R, S)``: 1 real, 0 padding; None:
+    all real) → ``(B, R, C)``, as ``first + mean(t − first)`` with ``first`` the region's first token (always real:
+    padding is at the bottom and right). Equal to the plain mean; for a region of equal tokens (a letterbox border)
+    it is that token exactly in any float precision, so such regions tie exactly in every runtime (OpenVINO's CPU
+    plugin runs the float64 routing in float32, where a plain sum of equal values rounds per region size)."""
+    first = t[:, :, :1]
+    if valid is None:
+        return first[:, :, 0] + (t - first).mean(2)
+    n = valid.to(t.dtype).sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
+    return first[:, :, 0] + ((t - first) * valid.to(t.dtype).unsqueeze(-1)).sum(2) / n
+
+
 @declare(
     "BiLevelRoutingAttention",
     paper="Zhu et al., BiFormer: Vision Transformer with Bi-Level Routing Attention, CVPR 2023",
@@ -130,8 +143,10 @@ class BiLevelRoutingAttention(nn.Module):
       of a constant letterbox border have equal means, and ``torch.topk`` breaks such ties arbitrarily. The routing
       runs in float64 (float32 on MPS), where those means are exact: a partial (padded) region of border tokens then
       ties with a full one in every runtime, rather than winning or losing by a rounding that differs per runtime.
-      The affinity is then rounded to float32, as a GEMM may compute two equal columns 1 float64 ulp apart
-      (affinities closer than float32's 6e-8 relative, below the noise of the float32 ``q, k``, tie too).
+      Region means are taken as ``first + mean(t − first)`` (``region_mean``), exact for equal tokens in float32
+      too (OpenVINO's CPU plugin runs float64 ops in float32), and the affinity is summed per entry (not a GEMM,
+      which may compute two equal columns 1 ulp apart), then rounded to float32 (affinities closer than float32's
+      6e-8 relative, below the noise of the float32 ``q, k``, tie too).
     - The temperature is ``1/√C`` with ``C`` the full width, as their code ("to be consistent with old models") and
       the paper's ``softmax(QKᵀ/√C)``, not the per-head ``1/√(C/h)`` of a standard multi-head attention.
     - Heads left at None use the paper's head width 32 (``C // 32`` heads, 1 below 64 channels); their module
@@ -221,15 +236,11 @@ class BiLevelRoutingAttention(nn.Module):
         dtype = torch.float32 if q.device.type == "mps" else torch.float64  # (MPS has no float64)
         with torch.autocast(q.device.type, enabled=False):  # no fp16 products, which would overflow
             q, k = q.detach().to(dtype), k.detach().to(dtype)
-            if valid is None:
-                qr, kr = q.mean(2), k.mean(2)
-            else:
-                n = valid.to(dtype).sum(1, keepdim=True)  # (R, 1) real tokens per region, >= 1
-                qr, kr = q.sum(2) / n, k.sum(2) / n  # padded q, k are zero
-            # (B, R, R) region affinity, rounded to float32: a GEMM need not compute equal columns bit-equal (on an
-            # AMD EPYC torch's float64 GEMM gave the last of 6 tied border regions 1 ulp more, so it won the tie);
-            # the rounding merges such 1-ulp splits back into the exact tie, in PyTorch and ONNX alike
-            a = (qr @ kr.transpose(1, 2)).float()
+            qr, kr = region_mean(q, valid), region_mean(k, valid)
+            # (B, R, R) region affinity as products summed over C, each entry by the same reduction: regions of
+            # equal means give bit-equal columns (a GEMM need not: on an AMD EPYC torch's float64 GEMM gave the last
+            # of 6 tied border regions 1 ulp more, so it won the tie); then rounded to float32 as a second guard
+            a = (qr.unsqueeze(2) * kr.unsqueeze(1)).sum(-1).float()
             if torch.jit.is_tracing():  # ONNX TopK puts the lower index first among equal values
                 return a.topk(topk, dim=-1).indices
             # the same tie rule in eager mode (torch.topk has none): letterbox borders give regions of equal means

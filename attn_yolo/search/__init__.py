@@ -62,9 +62,12 @@ def plan_lines(search):
         placebos = ", each with a placebo arm" if k > len(search.arms) else ""
         budget = ", ".join(x for x in (f"max_runs {search.max_runs}" if search.max_runs else "",
                                        f"{search.minutes:g} minutes" if search.minutes else "") if x) or "none"
-        return [f"attn-yolo search: {ab.name}: {k} arm(s) ({len(search.arms) // len(search.sites)} block(s) × "
+        blocks = (len(search.arms) + len(search.unbuildable)) // len(search.sites)
+        return [f"attn-yolo search: {ab.name}: {k} arm(s) ({blocks} block(s) × "
                 f"{len(search.sites)} site(s){placebos}) against the baseline; paired seeds {rule.min} to {rule.max} "
                 f"in rounds, at most {(k + 1) * rule.max} runs ({n_todo} not yet run); budget: {budget}",
+                *(f"attn-yolo search: not searched ({arm}): the block cannot be built there: {why}"
+                  for arm, why in search.unbuildable.items()),
                 *describe(ab, n_todo)[1:]]
 
     return lines

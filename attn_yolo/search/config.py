@@ -70,6 +70,7 @@ class Search:
     sites: list[Site]
     max_runs: int | None = None
     minutes: float | None = None
+    unbuildable: dict[str, str] = dataclasses.field(default_factory=dict)  # auto sites: arm -> why it cannot be built
 
     @property
     def arm_names(self) -> list[str]:
@@ -202,26 +203,54 @@ def ablation_raw(raw: dict, sec: dict, arms: list[Arm]) -> dict:
 
 
 def validate(raw: dict, base: Path, name: str, source: str) -> Search:
-    """Check a search config at once, before any work (``attn_yolo.ablate.validate`` for the ablation's keys).
+    """Check a search config at once, before any work (``attn_yolo.ablate.validate`` for the ablation's keys). With
+    ``sites: auto``, a block × site the block cannot be built at is left out and said (``Search.unbuildable``), as
+    the user named no such site; with sites given, it is an error.
 
     Raises:
         ConfigError: every problem, each named by its key (``search.sites[2]``, ``search: arm cbam.4``).
     """
-    from attn_yolo.ablate.validate import validate as validate_ablation
-
     sec, arms, rule, sites, problems = check_section(raw)
     if problems:
         raise ConfigError(source, problems)
-    raw = ablation_raw(raw, sec, arms)
-    raw.setdefault("out", f"runs/search/{name}")
-    try:
-        ab = validate_ablation(raw, base, name, source)
-    except ConfigError as e:
-        raise ConfigError(source, [arm_key(p) for p in e.problems]) from None
+    ab = _ablation(raw, sec, arms, base, name, source)
+    unbuildable = _unbuildable(ab) if sec.get("sites", "auto") == "auto" else {}
+    if len(unbuildable) == len(arms):
+        raise ConfigError(source, [f"search: arm {n}: does not build at any auto site: {why}"
+                                   for n, why in unbuildable.items()])
+    if unbuildable:
+        arms = [a for a in arms if a.name not in unbuildable]
+        ab = _ablation(raw, sec, arms, base, name, source)
     for v in ab.variants:
         v.key = f"search: arm {v.name}"
     return Search(ab, str(sec.get("model", "yolo11n.yaml")), arms, rule.at(len(ab.variants) - 1), sites,
-                  max_runs=sec.get("max_runs"), minutes=sec.get("minutes"))
+                  max_runs=sec.get("max_runs"), minutes=sec.get("minutes"), unbuildable=unbuildable)
+
+
+def _unbuildable(ab) -> dict[str, str]:
+    """The arms of ``ab`` that do not build (``attn_yolo.ablate.prepare.build_all``, as the run would find before
+    training), with the reason."""
+    from attn_yolo.ablate import design
+    from attn_yolo.ablate.prepare import build_all
+
+    base = design.arm_dict(next(v for v in ab.variants if v.name == ab.baseline))
+    out = {}
+    for v in ab.variants:
+        if v.name != ab.baseline and (problem := build_all([v], ab.nc, ab.imgsz, base)):
+            out[v.name] = problem[0].split(": does not build: ", 1)[-1]
+    return out
+
+
+def _ablation(raw: dict, sec: dict, arms: list[Arm], base: Path, name: str, source: str):
+    """The search's ablation (``ablation_raw``) validated; its problems named by arm (``arm_key``)."""
+    from attn_yolo.ablate.validate import validate as validate_ablation
+
+    raw = ablation_raw(raw, sec, arms)
+    raw.setdefault("out", f"runs/search/{name}")
+    try:
+        return validate_ablation(raw, base, name, source)
+    except ConfigError as e:
+        raise ConfigError(source, [arm_key(p) for p in e.problems]) from None
 
 
 def arm_key(problem: str) -> str:

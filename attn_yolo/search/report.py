@@ -101,7 +101,10 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
                      f"{r['state']} | {r['params'] or '—'} | {_f(r['gflops'], 2, False)} | "
                      f"{_f(r['latency_ms'], 1, False)} |")
     notes = [f"- {r['arm']}: {r['treatment_words']}" for r in ranked if r["treatment"] == "failed"]
-    return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])) + "\n"
+    skipped = [f"- {arm}: {why}" for arm, why in search.unbuildable.items()]
+    return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])
+                     + (["", "## Not searched (`sites: auto`: the block cannot be built there)", "", *skipped]
+                        if skipped else [])) + "\n"
 
 
 def write_best(search, best: dict | None) -> list[str]:

@@ -71,6 +71,7 @@ def search_rounds(search, say=print):
     """``rounds(session)`` for ``attn_yolo.ablate.runner.run_ablation``: the search's rounds (module docstring).
     Sets ``search.result`` (the last decision, with ``stop_reason`` ``budget`` where the budget stopped it)."""
     t0 = time.perf_counter()
+    pace = []  # this session's rounds: (runs, wall seconds)
 
     def rounds(s) -> None:
         while True:
@@ -80,7 +81,7 @@ def search_rounds(search, say=print):
                 return
             batch = next_batch(search, s, dec)
             used = len(s.current())
-            why = budget_left(search, used, len(batch), time.perf_counter() - t0)
+            why = budget_left(search, used, len(batch), time.perf_counter() - t0, pace)
             if not batch or why:
                 dec["stop_reason"] = "budget" if why else "max"
                 dec["budget"] = why or f"no seed left of {len(search.ab.seeds)}"
@@ -88,15 +89,26 @@ def search_rounds(search, say=print):
             going = sum(st == 0 for st in dec["state"])
             s.progress.line(f"attn-yolo search: round to {max(search.rule.min, int(dec['rounds']) + 1)} paired "
                             f"seeds: {going} of {len(search.arm_names)} arms still in; {len(batch)} run(s)")
+            started = time.perf_counter()
             s.schedule(batch)
+            pace.append((len(batch), time.perf_counter() - started))
 
     return rounds
 
 
-def budget_left(search, used: int, batch: int, elapsed_s: float) -> str:
-    """Why the budget stops the search before a round of ``batch`` runs ('' : it does not)."""
+def budget_left(search, used: int, batch: int, elapsed_s: float, pace: list[tuple[int, float]] = ()) -> str:
+    """Why the budget stops the search before a round of ``batch`` runs ('' : it does not). ``minutes``: a round is
+    begun only when it is expected to end within them, at this session's pace so far (``pace``: the runs and wall
+    seconds of each round it ran; none yet: begun while any minute is left); a round begun is finished."""
     if search.max_runs is not None and used + batch > search.max_runs:
         return f"max_runs {search.max_runs}: {used} run(s) used, the next round needs {batch}"
-    if search.minutes is not None and elapsed_s / 60 >= search.minutes:
+    if search.minutes is None:
+        return ""
+    runs, seconds = sum(n for n, _ in pace), sum(t for _, t in pace)
+    expected = batch * seconds / runs if runs else 0.0
+    if elapsed_s / 60 >= search.minutes:
         return f"minutes {search.minutes:g}: {math.floor(elapsed_s / 60)} min spent"
+    if (elapsed_s + expected) / 60 > search.minutes:
+        return (f"minutes {search.minutes:g}: {elapsed_s / 60:.1f} min spent, and the next round of {batch} run(s) "
+                f"would take about {expected / 60:.1f} min at this session's pace")
     return ""

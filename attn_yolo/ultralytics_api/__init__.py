@@ -272,14 +272,11 @@ def special_commands() -> tuple[str, ...]:
     ``special = {...}`` dict in the source of ``ultralytics.cfg.entrypoint``; ``SPECIAL_COMMANDS`` if unreadable."""
     from ultralytics import cfg
 
+    from attn_yolo.ultralytics_api.words import special_keys
+
     with contextlib.suppress(OSError, TypeError, SyntaxError):
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cfg.entrypoint)))
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
-                    and any(isinstance(t, ast.Name) and t.id == "special" for t in node.targets)):
-                keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-                if keys:
-                    return tuple(keys)
+        if keys := special_keys(ast.parse(textwrap.dedent(inspect.getsource(cfg.entrypoint)))):
+            return keys
     return SPECIAL_COMMANDS
 
 

@@ -152,6 +152,19 @@ def _check_cli() -> None:
           "the special commands are no longer readable from the `special = {...}` dict of entrypoint's source")
 
 
+def _check_first_words() -> None:
+    from ultralytics import cfg
+
+    from attn_yolo.ultralytics_api import words
+
+    got = words.first_words()
+    _need(got is not None, f"MODES, TASKS, entrypoint's `special` dict or default.yaml are no longer readable from "
+          f"the files under {words.ultralytics_dir()} (the console's typo check, attn_yolo_console)")
+    want = {*cfg.MODES, *cfg.TASKS, *api.special_commands(), *cfg.DEFAULT_CFG_DICT}
+    _need(set(got.modes) == set(cfg.MODES) and want <= got.words,
+          f"the first words read from Ultralytics' files miss {sorted(want - got.words)} or its modes differ")
+
+
 def _check_callbacks() -> None:
     from ultralytics.utils.callbacks import base
 
@@ -317,6 +330,7 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "YOLO(yaml) calls engine.model.guess_model_task": _check_guess_task,
     "load_checkpoint calls torch_safe_load(safe_only=)": _check_safe_load,
     "the CLI parses cfg.ARGV and its special commands are derivable": _check_cli,
+    "Ultralytics' first words are readable from its files": _check_first_words,
     "Ultralytics' default callbacks are a dict of lists": _check_callbacks,
     "the trainer sets tloss and metrics": _check_trainer,
     "Model.train starts from ckpt and reads pretrained=False": _check_model_train,
