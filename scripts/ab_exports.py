@@ -49,24 +49,19 @@ def export(out: Path, variants: str, imgsz: int) -> None:
 
 
 def _runners(folder: Path, threads: int) -> dict[str, dict]:
-    """Per model: an onnxruntime session and a compiled OpenVINO model, each as a zero-argument callable."""
+    """Per model: its onnxruntime session (``attn_yolo.export.ort_session``) and compiled OpenVINO model
+    (``OpenVINORuntime``, f32 inference), each as a zero-argument callable on one fixed input."""
     import numpy as np
-    import onnxruntime as ort
-    import openvino as ov
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    core = ov.Core()
+    from attn_yolo.export import OpenVINORuntime, ort_session
+    from attn_yolo.export.runtime import ort_raw
+
     out = {}
     for onnx in sorted(folder.glob("*.onnx")):
-        sess = ort.InferenceSession(str(onnx), opts, providers=["CPUExecutionProvider"])
-        inp = sess.get_inputs()[0]
-        x = np.random.default_rng(0).random([1, *inp.shape[1:]], dtype=np.float32)
-        xml = next((folder / f"{onnx.stem}_openvino").glob("*.xml"))
-        compiled = core.compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                        "INFERENCE_NUM_THREADS": threads})
-        out[onnx.stem] = {"onnxruntime": lambda s=sess, n=inp.name, x=x: s.run(None, {n: x}),
-                          "OpenVINO": lambda c=compiled, x=x: c(x)}
+        sess = ort_session(onnx, threads)
+        x = np.random.default_rng(0).random([1, *sess.get_inputs()[0].shape[1:]], dtype=np.float32)
+        rt = OpenVINORuntime(next((folder / f"{onnx.stem}_openvino").glob("*.xml")), "f32", threads)
+        out[onnx.stem] = {"onnxruntime": lambda s=sess, x=x: ort_raw(s, x), "OpenVINO": lambda r=rt, x=x: r.run(x)}
     return out
 
 
