@@ -45,6 +45,12 @@ def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
     return out
 
 
+def closest(key: str, allowed) -> str:
+    """`` (did you mean 'x'?)`` for the allowed key closest to ``key``, or ``""``."""
+    close = difflib.get_close_matches(str(key), list(allowed), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 MIN_IMGSZ = 32
 """Smallest image side any tool takes, pixels: the model's largest stride (a P5 map of 1×1)."""
 MAX_IMGSZ = 4096

@@ -1,107 +1,120 @@
-"""The warm-start study: how the default ablation's CBAM arm trains under each way of letting new blocks learn.
+"""The warm-start study: which way of training new blocks from the shared start makes their attention matter.
 
-One ablation on the default's data, start and train arguments (``attn_yolo.ablate.config.DEFAULT_CONFIG_YAML``),
-with one CBAM arm per choice of ``new_blocks`` (an arm's own ``new_blocks:`` key) and a fixed list of seeds, so that
-every choice is paired with the same baseline runs. It prints one table row per choice: the blocks' mean |γ| and
-raw-output knock-out (attention health, last epoch), their knock-out effect on mAP50-95 (the treatment check's T),
-the mean Δ mAP50-95 against the baseline, the SD of Δ over seeds, the detectable |Δ| (80 % power, fixed n, the
-hierarchical variances), the half-width of the 95 % anytime-valid interval that would decide the arm alone, whether
-the arm passes the treatment check there, and the mean time per run.
+Each group is one ablation on the default's data and train arguments (``attn_yolo.ablate.config.DEFAULT_CONFIG_YAML``)
+from one shared start, with a fixed list of seeds, so that every choice in a group is paired with the same baseline
+runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each under every choice of its group (an arm's own
+``new_blocks:``). Groups differ in what the baseline does too: a probe phase (the baseline held still for as many
+steps) and longer arms (the baseline longer too). Per block and choice the table gives the attention check's figures
+(``attn_yolo.ablate.treatment``): A, the mean-ablation effect (mean over seeds of |Δ mAP50-95| with the gates at their
+mean), the identity's and the re-initialised blocks' effects beside it, the gates' normalised entropy (1 = flat) and
+the share of seeds with a block flagged ``uniform``, mean |γ|, Δ mAP50-95 against the group's baseline, the SD of Δ
+over seeds, the resolution (half-width of the fixed-n hierarchical 95 % interval at the study's seeds), whether A
+reaches it, and the mean seconds per run.
 
-    python scripts/warmstart_study.py            # out=runs/study/warmstart, seeds 0..7 (about 40 min on 2 cores)
-    python scripts/warmstart_study.py out=/tmp/w seeds=5
+    python scripts/warmstart_study.py                      # out=runs/study/warmstart, seeds 0..2 (~40 min, 2 cores)
+    python scripts/warmstart_study.py out=/tmp/w seeds=4 start=runs/ablate/synthetic-quick/start/weights/best.pt
 
-A rerun with the same out reuses the finished runs (the ablation runner's resume).
+``start=``: a checkpoint to start every group from (default: the first group trains the default's start once and the
+others reuse it). A rerun with the same ``out`` reuses the finished runs (the ablation runner's resume).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
-CHOICES = (  # name → new_blocks
-    ("lr1-g0", {"lr_mult": 1, "gamma": 0.0}),  # the default before this study: Ultralytics' lr0 for every weight
-    ("lr10-g0", {"lr_mult": 10, "gamma": 0.0}),
-    ("lr30-g0", {"lr_mult": 30, "gamma": 0.0}),
-    ("lr100-g0", {"lr_mult": 100, "gamma": 0.0}),
-    ("lr1-g0.1", {"lr_mult": 1, "gamma": 0.1}),
-    ("lr30-g0.1", {"lr_mult": 30, "gamma": 0.1}),
-    ("lr10-g0.1", {"lr_mult": 10, "gamma": 0.1}),
-    ("lr1-g0.3", {"lr_mult": 1, "gamma": 0.3}),
+BLOCKS = (("CBAM", [16, 7]), ("SE", [16]), ("ECA", []))
+GROUPS = (  # name, train overrides (every arm, baseline too), the design's new_blocks, {choice: the arm's new_blocks
+    # and, under "blocks", the blocks it is tried on when not all)
+    ("same", {}, {}, {
+        "lr1-g0.3": {"lr_mult": 1, "gamma": 0.3},  # today's default
+        "lr30-g0.3": {"lr_mult": 30, "gamma": 0.3},
+        "lr100-g0.3": {"lr_mult": 100, "gamma": 0.3},
+        "lr30-g1": {"lr_mult": 30, "gamma": 1.0, "blocks": ("CBAM",)},  # another start: the whole block at step 0
+    }),
+    ("probe", {}, {"probe_steps": 31}, {  # half the 62 steps: the new blocks alone, then the whole model
+        "probe31x100-lr10-g0.3": {"probe_steps": 31, "probe_lr_mult": 100, "lr_mult": 10, "gamma": 0.3},
+    }),
+    ("longer", {"epochs": 2}, {}, {
+        "2ep-lr30-g0.3": {"lr_mult": 30, "gamma": 0.3},
+    }),
 )
-AT = 5  # the resolution and the check also at this many seeds (the default rule's max)
 
 
-def config(out: str, seeds: int) -> dict:
-    """The default ablation with one CBAM arm per choice and seeds 0 .. seeds − 1."""
+def config(group: tuple, out: Path, seeds: int, start) -> dict:
+    """The default ablation with the group's arms, seeds 0 .. seeds − 1."""
     from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
 
+    name, train, top, choices = group
     cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
-    cbam = next(v for v in cfg["variants"] if v["name"] == "cbam")
-    cfg["variants"] = [cfg["variants"][0]] + [{**cbam, "name": f"cbam-{n}", "new_blocks": nb} for n, nb in CHOICES]
-    cfg["seeds"] = list(range(seeds))
-    cfg["out"] = out
-    cfg.pop("new_blocks", None)
+    cfg["variants"] = [cfg["variants"][0]] + [
+        {"name": f"{b.lower()}-{c}", "base": "yolo11n.yaml", "module": b, "at": "backbone", "args": args,
+         "new_blocks": {k: v for k, v in nb.items() if k != "blocks"}}
+        for b, args in BLOCKS for c, nb in choices.items() if b in nb.get("blocks", (b,))]
+    cfg["seeds"], cfg["out"], cfg["new_blocks"] = list(range(seeds)), str(out / name), top
+    cfg["train"].update(train)
+    if start:
+        cfg["start"] = str(start)
     return cfg
 
 
-def table(ab, rows: list[dict]) -> list[str]:
-    """The study's table from the ablation's records: per choice, at the first ``AT`` seeds and at all of them."""
+def row(ab, rows: list[dict], boot: dict, arm: str) -> list[str]:
+    """One table row: the arm's attention check, its Δ and its cost."""
     from attn_yolo.ablate import readings, treatment
-    from attn_yolo.ablate.report import analyze
-    from attn_yolo.ablate.sequential import confidence_sequence
-    from attn_yolo.ablate.stats import PRIMARY, detectable_delta
+    from attn_yolo.ablate.stats import PRIMARY
     from attn_yolo.health.report import arm_health
 
-    boot = analyze(ab, rows)
-    head = ("choice (new_blocks)", "mean \\|γ\\|", "raw knock-out", "T = knock-out Δ", "Δ mAP50-95", "SD of Δ",
-            "detectable \\|Δ\\|", f"±resolution, {AT} seeds", f"check, {AT} seeds", "±resolution, all", "check, all",
-            "s / run")
+    c = (boot["compare"].get(arm) or {}).get(PRIMARY)
+    if c is None:
+        return [arm, f"no comparison ({boot['why'].get(arm, 'runs missing')})"]
+    h = c["hier"]
+    seeds = readings.paired_seeds(ab, rows, arm)
+    t = treatment.check(treatment.effect(rows, arm, seeds), h["lo"], h["hi"])
+    health = arm_health([r for r in rows if r["variant"] == arm])
+    secs = [r["train_time_s"] for r in rows if r["variant"] == arm and r.get("train_time_s")]
+    sd = statistics.stdev(c["deltas"]) if len(c["deltas"]) > 1 else math.nan
+    return [arm, f"{t['A']:.4f}", f"{t['knockout']:.4f}", f"{t['reinit']:.4f}", f"{health['entropy']:.4f}",
+            f"{health['uniform'] * 100:.0f} %", f"{health['gamma']:.3g}", f"{h['mean']:+.4f}", f"{sd:.4f}",
+            f"±{t['resolution']:.4f}", t["status"], f"{sum(secs) / max(len(secs), 1):.0f}"]
+
+
+def table(results: list[tuple]) -> list[str]:
+    head = ("arm (block-choice)", "A: mean ablation", "identity", "re-initialised", "gate entropy", "uniform seeds",
+            "mean \\|γ\\|", "Δ mAP50-95", "SD of Δ", "resolution", "check", "s / run")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, nb in CHOICES:
-        arm = f"cbam-{name}"
-        c = (boot["compare"].get(arm) or {}).get(PRIMARY)
-        if c is None:
-            out.append(f"| {arm} | no comparison ({boot['why'].get(arm, 'runs missing')}) |")
-            continue
-        h = c["hier"]
-        seeds = readings.paired_seeds(ab, rows, arm)
-        fx = treatment.effect(rows, arm, seeds)
-        checks = []
-        for n in (AT, len(seeds)):
-            lo, hi = confidence_sequence(c["deltas"][:n], 0.95, h["test_var"])
-            t = treatment.check(treatment.effect(rows, arm, seeds[:n]), lo, hi)
-            checks += [f"±{(hi - lo) / 2:.4f}", t["status"]]
-        health = arm_health([r for r in rows if r["variant"] == arm])
-        secs = [r["train_time_s"] for r in rows if r["variant"] == arm and r.get("train_time_s")]
-        out.append("| " + " | ".join([
-            f"{arm} ({', '.join(f'{k} {v:g}' for k, v in nb.items())})", f"{health['gamma']:.3g}",
-            f"{health['knockout']:.3g}", f"{fx['T']:.4f}", f"{h['mean']:+.4f}", f"{math.sqrt(h['seed_var']):.4f}",
-            f"{detectable_delta(h['seed_var'], h['test_var'], h['n']):.4f}", *checks, f"{sum(secs) / len(secs):.0f}",
-        ]) + " |")  # fmt: skip
+    for ab, rows, boot in results:
+        out += ["| " + " | ".join(row(ab, rows, boot, v.name)) + " |" for v in ab.variants if v.name != ab.baseline]
     return out
 
 
 def main(argv: list[str]) -> int:
-    args = dict(a.split("=", 1) for a in argv)
-    out, seeds = args.get("out", "runs/study/warmstart"), int(args.get("seeds", 8))
     from attn_yolo import ablate
+    from attn_yolo.ablate.report import analyze
     from attn_yolo.ablate.results import collect_records
 
-    Path(out).mkdir(parents=True, exist_ok=True)
-    path = Path(out) / "study.yaml"
-    path.write_text(yaml.safe_dump(config(str(Path(out).resolve() / "ablation"), seeds), sort_keys=False))
-    code = ablate.run(str(path))
-    raw, base, name, source = ablate.load_config(path)
-    ab = ablate.prepare(ablate.validate(raw, base, name, source))
-    rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]
-    print(f"\nWarm-start study: {len(CHOICES)} choices of new_blocks on the default ablation, seeds 0..{seeds - 1} "
-          f"(exit code of the ablation: {code})\n")
-    print("\n".join(table(ab, rows)))
-    return code
+    args = dict(a.split("=", 1) for a in argv)
+    out, seeds, start = Path(args.get("out", "runs/study/warmstart")).resolve(), int(args.get("seeds", 3)), \
+        args.get("start")
+    out.mkdir(parents=True, exist_ok=True)
+    results, codes, t0 = [], [], time.time()
+    for group in GROUPS:
+        path = out / f"{group[0]}.yaml"
+        path.write_text(yaml.safe_dump(config(group, out, seeds, start), sort_keys=False))
+        codes.append(ablate.run(str(path)))
+        raw, base, name, source = ablate.load_config(path)
+        ab = ablate.prepare(ablate.validate(raw, base, name, source))
+        rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]
+        results.append((ab, rows, analyze(ab, rows)))
+        start = start or str(ab.out / "start" / "weights" / "best.pt")
+    print(f"\nWarm-start study: {sum(len(g[3]) for g in GROUPS)} choices, {len(BLOCKS)} blocks, seeds 0..{seeds - 1},"
+          f" wall {(time.time() - t0) / 60:.1f} min (exit codes {codes})\n")
+    print("\n".join(table(results)))
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ SHARE_A_WORKER = {  # test-id prefix → group: a group's tests run in one worke
     "tests/test_warmstart.py": "warmstart",  # its module fixture trains a start: once
     "tests/test_health.py": "health",  # its module fixtures train and calibrate models: once
     "tests/test_explain.py": "explain",  # its module fixture runs a tiny ablation: once
+    "tests/test_attention_check.py": "check",  # its module fixture trains a start that detects: once
 }
 _DEFAULT_DIST: list = []  # non-empty when pytest_cmdline_main chose the distribution
 

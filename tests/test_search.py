@@ -204,7 +204,7 @@ sys.exit(run(sys.argv[1], sys.argv[2:], runner=fake_runner))
 
 def fake_runner(spec, device):
     """Stands in for execute_run: mAP50-95 0.3 + the arm's effect + seed noise (deterministic), knock-out figures
-    that pass the treatment check; sleeps ``SLOW`` s for arms named in ``HANG`` (a signal's window)."""
+    that pass the attention check; sleeps ``SLOW`` s for arms named in ``HANG`` (a signal's window)."""
     import zlib
 
     Path(spec.run_dir).mkdir(parents=True, exist_ok=True)

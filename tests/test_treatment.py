@@ -1,4 +1,4 @@
-"""The treatment check: which blocks an arm adds (golden paths), the identity in their place (against hooks by hand),
+"""The attention check: which blocks an arm adds (golden paths), the identity in their place (against hooks by hand),
 the criterion and its edge cases, the new blocks' own learning rate and γ, and the design keys' bad input."""
 
 from __future__ import annotations
@@ -88,21 +88,40 @@ def test_block_parameters_and_gamma(dicts):
 # ------------------------------------------------------------------------------------------------ the criterion
 
 
-def rows_with(ts: list[float], arm: str = "cbam") -> list[dict]:
-    return [{"variant": arm, "seed": s, "status": "ok", "treatment_map50_95": t} for s, t in enumerate(ts)]
+def rows_with(ts: list[float], arm: str = "cbam", knockout: float = 0.02, check: str = "mean ablation") -> list[dict]:
+    return [{"variant": arm, "seed": s, "status": "ok", "attention_map50_95": t, "treatment_map50_95": knockout,
+             "reinit_map50_95": 0.001, "attention_check": check} for s, t in enumerate(ts)]
 
 
 @pytest.mark.parametrize("ts, lo, hi, status", [
-    ([0.02, 0.03, 0.025], -0.01, 0.01, "passed"),      # T = 0.025 >= 0.01
-    ([0.0003, -0.0001, 0.0002], -0.003, 0.002, "failed"),  # T = 0.0002 < 0.0025: near the identity
-    ([0.0, 0.0, 0.0], 0.0, 0.0, "failed"),            # identical arms: width 0, and the blocks change nothing
-    ([0.01, -0.01, 0.012], -0.005, 0.005, "passed"),  # |t|: a block that matters either way
+    ([0.02, 0.03, 0.025], -0.01, 0.01, "passed"),      # A = 0.025 >= 0.01
+    ([0.0003, -0.0001, 0.0002], -0.003, 0.002, "failed"),  # A = 0.0002 < 0.0025: the gates' mean does as well
+    ([0.0, 0.0, 0.0], 0.0, 0.0, "failed"),            # identical arms: width 0, and the attention changes nothing
+    ([0.01, -0.01, 0.012], -0.005, 0.005, "passed"),  # |a|: attention that matters either way
     ([0.02, 0.02, 0.02], -math.inf, math.inf, "n/a"),  # unbounded: no verdict to check
 ])
 def test_criterion(ts, lo, hi, status):
     fx = treatment.effect(rows_with(ts), "cbam", [0, 1, 2])
-    assert fx["T"] == pytest.approx(sum(map(abs, ts)) / 3)
+    assert fx["A"] == pytest.approx(sum(map(abs, ts)) / 3) and fx["criterion"] == "mean ablation"
+    assert fx["knockout"] == pytest.approx(0.02) and fx["reinit"] == pytest.approx(0.001)
     assert treatment.check(fx, lo, hi)["status"] == status
+
+
+def test_a_large_knock_out_does_not_pass_flat_gates():
+    """Today's default failure: the identity in place of the blocks moves mAP by 0.024, their mean gates by 0.0003:
+    a fixed rescale, not tested, with the cause in words."""
+    fx = treatment.effect(rows_with([0.0003, -0.0002, 0.0004], knockout=0.024), "cbam", [0, 1, 2])
+    t = treatment.check(fx, -0.006, 0.006)
+    assert t["status"] == "failed" and fx["knockout"] > t["resolution"]
+    cause = treatment.likely_cause(t, {"gamma": 0.3, "entropy": 0.997})
+    assert "fixed rescale" in cause and "entropy 0.997" in cause and "0.0240" in cause
+
+
+def test_blocks_without_gates_are_checked_by_the_identity():
+    """A placebo (nothing to hold at a mean) is checked by the identity in its place."""
+    fx = treatment.effect(rows_with([math.nan] * 3, knockout=0.02, check="knock-out"), "cbam", [0, 1, 2])
+    assert fx["criterion"] == "knock-out" and fx["A"] == pytest.approx(0.02)
+    assert treatment.check(fx, -0.01, 0.01)["status"] == "passed"
 
 
 def test_criterion_threshold_and_missing_figures():
@@ -114,9 +133,9 @@ def test_criterion_threshold_and_missing_figures():
 
 
 def test_likely_cause_reads_the_health():
-    assert "near the identity" in treatment.likely_cause({"gamma": 0.002, "knockout": 0.0003})
-    assert "barely differs" in treatment.likely_cause({"gamma": 0.2, "knockout": 1e-4})
-    assert "does not rely" in treatment.likely_cause({"gamma": 0.2, "knockout": 0.3})
+    fx = treatment.check(treatment.effect(rows_with([0.001] * 3, knockout=0.001), "cbam", [0, 1, 2]), -0.01, 0.01)
+    assert "near the identity" in treatment.likely_cause(fx, {"gamma": 0.002})
+    assert "does not rely" in treatment.likely_cause(fx, {"gamma": 0.2})
 
 
 # ------------------------------------------------------------------------------------------------ new blocks' lr
@@ -154,7 +173,9 @@ def test_boost_params_gives_the_new_blocks_their_own_groups_on_the_schedule(dict
 @pytest.mark.parametrize("raw, key", [
     ({"lr_mult": 0}, "new_blocks.lr_mult"), ({"lr_mult": -3}, "new_blocks.lr_mult"),
     ({"lr_mult": "fast"}, "new_blocks.lr_mult"), ({"gamma": 2}, "new_blocks.gamma"),
-    ({"lr": 10}, "new_blocks.lr"), ("20", "new_blocks"),
+    ({"lr": 10}, "new_blocks.lr"), ("20", "new_blocks"), ({"probe_steps": -1}, "new_blocks.probe_steps"),
+    ({"probe_steps": 2.5}, "new_blocks.probe_steps"), ({"probe_lr_mult": 0}, "new_blocks.probe_lr_mult"),
+    ({"probe_lr_mult": 5000}, "new_blocks.probe_lr_mult"), ({"prob_steps": 10}, "new_blocks.prob_steps"),
 ])
 def test_bad_new_blocks_names_the_key(raw, key):
     _, problems = check_new_blocks(raw)
@@ -172,6 +193,11 @@ def test_bad_treatment_names_the_key(raw, key):
     ({"new_blocks": {"lr_mult": -1}}, "new_blocks.lr_mult"),
     ({"treatment": {"threshold": 50}}, "treatment.threshold"),
     ({"new_blok": {"lr_mult": 2}}, "new_blok"),
+    ({"new_blocks": {"probe_steps": -3}}, "new_blocks.probe_steps"),
+    ({"new_blocks": {"probe_lr_mult": 1e6}}, "new_blocks.probe_lr_mult"),
+    ({"new_blocks": {"probe_stepz": 3}}, "new_blocks.probe_stepz"),
+    ({"new_blocks": {"probe_steps": 10}, "train": {"epochs": 1, "imgsz": 64, "warmup_epochs": 1}},
+     "new_blocks.probe_steps"),
 ])
 def test_cli_exits_2_before_any_training(tmp_path, tiny_data, capsys, over, key):
     cfg = write_config(tmp_path, tiny_data, **over)

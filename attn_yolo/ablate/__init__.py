@@ -28,15 +28,16 @@ the working directory, like Ultralytics' ``project``::
     ray_address: auto               # backend ray: auto, ray://host:port; absent: a local Ray instance for this run
     resources: {num_cpus: 4, num_gpus: 1}   # backend ray: per run
     bootstrap: {resamples: 2000, seed: 0}   # image resamples of the per-image bootstrap (seeded: reruns agree)
-    new_blocks: {lr_mult: 1.0, gamma: 0.3}  # the inserted blocks' learning rate (× lr0) and γ at step 0; per arm too
-    treatment: {threshold: 1.0}             # knock-out effect needed for a verdict, in half-widths of its interval
+    new_blocks: {lr_mult: 1.0, gamma: 0.3, probe_steps: 0, probe_lr_mult: 10}  # how inserted blocks train; per arm
+    treatment: {threshold: 1.0}             # mean-ablation effect needed for a verdict, in half-widths of its interval
 
 Outputs in ``out``: ``runs/<variant>-seed<k>/`` (Ultralytics' run folder, plus ``result.json``: the run's record,
 written atomically, and ``perimage.npz``: the final validation of best.pt image by image; an arm that adds blocks
 also ``perimage-knockout.npz``, the same validation with its blocks replaced by the identity), ``results.csv`` (an
 index of the records, rebuilt from the run folders as each run ends, with COCO AP small / medium / large: a damaged,
-edited or deleted results.csv loses nothing), ``summary.md`` (first the treatment check: whether each arm's blocks
-matter to its model enough for a verdict, else "not tested"; mean ± std per variant; paired differences to the
+edited or deleted results.csv loses nothing), ``summary.md`` (first the attention check: whether what each arm's
+blocks attend to matters to its model enough for a verdict, else "not tested"; mean ± std per variant; paired
+differences to the
 baseline with three intervals - seeds only (t), images only (bootstrap of the validation images) and hierarchical
 (both), each at the joint level of the ablation's comparisons, the verdict from the hierarchical one (or the
 anytime-valid one), the power of the design, per-class Δ; "learned nothing" for variants whose metrics
@@ -77,8 +78,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   rerun        finished runs are results: the changed-settings stop, redo into a staging folder, the default out
 #   console      the terminal: one line per run, the progress bar; each run's output into its train.log
 #   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
-#   treatment    the treatment check: an arm's new blocks, knocked out; whether they matter enough for a verdict
-#   readings     what the design reads off the runs: the stopping decision, the joint level, the treatment check,
+#   treatment    the attention check: an arm's new blocks, mean-ablated; whether their attention matters enough
+#   readings     what the design reads off the runs: the stopping decision, the joint level, the attention check,
 #                the yardstick, the placebo verdicts
 #   plots        ablation.png, curves.png, delta.png
 #   report       summary.md (and the plots beside it)

@@ -20,7 +20,7 @@ DEFAULT_CONFIG_YAML = """\
 # outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
 # by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its residual
 # gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half the
-# training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the treatment check
+# training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the attention check
 # then says whether CBAM mattered to its model enough for a verdict. Budget: under 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
@@ -141,7 +141,7 @@ class Ablation:
     placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
     arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
     new_blocks: object = None  # treatment.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
-    treatment: object = None  # treatment.Treatment: the treatment check's threshold
+    treatment: object = None  # treatment.Treatment: the attention check's threshold
     sdpa: bool = False  # train.sdpa: Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa); not in ``train``
     prepared: bool = False  # set by prepare: the dataset exists, every arm is built and sized
 

@@ -10,7 +10,7 @@
   ``DetectionModel``; its parameters and GFLOPs (Ultralytics ``get_num_params``, ``get_flops``) go into the
   ``Variant`` and each run's record.
 - every arm's new blocks (``attn_yolo.ablate.treatment.new_block_paths``): the blocks it adds to the baseline,
-  which the training gives their own learning rate (``new_blocks``) and the treatment check knocks out.
+  which the training gives their own learning rate (``new_blocks``) and the attention check holds at their mean.
 - ``placebo``: each placebo arm's ``Placebo`` blocks are sized to the blocks of the variant it controls, which needs
   that variant built (``design.placebo_spec``); the arms join ``variants`` before the reference.
 """

@@ -123,9 +123,9 @@ def paired_seeds(ab: Ablation, rows: list[dict], arm: str, n: int | None = None)
 
 
 def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
-    """The treatment check of ``arm`` (``attn_yolo.ablate.treatment``) against its reading ``r``: ``{"status":
-    "passed" | "failed" | "n/a" | "not applicable", ...}`` with its figures and, when failed, the likely cause from
-    the arm's attention health. ``not applicable`` for an arm that adds no blocks to the baseline (another model)."""
+    """The attention check of ``arm`` (``attn_yolo.ablate.treatment``) against its reading ``r``: ``{"status":
+    "passed" | "failed" | "n/a" | "not applicable", ...}`` with its figures, its attention health and, when failed,
+    the likely cause. ``not applicable`` for an arm that adds no blocks to the baseline (another model)."""
     from attn_yolo.ablate import treatment
     from attn_yolo.health.report import arm_health
 
@@ -138,20 +138,30 @@ def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
     health = arm_health([x for x in rows if x["variant"] == arm and x["seed"] in seeds])
     out["health"] = health
     if out["status"] == "failed":
-        out["cause"] = treatment.likely_cause(health)
+        out["cause"] = treatment.likely_cause(out, health)
     return out
 
 
+def check_figures(t: dict) -> str:
+    """The attention check's figures in words: the deciding effect, then the identity and re-initialisation
+    controls beside it (``mean ablation Δ 0.0003, identity Δ 0.0240, re-initialised Δ 0.0011``)."""
+    first = "mean ablation" if t["criterion"] == "mean ablation" else "knock-out"
+    figs = [f"{first} Δ {t['A']:.4f}"]
+    figs += [f"{w} Δ {t[k]:.4f}" for k, w in (("knockout", "identity"), ("reinit", "re-initialised"))
+             if not (k == "knockout" and t["criterion"] == "knock-out") and math.isfinite(t.get(k, math.nan))]
+    return ", ".join(figs)
+
+
 def not_tested(t: dict) -> str:
-    """The words of a failed treatment check: ``not tested (<figures>; <cause>)``."""
+    """The words of a failed attention check: ``not tested: <cause> (<figures>)``."""
+    what = "mean ablation" if t["criterion"] == "mean ablation" else "the identity in place of the blocks"
+    if t["A"] == 0:
+        head = f"{what} changes nothing (Δ mAP50-95 0 in every seed)"
+    else:
+        head = f"{what} Δ mAP50-95 {t['A']:.4f} < the ±{t['resolution']:.4f} this design resolves"
     h = t.get("health", {})
-    figs = ["knocking its blocks out changes nothing (Δ mAP50-95 0 in every seed)" if t["T"] == 0 else
-            f"knock-out Δ mAP50-95 {t['T']:.4f} < the ±{t['resolution']:.4f} this design resolves"]
-    if math.isfinite(h.get("gamma", math.nan)):
-        figs.append(f"|γ| {h['gamma']:.3g}")
-    if math.isfinite(h.get("knockout", math.nan)):
-        figs.append(f"raw-output knock-out {h['knockout']:.3g}")
-    return f"not tested ({', '.join(figs)}: {t['cause']})"
+    extra = [f"|γ| {h['gamma']:.3g}" for _ in (0,) if math.isfinite(h.get("gamma", math.nan))]
+    return f"not tested: {t['cause']} ({head}; {check_figures(t)}{''.join('; ' + x for x in extra)})"
 
 
 def _ci(lo: float, hi: float) -> str:
@@ -187,7 +197,7 @@ def yardstick(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, de
         if not x["n"]:
             continue
         if treated(ab, rows, v, x)["status"] == "failed":
-            lines.append(f"- **{v}**: not tested (see the Treatment check): no fraction of the `{ref}` gain")
+            lines.append(f"- **{v}**: not tested (see the Attention check): no fraction of the `{ref}` gain")
             continue
         frac = x["mean"] / r["mean"]
         extra = (g.get(v) or 0) - (g.get(ab.baseline) or 0)
@@ -210,8 +220,8 @@ def placebo(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec:
         x, y = reading(ab, rows, boot, p, dec), reading(ab, rows, boot, v, dec)
         untested = [a for a, r in ((v, y), (p, x)) if r["n"] and treated(ab, rows, a, r)["status"] == "failed"]
         if untested:
-            lines.append(f"- **{p}**: not tested: the treatment check failed for {' and '.join(untested)} (see the "
-                         "Treatment check); no placebo comparison")
+            lines.append(f"- **{p}**: not tested: the attention check failed for {' and '.join(untested)} (see the "
+                         "Attention check); no placebo comparison")
             continue
         sv, sp, sb = (stats["variants"][k] for k in (v, p, ab.baseline))
         size = ""
@@ -259,17 +269,19 @@ def stopping(ab: Ablation, dec: dict | None) -> list[str]:
 
 
 def treatment_lines(ab: Ablation, rows: list[dict], boot: dict | None, dec: dict | None) -> list[str]:
-    """The summary's first section: per arm that adds blocks, whether they mattered to its model enough for a
-    verdict (``treated``), with the criterion in one sentence."""
+    """The summary's first section: per arm that adds blocks, whether what they attend to mattered to its model
+    enough for a verdict (``treated``), with the criterion in one sentence."""
     from attn_yolo.ablate.treatment import THRESHOLD
 
     th = ab.treatment.threshold if ab.treatment else THRESHOLD
-    lines = ["## Treatment check: did the blocks train?", "",
-             (f"An arm's verdict needs its blocks to matter to its own model: its knock-out effect (mean over seeds of "
-              f"|mAP50-95 of its best.pt − the same with every new block replaced by the identity|, on the validation "
-              f"images) must be at least {th:g} × the half-width of the interval that decides its verdict (the "
-              f"resolution of this design); otherwise the arm is **not tested**: its Δ says nothing about the "
-              f"blocks."), ""]
+    lines = ["## Attention check: did the blocks attend?", "",
+             (f"An arm's verdict needs its blocks' attention to matter to its own model: its mean-ablation effect "
+              f"(mean over seeds of |mAP50-95 of its best.pt − the same with every gate and attention map of its new "
+              f"blocks held at its mean over the validation images|) must be at least {th:g} × the half-width of "
+              f"the interval that decides its verdict (the resolution of this design); otherwise the arm is **not "
+              f"tested**: its blocks act as a fixed rescale, and its Δ says nothing about attention. Beside it, the "
+              f"identity in place of the blocks and their weights re-initialised (γ kept). Blocks without gates or "
+              f"attention (a placebo) are checked by the identity in their place."), ""]
     shown = 0
     for arm in arms(ab):
         r = reading(ab, rows, boot, arm, dec)
@@ -279,20 +291,22 @@ def treatment_lines(ab: Ablation, rows: list[dict], boot: dict | None, dec: dict
         if t["status"] == "not applicable":
             continue
         shown += 1
-        h = t.get("health", {})
-        health = ", ".join(x for x in (
-            f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) and t["status"] != "failed" else "",
-            f"raw-output knock-out {h['knockout']:.3g}" if math.isfinite(h.get("knockout", math.nan))
-            and t["status"] != "failed" else "",  # a failed check's words carry both already (not_tested)
-            f"switched off in {round(h['switched_off'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
-        ) if x)  # fmt: skip
-        health = f"; attention health: {health}" if health else ""
-        if t["status"] == "passed":
-            what = (f"**passed**: knock-out Δ mAP50-95 {t['T']:.4f} >= {th:g} × ±{t['resolution']:.4f}"
-                    f"{health}")
-        elif t["status"] == "failed":
-            what = f"**{not_tested(t)}**{health}"
-        else:
-            what = f"n/a: {t['why']} (the verdict stands without the check){health}"
-        lines.append(f"- **{arm}**: {what}")
+        lines.append(f"- **{arm}**: {_check_line(t, th)}")
     return lines + [""] if shown else []
+
+
+def _check_line(t: dict, th: float) -> str:
+    """One arm's attention check in the summary's first section."""
+    h = t.get("health", {})
+    health = ", ".join(x for x in (
+        f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) and t["status"] != "failed" else "",
+        f"gate entropy {h['entropy']:.3f}" if math.isfinite(h.get("entropy", math.nan)) else "",
+        f"gates flagged uniform in {round(h['uniform'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
+        f"switched off in {round(h['switched_off'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
+    ) if x)  # fmt: skip
+    health = f"; attention health: {health}" if health else ""
+    if t["status"] == "passed":
+        return f"**passed**: {check_figures(t)}; {t['A']:.4f} >= {th:g} × ±{t['resolution']:.4f}{health}"
+    if t["status"] == "failed":
+        return f"**{not_tested(t)}**{health}"
+    return f"n/a: {t['why']} (the verdict stands without the check){health}"

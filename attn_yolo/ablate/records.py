@@ -20,12 +20,13 @@ from attn_yolo.ultralytics_api.flops import versions
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
     "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "ap_small",
-    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "treatment_map50_95",
-    "knockout_map50_95", "device", "run_dir", "model", "error", "fingerprint",
+    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "attention_check", "attention_map50_95",
+    "treatment_map50_95", "reinit_map50_95", "knockout_map50_95", "device", "run_dir", "model", "error", "fingerprint",
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
 FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "ap_small", "ap_medium", "ap_large",
-                "train_time_s", "treatment_map50_95", "knockout_map50_95"}
+                "train_time_s", "attention_map50_95", "treatment_map50_95", "reinit_map50_95",
+                "knockout_map50_95"}
 RECORD_NAME = "result.json"  # a run's record, in its run folder
 
 
@@ -47,9 +48,11 @@ class RunSpec:
     env: dict = dataclasses.field(default_factory=dict)  # environment variables set during the run (tracking)
     health: bool = True  # attention health per epoch (attn_yolo.health): gates.csv, gates.png, NaN/inf guard
     start: str | None = None  # checkpoint the run starts from (the design's `start`), carried by layer; None: scratch
-    new_blocks: list[str] | None = None  # module paths of the blocks the arm adds to the baseline (treatment check)
+    new_blocks: list[str] | None = None  # module paths of the blocks the arm adds to the baseline (attention check)
     lr_mult: float = 1.0  # learning rate of the new blocks' parameters, × lr0 (the design's `new_blocks`)
     gamma: float = 0.0  # the new blocks' residual gates' γ at step 0 (with a start; 0.0: as inserted)
+    probe_steps: int = 0  # steps of the probe phase first: the new blocks alone train (the baseline: nothing does)
+    probe_lr_mult: float = 10.0  # the new blocks' learning rate in the probe phase, × lr0
     sdpa: bool = False  # Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa), in training
 
     @property

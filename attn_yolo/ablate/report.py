@@ -200,7 +200,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
                      f"{boot['n_images']} validation images, the same resamples for every run")
     lines = [f"# Ablation `{ab.name}`", "", *readings.treatment_lines(ab, rows, boot, dec),
              f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
-             (f"Joint verdicts: {readings.joint_words(ab)}; an arm whose blocks failed the treatment check is "
+             (f"Joint verdicts: {readings.joint_words(ab)}; an arm whose blocks failed the attention check is "
               "**not tested**, whatever its interval. "
               f"Verdicts use the hierarchical interval (each at {each}%), which accounts for training noise (seeds) "
               "and for the "

@@ -112,6 +112,9 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
         begin = arm_start(ab, v.name)
         nb = v.block_training or ab.new_blocks or NewBlocks()
         how = {"new_blocks": dataclasses.asdict(nb)} if v.new_blocks else {}  # changes only arms with new blocks
+        probe = nb.probe_steps if v.new_blocks else (ab.new_blocks or NewBlocks()).probe_steps  # baseline: held still
+        if probe and not v.new_blocks:
+            how = {"probe_steps": probe}
         for seed in ab.seeds:
             parts = [v.definition, ab.data_id, train_id, seed] + ([begin.fingerprint] if begin else []) + (
                 [how] if how else [])
@@ -122,6 +125,7 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
                 trust=ab.trust, health=ab.health, start=begin.weights if begin else None,
                 new_blocks=v.new_blocks or None, lr_mult=nb.lr_mult, gamma=nb.gamma if begin else 0.0, sdpa=ab.sdpa,
+                probe_steps=probe, probe_lr_mult=nb.probe_lr_mult,
             ))  # fmt: skip
     return specs
 

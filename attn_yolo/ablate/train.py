@@ -23,10 +23,11 @@ from attn_yolo.ablate.perimage import (
     save_record,
 )
 from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_record
-from attn_yolo.ablate.treatment import KNOCKOUT_NAME, block_parameters, knocked_out, set_gamma
+from attn_yolo.ablate.treatment import KNOCKOUT_NAME, block_parameters, knocked_out, reinitialised, set_gamma
 from attn_yolo.ablate.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
 from attn_yolo.health import attach
+from attn_yolo.health.mean_ablation import MeanAblation
 from attn_yolo.sdpa import fuse_attention
 
 
@@ -188,10 +189,13 @@ def build_arm(spec: RunSpec, model: str, train: dict):
 
 def arm_trainer(spec: RunSpec) -> type:
     """The trainer class of a run: ``RecordingTrainer``, whose optimizer gives the arm's new blocks
-    (``spec.new_blocks``) ``spec.lr_mult`` × lr0 (``ultralytics_api.boost_params``) where that is not 1."""
-    if not spec.new_blocks or spec.lr_mult == 1:
+    (``spec.new_blocks``) ``spec.lr_mult`` × lr0 (``ultralytics_api.boost_params``), and which runs the probe phase
+    first (``spec.probe_steps``: the new blocks alone at ``spec.probe_lr_mult`` × lr0; in the baseline, which has none,
+    every weight still: ``ultralytics_api.probe_phase``)."""
+    if not spec.probe_steps and (not spec.new_blocks or spec.lr_mult == 1):
         return RecordingTrainer
-    paths, mult = tuple(spec.new_blocks), spec.lr_mult
+    paths, mult = tuple(spec.new_blocks or ()), spec.lr_mult
+    steps, probe_mult = spec.probe_steps, spec.probe_lr_mult
 
     class ArmTrainer(RecordingTrainer):
         """``RecordingTrainer`` with the new blocks' parameters in parameter groups of their own at ``mult`` × lr."""
@@ -199,8 +203,13 @@ def arm_trainer(spec: RunSpec) -> type:
         def build_optimizer(self, model, *args, **kwargs):
             optimizer = super().build_optimizer(model, *args, **kwargs)
             names = set(block_parameters(model, list(paths)))
-            moved = api.boost_params(optimizer, {id(p) for n, p in model.named_parameters() if n in names}, mult)
+            own = {id(p) for n, p in model.named_parameters() if n in names}
+            moved = api.boost_params(optimizer, own, mult)
             print(f"attn-yolo ablate: new blocks: {moved} parameter tensors at {mult:g} × lr0", flush=True)
+            if steps:
+                self.add_callback("on_train_batch_start", api.probe_phase(own, steps, probe_mult))
+                print(f"attn-yolo ablate: probe phase: {steps} steps, new blocks alone at {probe_mult:g} × lr0",
+                      flush=True)
             return optimizer
 
     return ArmTrainer
@@ -214,24 +223,45 @@ def standalone_val_args(spec: RunSpec, best: Path, train: dict, name: str, **ext
             "project": str(spec.run_dir), "name": name, "exist_ok": True, **extra}
 
 
-def knockout_figures(spec: RunSpec, best: Path, train: dict) -> dict:
-    """The treatment check's figures of a run (``attn_yolo.ablate.treatment``): its ``best.pt`` validated as trained
-    and with every new block knocked out, with the same standalone validator settings; the knocked-out validation
-    image by image in ``perimage-knockout.npz``.
+def _validate(spec: RunSpec, model, args: dict, on_batch=None):
+    """``(box metrics, validator)`` of ``model`` validated with standalone ``args``; ``on_batch``: an
+    ``on_val_batch_start`` callback (after any warm-up pass, so that it sees only the validation images)."""
+    validator = RecordingValidator(args=args)
+    if on_batch is not None:
+        validator.add_callback("on_val_batch_start", on_batch)
+    return box_metrics(validator(model=model)), validator
+
+
+def attention_figures(spec: RunSpec, best: Path, train: dict) -> dict:
+    """The attention check's figures of a run (``attn_yolo.ablate.treatment``): its ``best.pt`` validated with the
+    same standalone validator settings four times: as trained (recording its new blocks' mean gates), with its gates
+    and attention held at their mean (``MeanAblation``), with every new block knocked out (the identity; image by
+    image in ``perimage-knockout.npz``) and with the blocks' weights re-initialised, ``γ`` kept (``reinitialised``).
 
     Returns:
-        ``{"standalone_map50_95", "knockout_map50_95", "treatment_map50_95": their difference}``.
+        ``{"attention_check", "standalone_map50_95", "knockout_map50_95", "attention_map50_95",
+        "treatment_map50_95", "reinit_map50_95"}``: ``attention_check`` the criterion that applies (``"mean
+        ablation"``, or ``"knock-out"`` for blocks with nothing to hold at a mean); the last three are the
+        standalone mAP50-95 minus the mean-ablated (NaN for blocks without gates or attention, e.g. a ``Placebo``),
+        knocked-out and re-initialised ones.
     """
-    model = load_model(best, "weights", suffixes=(".pt",))
     args = standalone_val_args(spec, best, train, "val-knockout", verbose=False)
-    out = {}
-    for tag, m in (("standalone", model), ("knockout", knocked_out(model, spec.new_blocks))):
-        validator = RecordingValidator(args=args)
-        box = box_metrics(validator(model=m))
-        out[f"{tag}_map50_95"] = box["map50_95"]
-        if tag == "knockout":
-            save_record(record_from_validator(validator, box), Path(spec.run_dir) / KNOCKOUT_NAME)
-    out["treatment_map50_95"] = out["standalone_map50_95"] - out["knockout_map50_95"]
+    model = load_model(best, "weights", suffixes=(".pt",))
+    mean = MeanAblation(model, spec.new_blocks)
+    with mean.recording():
+        box, _ = _validate(spec, model, args, mean.arm)
+    out = {"standalone_map50_95": box["map50_95"], "attention_map50_95": math.nan,
+           "attention_check": "mean ablation" if mean.parts else "knock-out"}
+    if mean.parts:
+        with mean.replacing():
+            out["attention_map50_95"] = box["map50_95"] - _validate(spec, model, args)[0]["map50_95"]
+    fresh = load_model(best, "weights", suffixes=(".pt",))
+    ko, validator = _validate(spec, knocked_out(fresh, spec.new_blocks), args)
+    save_record(record_from_validator(validator, ko), Path(spec.run_dir) / KNOCKOUT_NAME)
+    out["knockout_map50_95"] = ko["map50_95"]
+    out["treatment_map50_95"] = box["map50_95"] - ko["map50_95"]
+    redrawn = reinitialised(fresh, spec.new_blocks, seed=spec.seed)
+    out["reinit_map50_95"] = box["map50_95"] - _validate(spec, redrawn, args)[0]["map50_95"]
     return out
 
 
@@ -263,6 +293,7 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
         t0 = time.perf_counter()
         try:
             yolo = build_arm(spec, model, train)
+            yolo.add_callback("on_train_start", api.reseed)  # the same run, the same batches, in any process
             yolo.add_callback("on_train_epoch_end", check_finite_loss)
             if spec.health:  # gates.csv, gates.png per run; stops the run at a NaN/inf in a block (attn_yolo.health)
                 yolo.add_callback("on_pretrain_routine_start", attach)
@@ -289,8 +320,8 @@ def execute_run(spec: RunSpec, device: str | None = None) -> dict:
             row.update(epoch_fields(run_dir))
             if not all(math.isfinite(v) for v in box.values()):
                 raise NonFiniteLossError(f"non-finite validation metrics of best.pt: {box}")
-            if spec.new_blocks:  # the treatment check: do the arm's own blocks matter to its model?
-                row.update(knockout_figures(spec, best, train))
+            if spec.new_blocks:  # the attention check: does what the arm's blocks attend to matter to its model?
+                row.update(attention_figures(spec, best, train))
             row["status"] = "ok"
         except Exception as e:
             row.setdefault("train_time_s", time.perf_counter() - t0)

@@ -1,42 +1,42 @@
-"""An arm's new blocks: which they are, how they train from the start, and whether they mattered (the treatment check).
+"""An arm's new blocks: which they are, how they train from the start, and whether they attended (the attention check).
 
 The config keys (``attn_yolo.ablate.design``'s design keys):
 
-- ``new_blocks: {lr_mult: 1.0, gamma: 0.3}``: how the blocks an arm adds to the baseline train from the start. Their
-  parameters get ``lr_mult`` × ``lr0`` (a parameter group of their own, on Ultralytics' schedule and warmup), the
-  usual fine-tuning practice for new layers on a pretrained network; ``gamma`` is their residual gates' ``γ`` at
-  step 0 (0.0: every arm predicts exactly what the start predicts before its first step; > 0 gives up that identity
-  for a block whose own weights get gradient from the first step). Defaults: ``NewBlocks``, chosen by the study in
-  BENCHMARKS.md (``scripts/warmstart_study.py``). A variant may carry its own ``new_blocks``.
-- ``treatment: {threshold: 1.0}``: the treatment check below.
+- ``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}``: how the blocks an arm adds to the baseline train from
+  the start (``NewBlocks``). Their parameters get ``lr_mult`` × ``lr0`` (a parameter group of their own, on
+  Ultralytics' schedule); ``gamma`` is their residual gates' ``γ`` at step 0 (0.0: every arm predicts exactly what the
+  start predicts before its first step); ``probe_steps`` > 0 first trains the new blocks alone for that many steps at
+  ``probe_lr_mult`` × ``lr0`` (every other weight at rate 0, in the baseline too: linear probe, then fine-tune).
+  Defaults: ``NewBlocks``, chosen by the study in BENCHMARKS.md (``scripts/warmstart_study.py``). A variant may
+  carry its own ``new_blocks``.
+- ``treatment: {threshold: 1.0}``: the attention check below.
 
-The treatment check: whether an arm's own blocks matter to its trained model, so that a verdict about them is one.
+The attention check: whether what an arm's blocks attend to matters to its trained model, so that a verdict about
+them is one about attention.
 
-An arm that adds blocks to the baseline (a variant, a placebo, an inserted-block reference) is a test of those blocks
-only if they changed the model it trained. With a warm start the blocks start as the identity (``γ = 0``); if they
-stay near it, the arm is the baseline plus an identity and its Δ says nothing about the blocks, however narrow the
-interval. So after each such run:
+An arm that adds blocks to the baseline is a test of attention only if the blocks' input-dependent part (their gates
+and attention maps) changed the model it trained. A block whose gates stayed flat acts as a fixed rescale
+``x + γ (s̄ x − x)``, which the rest of the network adapts to in a few steps: knocking it out then moves mAP, but
+nothing it attends to does. So after each such run its ``best.pt`` is validated on the validation images four times,
+with the same validator settings (``attn_yolo.ablate.train.attention_figures``):
 
-- **knock-out**: its ``best.pt`` is validated twice on the validation images, with the same validator settings: as
-  trained, and with every new block replaced by the identity (``knocked_out``: an inserted row by an
-  ``nn.Identity`` that keeps Ultralytics' row bookkeeping, the attention block inside a ``C3k2_<X>`` row by an
-  ``nn.Identity``). Its per-seed treatment effect is ``t_i = mAP50-95(arm) − mAP50-95(arm, blocks knocked out)``
-  (``treatment_map50_95`` in the run's record; the knocked-out validation image by image in
-  ``perimage-knockout.npz``).
-- **the criterion** (``check``): the arm's *blocks' effect* ``T = mean_i |t_i|`` over its paired seeds must be more
-  than 0 and at least ``threshold`` (default 1) × the *resolution* of the design, the half-width ``(hi − lo) / 2``
-  of the interval that decides the arm's verdict (the joint anytime-valid interval with seeds chosen by the data,
-  else the hierarchical one). Why this is the right yardstick: a verdict claims the arm's Δ lies in ``[lo, hi]``. If the
-  arm's own blocks, removed from the model that learned with them, move its mAP by less than half that width, the
-  arm differs from "baseline + identity" by less than the design can resolve: any Δ it shows could not be told from
-  one the blocks did not cause, and "no difference beyond ±w" would be a statement about a block that was never
-  applied. ``|t_i|`` rather than ``t_i``: a block that matters changes the model either way; its sign is the
-  verdict's business. Per seed and not per image: the verdict is about the mean over seeds.
-- an arm that fails it gets **not tested** instead of better / worse / no difference, with the figures and the likely
-  cause from its attention health (``γ``, the raw-output knock-out of ``attn_yolo.health``).
+- as trained, recording each gate's mean over the images;
+- **mean-ablated** (``attn_yolo.health.mean_ablation``): every gate held at its mean, every attention uniform over
+  its keys: ``a_i = mAP50-95(arm) − mAP50-95(arm, mean-ablated)`` (``attention_map50_95``), the criterion;
+- with every new block replaced by the identity (``knocked_out``): ``t_i`` (``treatment_map50_95``), beside it;
+- with the blocks' weights re-initialised and ``γ`` kept (``reinitialised``): ``reinit_map50_95``, beside it.
 
-The knock-out costs two validations per run (the run's own final validation is not reused: its validator settings
-differ from a standalone one, and the two figures must be paired exactly).
+The criterion (``check``): ``A = mean_i |a_i|`` over the arm's paired seeds must be more than 0 and at least
+``threshold`` (default 1) × the *resolution* of the design, the half-width ``(hi − lo) / 2`` of the interval that
+decides the arm's verdict. Why mean ablation and not the knock-out: a verdict claims the arm's Δ lies in ``[lo, hi]``;
+if removing the blocks' dependence on the input (keeping their average scale) moves its mAP by less than half that
+width, the arm differs from "baseline + a constant rescale" by less than the design can resolve, and any Δ it shows
+could not be told from one that attention did not cause. ``|a_i|``: attention that matters changes the model either
+way; the sign is the verdict's business. Blocks with nothing to hold at a mean (the ``Placebo`` control: no gate, no
+attention) are checked by the identity in their place (``criterion`` ``"knock-out"``).
+
+An arm that fails it gets **not tested** instead of better / worse / no difference, with the figures and the likely
+cause (``likely_cause``: ``γ``, the gates' entropy, the knock-out beside the mean ablation).
 """
 
 from __future__ import annotations
@@ -48,10 +48,9 @@ import math
 from torch import nn
 
 KNOCKOUT_NAME = "perimage-knockout.npz"
-THRESHOLD = 1.0  # T must be at least this × the deciding interval's half-width
-THRESHOLD_RANGE = (0.0, 10.0)  # (exclusive, inclusive)
+THRESHOLD = 1.0  # A must be at least this × the deciding interval's half-width
 GAMMA_NEAR_IDENTITY = 0.01  # a mean |γ| below this: "the blocks stayed near the identity"
-NEW_BLOCKS_KEYS = ("lr_mult", "gamma")
+NEW_BLOCKS_KEYS = ("lr_mult", "gamma", "probe_steps", "probe_lr_mult")
 TREATMENT_KEYS = ("threshold",)
 
 
@@ -65,21 +64,30 @@ class NewBlocks:
     Args:
         lr_mult: learning rate of the new blocks' parameters as a multiple of ``lr0`` (> 0, at most 1000).
         gamma: their residual gates' ``γ`` at step 0, in [0, 1] (0: the arm starts as the start's exact copy).
+        probe_steps: optimizer steps of a probe phase first (an int >= 0; 0: none): the new blocks alone train, at
+            ``probe_lr_mult`` × lr0, every other weight at learning rate 0 (linear probe, then fine-tune: Kumar et
+            al., ICLR 2022). The baseline keeps every weight still for as many steps, so that every arm fine-tunes
+            its whole model for the same steps on the same batches.
+        probe_lr_mult: the new blocks' learning rate in the probe phase, × lr0 (> 0, at most 1000).
     """
 
-    lr_mult: float = 1.0  # the study: a higher rate moves γ (about 0.0025 × lr_mult) but not the knock-out effect
-    gamma: float = 0.3  # the study: the one start whose blocks matter beyond the default design's resolution
+    lr_mult: float = 1.0
+    gamma: float = 0.3
+    probe_steps: int = 0
+    probe_lr_mult: float = 10.0
 
     def describe(self) -> str:
         """One line for the plan and the summary."""
         ident = "identity at step 0" if self.gamma == 0 else f"γ = {self.gamma:g} at step 0, not the identity"
-        return f"new blocks: learning rate {self.lr_mult:g} × lr0, {ident}"
+        probe = (f"; first {self.probe_steps} steps the new blocks alone at {self.probe_lr_mult:g} × lr0"
+                 if self.probe_steps else "")
+        return f"new blocks: learning rate {self.lr_mult:g} × lr0, {ident}{probe}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Treatment:
-    """The treatment check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
-    the knock-out effect an arm's blocks must reach (``attn_yolo.ablate.treatment``), in (0, 10]."""
+    """The attention check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
+    the mean-ablation effect an arm's blocks must reach (``attn_yolo.ablate.treatment``), in (0, 10]."""
 
     threshold: float = 1.0
 
@@ -88,27 +96,34 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+NEW_BLOCKS_RULES = {  # key -> (test, allowed in words)
+    "lr_mult": (lambda v: _number(v) and 0 < v <= 1000, "a number > 0 and <= 1000 (× lr0)"),
+    "gamma": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1] (the residual gates' γ at step 0)"),
+    "probe_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100_000,
+                    "an int >= 0 (optimizer steps of the probe phase; 0: none)"),
+    "probe_lr_mult": (lambda v: _number(v) and 0 < v <= 1000, "a number > 0 and <= 1000 (× lr0, in the probe phase)"),
+}
+
+
 def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
-    """``new_blocks: {lr_mult, gamma}`` → ``NewBlocks`` (defaults where absent), with problems naming each key."""
+    """``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}`` → ``NewBlocks`` (defaults where absent), with
+    problems naming each key (``new_blocks.<key>: <value>; expected <allowed>``)."""
+    from attn_yolo.args import closest
+
     if raw is None:
         return NewBlocks(), []
     if not isinstance(raw, dict):
-        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 1.0, gamma: 0.3}} (the "
-                             "defaults)"]
-    problems = [f"new_blocks.{k}: unknown key; allowed: {', '.join(NEW_BLOCKS_KEYS)}" for k in raw
-                if k not in NEW_BLOCKS_KEYS]
+        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 1.0, gamma: 0.3}}"]
+    problems = [f"new_blocks.{k}: unknown key{closest(k, NEW_BLOCKS_KEYS)}; allowed: {', '.join(NEW_BLOCKS_KEYS)}"
+                for k in raw if k not in NEW_BLOCKS_KEYS]
     got = {}
-    lr = raw.get("lr_mult", NewBlocks.lr_mult)
-    if not (_number(lr) and 0 < lr <= 1000):
-        problems.append(f"new_blocks.lr_mult: {lr!r}; expected a number > 0 and <= 1000 (the new blocks' learning "
-                        "rate as a multiple of lr0)")
-    else:
-        got["lr_mult"] = float(lr)
-    g = raw.get("gamma", NewBlocks.gamma)
-    if not (_number(g) and 0 <= g <= 1):
-        problems.append(f"new_blocks.gamma: {g!r}; expected a number in [0, 1] (the residual gates' γ at step 0)")
-    else:
-        got["gamma"] = float(g)
+    for key, (test, allowed) in NEW_BLOCKS_RULES.items():
+        if key not in raw:
+            continue
+        if test(raw[key]):
+            got[key] = raw[key] if key == "probe_steps" else float(raw[key])
+        else:
+            problems.append(f"new_blocks.{key}: {raw[key]!r}; expected {allowed}")
     return NewBlocks(**got), problems
 
 
@@ -122,7 +137,8 @@ def check_treatment(raw) -> tuple[Treatment, list[str]]:
                 if k not in TREATMENT_KEYS]
     t = raw.get("threshold", Treatment.threshold)
     if not (_number(t) and 0 < t <= 10):
-        problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the knock-out effect an arm's "
+        problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the mean-ablation effect an "
+                        "arm's "
                         "blocks must reach, in half-widths of its deciding interval)")
         return Treatment(), problems
     return Treatment(float(t)), problems
@@ -184,6 +200,27 @@ def knocked_out(model: nn.Module, paths: list[str]) -> nn.Module:
     return model
 
 
+def reinitialised(model: nn.Module, paths: list[str], seed: int = 0) -> nn.Module:
+    """A deep copy of ``model`` whose blocks at ``paths`` have their learned weights drawn anew (every submodule's
+    ``reset_parameters``, after ``torch.manual_seed(seed)``) and their residual gates' ``γ`` kept: the attention
+    check's control, what the blocks' scale alone does without what they learned.
+
+    Raises:
+        AttributeError: a path that is not a submodule of ``model``.
+    """
+    import torch
+
+    from attn_yolo.nn.layer_scale import LayerScale
+
+    model = copy.deepcopy(model)
+    torch.manual_seed(seed)
+    for path in paths:
+        for mod in model.get_submodule(path).modules():
+            if not isinstance(mod, LayerScale) and hasattr(mod, "reset_parameters"):
+                mod.reset_parameters()
+    return model
+
+
 def block_parameters(model: nn.Module, paths: list[str]) -> list[str]:
     """Names of the parameters of the blocks at ``paths`` (``named_parameters`` of ``model``, a ``module.`` prefix of
     a DDP wrapper ignored)."""
@@ -211,46 +248,67 @@ def set_gamma(model: nn.Module, paths: list[str], value: float) -> int:
 # ------------------------------------------------------------------------------------------------ the criterion
 
 
+def _per_seed(rows: list[dict], arm: str, seeds: list[int], key: str) -> list[float]:
+    got = {r["seed"]: r.get(key) for r in rows if r["variant"] == arm and r["status"] == "ok" and r["seed"] in seeds}
+    return [float(got[s]) for s in seeds if isinstance(got.get(s), (int, float)) and math.isfinite(got[s])]
+
+
+def _mean_abs(vals: list[float]) -> float:
+    return sum(map(abs, vals)) / len(vals) if vals else math.nan
+
+
 def effect(rows: list[dict], arm: str, seeds: list[int]) -> dict:
-    """The blocks' effect of ``arm`` over ``seeds``: ``{"T": mean |t_i|, "mean": mean t_i, "n", "per_seed"}``;
-    ``n`` = 0 where no run of those seeds has a knock-out figure."""
-    t = {r["seed"]: r.get("treatment_map50_95") for r in rows
-         if r["variant"] == arm and r["status"] == "ok" and r["seed"] in seeds}
-    vals = [float(t[s]) for s in seeds if isinstance(t.get(s), (int, float)) and math.isfinite(t[s])]
-    if not vals:
-        return {"T": math.nan, "mean": math.nan, "n": 0, "per_seed": []}
-    return {"T": sum(map(abs, vals)) / len(vals), "mean": sum(vals) / len(vals), "n": len(vals), "per_seed": vals}
+    """The figures of ``arm``'s attention check over ``seeds`` (module docstring).
+
+    Returns:
+        ``{"criterion", "A", "mean", "n", "per_seed", "knockout", "reinit"}``: ``criterion`` ``"mean ablation"``
+        (``A`` = mean over seeds of |mAP50-95 − the same with the blocks' gates and attention at their mean|) or,
+        for blocks with nothing to hold at a mean (a ``Placebo``), ``"knock-out"`` (``A`` from the identity in
+        their place); ``knockout`` and ``reinit``: the mean |Δ| of the identity and of re-initialised blocks, beside
+        it. ``n`` = 0 where no run of those seeds has the deciding figure.
+    """
+    by_check = {r.get("attention_check") for r in rows if r["variant"] == arm and r["seed"] in seeds}
+    criterion = "knock-out" if by_check == {"knock-out"} else "mean ablation"
+    vals = _per_seed(rows, arm, seeds, "attention_map50_95" if criterion == "mean ablation" else "treatment_map50_95")
+    return {"criterion": criterion, "A": _mean_abs(vals), "mean": sum(vals) / len(vals) if vals else math.nan,
+            "n": len(vals), "per_seed": vals, "knockout": _mean_abs(_per_seed(rows, arm, seeds, "treatment_map50_95")),
+            "reinit": _mean_abs(_per_seed(rows, arm, seeds, "reinit_map50_95"))}
 
 
 def check(fx: dict, lo: float, hi: float, threshold: float = THRESHOLD) -> dict:
-    """Whether an arm passes the treatment check (module docstring).
+    """Whether an arm passes the attention check (module docstring).
 
     Args:
         fx: ``effect`` of the arm.
         lo, hi: the interval that decides its verdict.
-        threshold: ``T`` must be ≥ ``threshold`` × ``(hi − lo) / 2``.
+        threshold: ``A`` must be ≥ ``threshold`` × ``(hi − lo) / 2``.
 
     Returns:
-        ``{"status": "passed" | "failed" | "n/a", "T", "resolution", "why"}``; ``n/a`` without knock-out figures or
+        ``fx`` with ``{"status": "passed" | "failed" | "n/a", "resolution", "why"}``; ``n/a`` without the figures or
         with an unbounded interval (the verdict is n/a then anyway).
     """
     res = (hi - lo) / 2 if math.isfinite(lo) and math.isfinite(hi) else math.inf
+    what = "mean-ablation" if fx["criterion"] == "mean ablation" else "knock-out"
     if fx["n"] == 0:
-        return {"status": "n/a", "T": math.nan, "resolution": res, "why": "no knock-out figures in the run records"}
+        return {**fx, "status": "n/a", "resolution": res, "why": f"no {what} figures in the run records"}
     if not math.isfinite(res):
-        return {"status": "n/a", "T": fx["T"], "resolution": res, "why": "the deciding interval is still unbounded"}
-    ok = fx["T"] > 0 and fx["T"] >= threshold * res  # blocks that change nothing never pass, not even at width 0
-    return {"status": "passed" if ok else "failed", "T": fx["T"], "resolution": res,
-            "why": f"knock-out effect {fx['T']:.4f} {'>=' if ok else '<'} {threshold:g} × resolution ±{res:.4f}"}
+        return {**fx, "status": "n/a", "resolution": res, "why": "the deciding interval is still unbounded"}
+    ok = fx["A"] > 0 and fx["A"] >= threshold * res  # blocks that change nothing never pass, not even at width 0
+    return {**fx, "status": "passed" if ok else "failed", "resolution": res,
+            "why": f"{what} effect {fx['A']:.4f} {'>=' if ok else '<'} {threshold:g} × resolution ±{res:.4f}"}
 
 
-def likely_cause(health: dict) -> str:
-    """Why an arm's blocks did not matter, from its attention health (``{"gamma", "knockout"}`` means over seeds)."""
-    g, ko = health.get("gamma", math.nan), health.get("knockout", math.nan)
+def likely_cause(fx: dict, health: dict) -> str:
+    """Why an arm's blocks did not matter as attention: ``fx`` its ``check``, ``health`` its attention health
+    (``attn_yolo.health.report.arm_health``: ``gamma``, ``entropy``, ``knockout`` means over seeds)."""
+    g, ent = health.get("gamma", math.nan), health.get("entropy", math.nan)
     if math.isfinite(g) and g < GAMMA_NEAR_IDENTITY:
         return ("the blocks stayed near the identity; give the new blocks their own learning rate "
                 "(new_blocks: {lr_mult: ...}), a non-zero start (new_blocks: {gamma: ...}) or more steps")
-    if math.isfinite(ko) and ko < 1e-3:
-        return "the blocks' output barely differs from their input; give them more steps or their own learning rate"
+    if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
+        flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
+        return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
+                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); give the new blocks a learning rate "
+                "of their own (new_blocks: {lr_mult: ...}) or a probe phase (new_blocks: {probe_steps: ...})")
     return ("the model does not rely on the blocks by as much as this design resolves; more seeds (seeds.max) or "
             "more validation images narrow the interval")

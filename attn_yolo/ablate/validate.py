@@ -52,6 +52,17 @@ def own_new_blocks(raw: dict, variants: list, baseline: str | None, key: str = "
     return problems
 
 
+def probe_problems(new_blocks, train: dict) -> list[str]:
+    """A probe phase (``new_blocks.probe_steps``) needs no warmup: Ultralytics' warmup sets every learning rate."""
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+
+    warmup = train.get("warmup_epochs", DEFAULT_CFG_DICT["warmup_epochs"])
+    if not new_blocks.probe_steps or not warmup:
+        return []
+    return [f"new_blocks.probe_steps: {new_blocks.probe_steps}; expected 0 with train.warmup_epochs {warmup!r} "
+            "(warmup sets every learning rate itself: set train.warmup_epochs: 0 for a probe phase)"]
+
+
 def validate(raw: dict, base: Path, name: str = "ablation", source: str = "config") -> Ablation:
     """Check a whole config before any training, every problem at once; cheap and free of side effects.
 
@@ -96,6 +107,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         problems.append(f"seeds: {why}")
     new_blocks, p = treatment.check_new_blocks(raw.get("new_blocks"))
     problems += p
+    problems += probe_problems(new_blocks, train)
     judged, p = treatment.check_treatment(raw.get("treatment"))
     problems += p
     latency, p = check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)

@@ -107,9 +107,11 @@ def _run_health(row: dict) -> tuple[list[dict], str]:
 
 
 def arm_health(rows: list[dict]) -> dict:
-    """Mean last-epoch ``gamma`` and ``knockout`` over the blocks of the runs ``rows`` (their ``gates.csv``), and
-    ``switched_off``: the share of runs with a block flagged ``switched off``; NaN where nothing was measured."""
-    vals: dict[str, list[float]] = {"gamma": [], "knockout": []}
+    """Mean last-epoch ``gamma``, ``knockout`` and ``entropy`` (normalised, 1 = flat) over the blocks of the runs
+    ``rows`` (their ``gates.csv``), ``switched_off`` and ``uniform``: the shares of runs with a block flagged so; NaN
+    where nothing was measured."""
+    vals: dict[str, list[float]] = {"gamma": [], "knockout": [], "entropy": []}
+    flat = 0
     off, runs = 0, 0
     for r in rows:
         last, _ = _run_health(r)
@@ -117,10 +119,12 @@ def arm_health(rows: list[dict]) -> dict:
             continue
         runs += 1
         off += any("switched off" in b["flags"] for b in last)
+        flat += any("uniform" in b["flags"] for b in last)
         for k in vals:
             vals[k] += [b[k] for b in last if not math.isnan(b[k])]
     out = {k: (sum(v) / len(v) if v else math.nan) for k, v in vals.items()}
-    return {**out, "switched_off": off / runs if runs else math.nan, "runs": runs}
+    share = (lambda k: k / runs) if runs else (lambda k: math.nan)
+    return {**out, "switched_off": share(off), "uniform": share(flat), "runs": runs}
 
 
 def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> list[str]:
@@ -171,6 +175,6 @@ def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, st
     lines += ["", ("Flags: uniform (entropy / ln N >= 0.99: the block's maps are flat), one-hot (half a map's mass in "
                    "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
                    "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
-                   "blocks mattered enough for a verdict is the treatment check's (first section): an arm whose "
+                   "blocks mattered enough for a verdict is the attention check's (first section): an arm whose "
                    "blocks stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")]
     return lines

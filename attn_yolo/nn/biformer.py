@@ -104,6 +104,7 @@ def region_mean(t: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     opset_ops="scaled_dot_product_attention with a mask (from 14, as MHSA); TopK with k as an input (10), Pad with "
     "the padding computed from H, W (11), Gather of the routed regions",
     example_args=(2, 7),
+    attends="attend",
 )
 class BiLevelRoutingAttention(nn.Module):
     """Bi-Level Routing Attention (Zhu et al., BiFormer: Vision Transformer with Bi-Level Routing Attention, CVPR 2023).
@@ -246,6 +247,12 @@ class BiLevelRoutingAttention(nn.Module):
             # the same tie rule in eager mode (torch.topk has none): letterbox borders give regions of equal means
             return a.sort(dim=-1, descending=True, stable=True).indices[..., :topk]
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, None]:
+        """``(softmax(QKᵀ/√C) V, None)``: each region's queries ``(B·R, h, S, d)`` over its routed keys and values
+        ``(B·R, h, k·S, d)``, padded keys masked out (``mask`` ``(B·R, 1, 1, k·S)``, True: real; None: none)."""
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.qk_scale), None
+
     def attention(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The operator on ``x`` ``(B, C, H, W)``: ``(W_o O (B, C, H, W), routed region indices (B, R, k))``."""
         b, c, h, w = x.shape
@@ -268,7 +275,7 @@ class BiLevelRoutingAttention(nn.Module):
         mask = None if valid is None else valid.bool()[idx].view(b * n_regions, 1, 1, topk * s)
         if qh.dtype == torch.float16:
             qh, kh, vh = qh.float(), kh.float(), vh.float()
-        o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=self.qk_scale).to(qkv.dtype)
+        o = self.attend(qh, kh, vh, mask)[0].to(qkv.dtype)
         o = o.transpose(1, 2).reshape(b, nh, nw, sh, sw, c).permute(0, 5, 1, 3, 2, 4).reshape(b, c, nh * sh, nw * sw)
         o = o[:, :, :h, :w]
         if self.lepe is not None:

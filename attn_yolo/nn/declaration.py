@@ -149,6 +149,9 @@ class Declaration:
     - ``gate_maps``: ``{map kind: (map function, gate submodule path, ...)}`` for heatmaps and health (the function
       a key of ``attn_yolo.heatmap.maps.GATE_MAP_FNS`` or a callable ``fn(x, *gates) -> (B, H, W)``);
       ``attention_weights``: its ``tokens_forward`` attends through ``self.attend`` (``received`` maps);
+      ``attends``: the name of the method its softmax attention goes through, ``attend(q, k, v, mask=None) ->
+      (output, weights or None)`` on ``(B, h, N, d)`` heads (``mask``: True where a key may be attended): mean
+      ablation puts uniform attention in its place (``attn_yolo.health.mean_ablation``);
     - ``min_opset``, ``opset_ops``: the oldest ONNX opset it exports at and the ops that set it; ``example_args``:
       its YAML args on the export matrix's 32-channel P3;
     - ``inside``: ``(keywords that switch it off, width -> default keywords)`` where its defaults do not fit the
@@ -169,6 +172,7 @@ class Declaration:
     notes: str = ""
     gate_maps: Mapping[str, tuple] = field(default_factory=dict)
     attention_weights: bool = False
+    attends: str = ""
     min_opset: int = ULTRALYTICS_MIN_OPSET
     opset_ops: str = ""
     example_args: tuple = ()

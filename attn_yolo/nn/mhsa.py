@@ -40,6 +40,7 @@ def _heads_inside(c: int) -> dict:
         ), min_args=3),  # with fewer args a row sets only width/height, unused: nothing to read
     ),
     attention_weights=True,
+    attends="attend",
     min_opset=14,
     opset_ops="torch.nn.functional.scaled_dot_product_attention: torch's TorchScript ONNX exporter (used by "
     "Ultralytics) maps aten::scaled_dot_product_attention from opset 14 (MatMul, Softmax); LayerNorm, GELU need less",

@@ -33,7 +33,7 @@ def _latency(timing: dict | None, arm: str) -> float:
 
 def table(search, rows: list[dict], dec: dict) -> list[dict]:
     """One row per arm, ranked: arms still in first, then by Δ; each with its joint interval, verdict against the
-    baseline, treatment check, seeds, why it is out, and its cost."""
+    baseline, attention check, seeds, why it is out, and its cost."""
     ab, out = search.ab, []
     timing = latency.read(ab.out)
     sites = {a.name: (a.block, a.site.spec) for a in search.arms}
@@ -62,7 +62,7 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
 
 
 def best_arm(ranked: list[dict]) -> dict | None:
-    """The search's best: the first arm still in that was tested (passed its treatment check), else None."""
+    """The search's best: the first arm still in that was tested (passed its attention check), else None."""
     return next((r for r in ranked if r["state"] == "in" and r["verdict"] != "not tested" and r["seeds"] >= 2
                  and math.isfinite(r["delta"]) and not r["arm"].endswith("-placebo")), None)
 
@@ -83,7 +83,7 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
     head = (f"**Best: {best['arm']}** ({best['block']} at {best['site']}), Δ mAP50-95 {_f(best['delta'])} "
             f"[{_f(best['lo'])}, {_f(best['hi'])}]" + (": settled as the best placement" if settled else
             ": the highest Δ among the arms still in, not settled") if best else
-            "**No arm is returned**: none is left in with 2 paired seeds or more that passed its treatment check")
+            "**No arm is returned**: none is left in with 2 paired seeds or more that passed its attention check")
     lines = [f"# Placement search: {ab.name}", "", guarantee(rule.confidence, k), "", head, "",
              f"- stopped: {WHY[reason]}" + (f" ({dec['budget']})" if dec.get("budget") else "")
              + f", after {int(dec['rounds'])} paired seeds",
@@ -91,7 +91,8 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              f"wall {wall_s / 60:.1f} min",
              f"- seeds: min {rule.min} before any arm is dropped, max {rule.max}; the intervals cover the mean Δ over "
              "seeds on this validation set",
-             "- treatment check: an arm whose blocks did not matter to its model (knock-out) is *not tested*, never "
+             "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
+             "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
              "| # | arm | block | site | Δ mAP50-95 | joint interval | verdict vs baseline | treatment | seeds | "
              "state | params | GFLOPs | latency ms |", "|" + "---|" * 13]

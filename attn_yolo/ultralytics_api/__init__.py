@@ -438,6 +438,45 @@ def boost_params(optimizer, params: set[int], lr_mult: float) -> int:
     return moved
 
 
+def reseed(trainer) -> None:
+    """An ``on_train_start`` callback of Ultralytics' trainer: seed Python's, NumPy's and torch's global generators
+    again as the trainer did at its construction (``init_seeds(seed + 1 + RANK)``), right before the first batch.
+
+    Ultralytics' augmentation (``random.random() < fliplr``, ...) draws from Python's global generator, seeded once
+    when the trainer is built. Between then and the first batch, whatever else draws from it shifts every later flip:
+    measured here (Ultralytics 8.4.190, MLflow installed), Ultralytics' MLflow callback starts an MLflow run, whose
+    run-name generator draws from it, and a process's first run drew more than its later ones, so the same run gave
+    mAP50-95 0.5820 as a process's first run and 0.5854 after another run. Seeding again here makes the augmentation
+    stream a function of the seed alone."""
+
+    from ultralytics.utils import RANK
+    from ultralytics.utils.torch_utils import init_seeds
+
+    init_seeds(trainer.args.seed + 1 + RANK, deterministic=trainer.args.deterministic)
+
+
+def probe_phase(params: set[int], steps: int, lr_mult: float):
+    """An ``on_train_batch_start`` callback of Ultralytics' trainer for a probe phase: for the first ``steps`` batches
+    the optimizer groups holding the parameters ``params`` (their ``id``; ``boost_params`` put them in groups of their
+    own) train at ``lr_mult`` × their scheduled learning rate and every other group at 0; from batch ``steps`` on, every
+    group at its scheduled rate again. The scheduled rates are read at each epoch's first batch, after
+    ``LambdaLR.step`` set them; warmup (``warmup_epochs`` > 0) would overwrite these rates, so the caller refuses it."""
+    state = {"batch": 0, "epoch": None, "scheduled": []}
+
+    def callback(trainer) -> None:
+        groups = trainer.optimizer.param_groups
+        if trainer.epoch != state["epoch"]:
+            state["epoch"], state["scheduled"] = trainer.epoch, [g["lr"] for g in groups]
+        n, state["batch"] = state["batch"], state["batch"] + 1
+        if n > steps:
+            return
+        for g, lr in zip(groups, state["scheduled"]):
+            own = any(id(p) in params for p in g["params"])
+            g["lr"] = lr if n == steps else lr * lr_mult if own else 0.0
+
+    return callback
+
+
 def reset_anchor_cache(head) -> None:
     """Make a ``Detect`` head rebuild its anchors and strides on its next forward (``Detect.shape``), e.g. inside a
     graph with gradients after a cache made under ``inference_mode``."""
