@@ -52,7 +52,7 @@ def table(ab, rows: list[dict]) -> list[str]:
     """The study's table from the ablation's records: per choice, at the first ``AT`` seeds and at all of them."""
     from attn_yolo.ablate import readings, treatment
     from attn_yolo.ablate.report import analyze
-    from attn_yolo.ablate.sequential import confidence_sequence
+    from attn_yolo.ablate.sequential import SeedRule, confidence_sequence
     from attn_yolo.ablate.stats import PRIMARY, detectable_delta
     from attn_yolo.health.report import arm_health
 
@@ -71,8 +71,9 @@ def table(ab, rows: list[dict]) -> list[str]:
         seeds = readings.paired_seeds(ab, rows, arm)
         fx = treatment.effect(rows, arm, seeds)
         checks = []
+        design = SeedRule(min=max(2, min(AT, len(seeds))), max=max(2, len(seeds)))  # looks AT .. every seed run
         for n in (AT, len(seeds)):
-            lo, hi = confidence_sequence(c["deltas"][:n], 0.95, h["test_var"])
+            lo, hi = confidence_sequence(c["deltas"][:n], design, h["test_var"])
             t = treatment.check(treatment.effect(rows, arm, seeds[:n]), lo, hi)
             checks += [f"±{(hi - lo) / 2:.4f}", t["status"]]
         health = arm_health([r for r in rows if r["variant"] == arm])
