@@ -41,11 +41,11 @@ def detectable(seed_var: float, n: int, rule: SeedRule, test_var: float = 0.0, p
 
 def seeds_for(delta: float, seed_var: float, rule: SeedRule, test_var: float = 0.0, power: float = 0.8,
               limit: int = 40) -> int | None:
-    """Fewest paired seeds N at which the rule's design fitted to N seeds (``seeds.max`` N, looks from ``seeds.min``)
-    detects ``delta`` with ``power`` at its last look (``detectable``); None when no N up to ``limit`` does (the
-    validation set's own noise too large, or ``limit`` passed)."""
-    for n in range(2, limit + 1):
-        fitted = dataclasses.replace(rule, min=min(rule.min, n), max=n, looks=None)
+    """Fewest paired seeds N (≥ ``rule.min``) at which the rule's design fitted to N seeds (``seeds.max`` N, looks
+    from ``seeds.min``) detects ``delta`` with ``power`` at its last look (``detectable``); None when no N up to
+    ``limit`` does (the validation set's own noise too large, or ``limit`` passed)."""
+    for n in range(rule.min, limit + 1):
+        fitted = dataclasses.replace(rule, max=n, looks=None)
         if detectable(seed_var, n, fitted, test_var, power) <= delta:
             return n
     return None

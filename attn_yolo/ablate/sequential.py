@@ -484,46 +484,62 @@ def simulate(rule: SeedRule, delta: float, sd: float, test_var: float = 0.0, exp
     }
 
 
+def family_draws(deltas, sd: float, n: int, experiments: int, seed: int = 0) -> np.ndarray:
+    """Per-seed Δ of simulated ablations (or searches) of K = ``len(deltas)`` arms against one baseline, (E, K, N): per
+    seed i the baseline's run draws b_i ~ N(0, sd²/2) and arm k's v_ki ~ N(δ_k, sd²/2), so that Δ_ki = v_ki − b_i has
+    SD ``sd`` and every two arms share the baseline's noise (correlation 1/2), as in a real ablation."""
+    d = np.asarray(deltas, np.float64)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, sd / math.sqrt(2), (experiments, 1, n))
+    return d[None, :, None] + rng.normal(0.0, sd / math.sqrt(2), (experiments, len(d), n)) - base
+
+
+def family_outcome(lo: np.ndarray, hi: np.ndarray, deltas, rule: SeedRule) -> dict:
+    """What ``decide_all`` decides on intervals after every seed (``lo``, ``hi``: (E, K, N), N = ``rule.max``) of arms
+    with true effects ``deltas``: each arm stops on its own (settled, narrower than ``rule.precision``, or ``rule.max``,
+    never before ``rule.min``) and its verdict is its interval's there.
+
+    Returns:
+        ``any_false`` (rate of ablations with at least one false verdict: better / worse where δ = 0, or of the
+        wrong sign), ``power`` ({k: rate of the right verdict} for each δ_k ≠ 0), ``seeds`` ({k: mean seeds arm k
+        used}), ``half`` (median half-width at the stop over every arm), ``runs`` (mean training runs per ablation, the
+        baseline's included) against ``full_runs`` (every arm to ``rule.max``), ``experiments``, ``family``.
+    """
+    d = np.asarray(deltas, np.float64)
+    experiments, k, n_max = lo.shape
+    codes = _reason_codes(lo, hi, np.arange(1, n_max + 1)[None, None], rule)
+    stop = np.argmax(codes > 0, axis=2)  # (E, K): each arm's own stop; always by max
+    e, j = np.meshgrid(np.arange(experiments), np.arange(k), indexing="ij")
+    lo_s, hi_s = lo[e, j, stop], hi[e, j, stop]
+    better, worse = lo_s > 0, hi_s < 0
+    false = np.where(d[None] > 0, worse, np.where(d[None] < 0, better, better | worse))
+    right = np.where(d[None] > 0, better, worse)
+    runs = (stop + 1).sum(axis=1) + stop.max(axis=1) + 1  # the arms' runs and the baseline's
+    return {"experiments": experiments, "family": k, "any_false": float(false.any(axis=1).mean()),
+            "power": {i: float(right[:, i].mean()) for i in range(k) if d[i] != 0},
+            "seeds": {i: float((stop[:, i] + 1).mean()) for i in range(k)},
+            "half": float(np.median((hi_s - lo_s) / 2)), "runs": float(runs.mean()),
+            "full_runs": (k + 1) * n_max}  # fmt: skip
+
+
 def simulate_family(rule: SeedRule, deltas: Sequence[float], sd: float, experiments: int = 1000, seed: int = 0,
                     joint: bool = True) -> dict:
-    """Run ``decide_all`` on simulated ablations of K = ``len(deltas)`` variants against one baseline, vectorised.
-
-    Per seed i the baseline's run draws b_i ~ N(0, sd²/2) and variant k's v_ki ~ N(0, sd²/2), so that Δ_ki =
-    δ_k + v_ki − b_i has SD ``sd`` and every two variants share the baseline's noise (correlation 1/2), as in an
-    ablation. Each variant stops on its own (``first_stop``: settled, narrower than ``rule.precision``, or
-    ``rule.max``, never before ``rule.min``) and its verdict is its interval's there.
+    """Run ``decide_all`` on simulated ablations of K = ``len(deltas)`` variants against one baseline
+    (``family_draws``), vectorised: ``family_outcome`` of the design's intervals.
 
     Args:
         joint: each interval at ``joint_confidence(rule.confidence, K)``; False: each at ``rule.confidence`` (the
             uncorrected per-variant rule).
 
     Returns:
-        ``any_false`` (rate of ablations with at least one false verdict: better / worse where δ = 0, or of the
-        wrong sign), ``power`` ({k: rate of the right verdict} for each δ_k ≠ 0), ``runs`` (mean training runs per
-        ablation, the baseline's included) against ``full_runs`` (every arm to ``rule.max``), ``experiments``,
-        ``family``, ``confidence`` (of each interval).
+        ``family_outcome``'s dict, with ``confidence`` (of each interval).
     """
-    d = np.asarray(deltas, np.float64)
-    k = len(d)
-    rng = np.random.default_rng(seed)
-    base = rng.normal(0.0, sd / math.sqrt(2), (experiments, 1, rule.max))
-    x = d[None, :, None] + rng.normal(0.0, sd / math.sqrt(2), (experiments, k, rule.max)) - base
-    conf = joint_confidence(rule.confidence, k) if joint else rule.confidence
-    each = dataclasses.replace(rule, confidence=conf)
-    lo, hi = _intervals(x.reshape(experiments * k, rule.max), conf, 0.0, naive=False, rule=each)
-    lo, hi = lo.reshape(experiments, k, rule.max), hi.reshape(experiments, k, rule.max)
-    n = np.arange(1, rule.max + 1)
-    codes = _reason_codes(lo, hi, n[None, None], each)
-    stop = np.argmax(codes > 0, axis=2)  # (E, K): each variant's own stop; always by max
-    e, j = np.meshgrid(np.arange(experiments), np.arange(k), indexing="ij")
-    lo_s, hi_s = lo[e, j, stop], hi[e, j, stop]
-    better, worse = lo_s > 0, hi_s < 0
-    false = np.where(d[None] > 0, worse, np.where(d[None] < 0, better, better | worse))
-    right = np.where(d[None] > 0, better, worse)
-    runs = (stop + 1).sum(axis=1) + stop.max(axis=1) + 1  # the variants' runs and the baseline's
-    return {"experiments": experiments, "family": k, "confidence": conf, "any_false": float(false.any(axis=1).mean()),
-            "power": {i: float(right[:, i].mean()) for i in range(k) if d[i] != 0},
-            "runs": float(runs.mean()), "full_runs": (k + 1) * rule.max}  # fmt: skip
+    k = len(deltas)
+    x = family_draws(deltas, sd, rule.max, experiments, seed)
+    each = dataclasses.replace(rule, confidence=joint_confidence(rule.confidence, k) if joint else rule.confidence)
+    lo, hi = _intervals(x.reshape(experiments * k, rule.max), each.confidence, 0.0, naive=False, rule=each)
+    shape = (experiments, k, rule.max)
+    return {**family_outcome(lo.reshape(shape), hi.reshape(shape), deltas, each), "confidence": each.confidence}
 
 
 def power_sentence(rule: SeedRule, sd: float, delta: float = 0.01, test_var: float = 0.0,

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from attn_yolo.ablate.sequential import SeedRule, _intervals, first_bounded, joint_confidence
+from attn_yolo.ablate.sequential import family_draws as draws  # the ablation's simulated arms, as a search's
 
 STOPS = ("running", "settled", "precision", "max", "budget")  # why a search stopped (budget: set by the caller)
 DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's state
@@ -190,15 +191,6 @@ def naive_replay(d: np.ndarray, rule: SearchRule) -> dict:
     mean = mean_all[rows[0], rows[1], last]
     return {"lo": lo_all[rows[0], rows[1], last], "hi": hi_all[rows[0], rows[1], last], "n": n_used,
             "best": np.argmax(np.where(alive, mean, -np.inf), axis=1)}
-
-
-def draws(deltas, sd: float, n: int, searches: int, seed: int = 0) -> np.ndarray:
-    """Per-seed Δ of simulated searches (E, K, N): the baseline's run b_i ~ N(0, sd²/2) shared by every arm, arm k's
-    v_ki ~ N(δ_k, sd²/2), so Δ_ki has SD ``sd`` and two arms correlate 1/2, as in a real search."""
-    d = np.asarray(deltas, np.float64)
-    rng = np.random.default_rng(seed)
-    base = rng.normal(0.0, sd / math.sqrt(2), (searches, 1, n))
-    return d[None, :, None] + rng.normal(0.0, sd / math.sqrt(2), (searches, len(d), n)) - base
 
 
 def simulate(deltas, sd: float, rule: SearchRule, searches: int = 500, seed: int = 0) -> dict:
