@@ -428,7 +428,8 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     if compared:
         dec = readings.decision(ab, rows, boot)
         seq = {v: (d["lo"], d["hi"]) for v, d in dec["variants"].items()} if dec is not None else None
-        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), seq)
+        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), seq,
+                   kind(ab.seed_rule) if ab.seed_rule is not None else "hierarchical")
     elif is_own_plot(ab.out / "delta.png"):  # an earlier report's plot would no longer match this summary
         (ab.out / "delta.png").unlink()  # (a delta.png the runner did not write is left alone)
     return text

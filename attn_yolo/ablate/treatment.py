@@ -25,7 +25,7 @@ interval. So after each such run:
   ``perimage-knockout.npz``).
 - **the criterion** (``check``): the arm's *blocks' effect* ``T = mean_i |t_i|`` over its paired seeds must be more
   than 0 and at least ``threshold`` (default 1) × the *resolution* of the design, the half-width ``(hi − lo) / 2``
-  of the interval that decides the arm's verdict (the joint anytime-valid interval with seeds chosen by the data,
+  of the interval that decides the arm's verdict (the joint group-sequential interval with seeds chosen by the data,
   else the hierarchical one). Why this is the right yardstick: a verdict claims the arm's Δ lies in ``[lo, hi]``. If the
   arm's own blocks, removed from the model that learned with them, move its mAP by less than half that width, the
   arm differs from "baseline + identity" by less than the design can resolve: any Δ it shows could not be told from

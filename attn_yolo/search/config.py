@@ -28,7 +28,7 @@ DEFAULT_YAML = """\
 # `attn-yolo search` (no config) runs exactly this (embedded in attn_yolo/search/config.py). yolo11n is trained once
 # (the shared start in out/start/); every arm, the start with one block inserted at one site (γ = 0.3, as the
 # default ablation), is fine-tuned from it for 1 epoch, paired seed by paired seed; arms are dropped by their joint
-# anytime-valid intervals. Budget: 18 minutes of runs, on 2 CPU cores.
+# group-sequential intervals. Budget: 18 minutes of runs, on 2 CPU cores.
 data: synthetic
 search:
   model: yolo11n.yaml

@@ -46,7 +46,10 @@ class SearchRule:
         max: seeds at most for any arm (≥ min).
         precision: stop once every interval among the arms left is narrower (full width, mAP50-95); None: never.
         confidence: joint level of all the search's verdicts (0 < confidence < 1).
-        design, spending, looks: the sequential design, as the ablation's ``seeds`` (``SeedRule``).
+        design, spending, looks: the sequential design, as the ablation's ``seeds`` (``SeedRule``); ``pocock`` by
+            default, not the ablation's ``obf``: stopped by its budget at half of ``max`` (the default search's 6 of
+            12 seeds), O'Brien–Fleming's interval is 3× Pocock's, which is no wider than the confidence sequence's
+            there and narrower at ``max`` (docs/guides/search.md).
     """
 
     max: int = 20
@@ -54,7 +57,7 @@ class SearchRule:
     precision: float | None = None
     confidence: float = 0.95
     design: str = "spending"
-    spending: str = "obf"
+    spending: str = "pocock"  # even spending: a search often stops by its budget before max, and drops arms early
     looks: list[int] | None = None
 
     def at(self, arms: int) -> SearchRule:
