@@ -1,45 +1,58 @@
-"""Seeds chosen by the data: an anytime-valid confidence sequence for the mean paired Δ, and the stopping rule on it.
+"""Seeds chosen by the data: a sequential design for the mean paired Δ fitted to the planned looks, and the stopping
+rule on it.
 
 The data are the per-seed differences of the paired design, Δ_i = variant − baseline of seed i (same seed, same
 validation set). After each new seed the rule asks whether to train another; the interval it reads must therefore
 hold at a time the data chose, which a t-interval re-checked after every seed does not (``naive_decide``: its
-error rate grows with every look, see tests/test_sequential.py). The interval here is a *confidence sequence*: with
-probability ≥ 1 − α it holds the true mean at every number of seeds at once, so at any stopping time too, whatever
-made the rule stop (a verdict, a width, the maximum, a user's Ctrl-C) and however far a rerun with a larger ``max``
-continues.
+error rate grows with every look, see tests/test_sequential.py). The rule looks only at its planned looks
+(``SeedRule.planned``: after ``min`` seeds, then after each one up to ``max``, or ``looks``), and the interval of
+each look, with probability ≥ 1 − α, holds the true mean at every look at once: so at any stopping time among them,
+whatever made the rule stop (a verdict, a width, the maximum, an arm on its own, a user's Ctrl-C). Between looks
+the interval of the last look stands (``factors``).
 
-Method: the scale-invariant normal-mixture t-confidence sequence for a Gaussian mean with unknown variance (Lai,
-"On confidence sequences", Ann. Statist. 1976; Wang & Ramdas, "Anytime-valid t-tests and confidence sequences for
-Gaussian means with unknown variance", Sequential Analysis 2023). For a candidate mean μ, the likelihood ratio of
-the scale-invariant part of the data (x − μ up to a positive factor; Haar prior dc/c on σ, Wijsman's representation)
-mixed over the standardized effect θ = (mean − μ)/σ ~ N(0, τ²) is, with n seeds, d = x̄ − μ and SS = Σ(x_i − x̄)²,
+Designs (``SeedRule.design``; the boundaries in ``attn_yolo.ablate.spending``):
+
+- ``spending`` (default): repeated confidence intervals of a group-sequential design with Lan–DeMets alpha spending
+  on the studentised Δ (Lan & DeMets 1983; O'Brien & Fleming 1979; Pocock 1977): x̄ ± c_j·s/√n_j at look j. With
+  O'Brien–Fleming-type spending (default) the last look costs about 1.1× the fixed-n t-interval at 6 seeds, against
+  1.8× for the sequence below (scripts/sequential_power.py, BENCHMARKS.md section 18).
+- ``cs``: a confidence sequence, valid at every n, tuned to ``max`` (``tuned_tau2``), described below.
+
+Both are fitted to ``max`` (its information fraction, its tuning): a rerun may not change the design on the same
+runs (``rerun.check_seed_design``).
+
+The confidence sequence: the scale-invariant normal-mixture t-confidence sequence for a Gaussian mean with unknown
+variance (Lai, "On confidence sequences", Ann. Statist. 1976; Wang & Ramdas, "Anytime-valid t-tests and confidence
+sequences for Gaussian means with unknown variance", Sequential Analysis 2023). For a candidate mean μ, the
+likelihood ratio of the scale-invariant part of the data (x − μ up to a positive factor; Haar prior dc/c on σ,
+Wijsman's representation) mixed over the standardized effect θ = (mean − μ)/σ ~ N(0, τ²) is, with n seeds,
+d = x̄ − μ and SS = Σ(x_i − x̄)²,
 
     M_n(μ) = (1 + nτ²)^(−1/2) · (1 − a_n ρ_n)^(−n/2),   ρ_n = n d² / (SS + n d²),   a_n = nτ² / (1 + nτ²),
 
 a nonnegative martingale under μ with M_1 = 1. By Ville's inequality P(∃n: M_n(μ) ≥ 1/α) ≤ α, so
 {μ: M_n(μ) < 1/α} is a confidence sequence. Solved for μ it is x̄ ± sqrt(r_n / (1 − r_n) · SS / n), with
 r_n = (1 − (α² / (1 + nτ²))^(1/n)) / a_n: unbounded while r_n ≥ 1 (too few seeds), then closing like
-sqrt(log n / n). τ² = ``PRIOR_SCALE2`` = 10 (effects of about three seed SDs, what a warm-started ablation looks
-for) makes it finite from 3 seeds at 95 %; the price of validity at any stopping time is a half-width of 5.4 s/√n at
-5 seeds and 4.2 s/√n at 10 (the fixed-n t-interval: 2.8 and 2.3). Exact for Gaussian Δ (a sum of many small
-training effects); the data are assumed i.i.d. over seeds.
+sqrt(log n / n). Earlier versions used τ² = ``PRIOR_SCALE2`` = 10 at every n (a half-width of 5.4 s/√n at 5 seeds
+and 4.2 s/√n at 10; the fixed-n t-interval: 2.8 and 2.3); ``design: cs`` chooses τ² to make it tightest at ``max``.
+Both designs are exact for Gaussian Δ (a sum of many small training effects); the data are assumed i.i.d. over
+seeds.
 
-What it covers: the Δ of seeds are exchangeable draws *on this validation set*, so the confidence sequence covers
+What it covers: the Δ of seeds are exchangeable draws *on this validation set*, so the design's interval covers
 the mean Δ over seeds on these images. The per-seed spread already holds the part of the test-set noise that
 differs between seeds; the part common to all seeds (images that happen to favour the variant favour it for every
 seed, see ``stats.hierarchical_interval``) no number of seeds removes. Given its variance ``test_var`` (the
-bootstrap's g), the interval for the population over images is the seeds' confidence sequence at level
+bootstrap's g), the interval for the population over images is the seeds' interval at level
 α·(1 − ``TEST_SHARE``), widened by z_{1 − α·TEST_SHARE/2}·√test_var (the fixed validation set's offset: one normal
 interval, valid at every n since the offset does not change with n); by a union bound both hold, at every n at
-once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' sequence at the full α. The 1/5 share is
+once, with probability ≥ 1 − α. With ``test_var`` = 0 it is the seeds' interval at the full α. The 1/5 share is
 fixed before the data (a data-chosen split would break the guarantee): at the warm-start figures (seed SD ≈ 0.008)
 the seeds' term dominates, and it costs 6 % of width at 5 seeds. ``test_var`` is the bootstrap's estimate,
 re-estimated as seeds are added: its own error is not covered (as in the hierarchical interval).
 
 Several comparisons (variants, placebos, the reference, each variant against its placebo): the verdicts hold
-*jointly*. Each of the K comparisons of one ablation gets its confidence sequence at level 1 − α/K (Bonferroni's
-split of α, ``joint_confidence``); by the union bound all K sequences hold, at every number of seeds at once, with
-probability ≥ 1 − α, so the family-wise error rate (the chance of any false better / worse verdict among all K) is
+*jointly*. Each of the K comparisons of one ablation gets its design's intervals at level 1 − α/K (Bonferroni's
+split of α, ``joint_confidence``); by the union bound all K hold, at every look at once, with probability ≥ 1 − α, so the family-wise error rate (the chance of any false better / worse verdict among all K) is
 ≤ α whatever made the rule stop. A one-comparison ablation (K = 1) is unchanged. The family-wise rate, rather than
 the false discovery rate (e-BH), because an ablation reports every verdict it reaches as a finding and K is small
 (a handful of arms): a user reads "CBAM better, SE worse" as two claims, each of which should hold. The split
@@ -58,7 +71,7 @@ import numpy as np
 
 from attn_yolo.ablate.spending import DESIGNS, SPENDING, boundaries
 
-PRIOR_SCALE2 = 10.0  # τ²: variance of the mixture over the standardized effect (mean Δ − μ) / σ
+PRIOR_SCALE2 = 10.0  # τ² of earlier versions' sequence: the mixture's variance of the effect (mean Δ − μ) / σ
 TEST_SHARE = 0.2  # of α given to the validation set's common offset when test_var > 0
 REASONS = ("continue", "settled", "precision", "max")
 

@@ -41,8 +41,9 @@ class SearchRule:
     """Seeds of a search (config: ``search: {seeds: {min: 5, max: 20, design: spending}, precision: 0.01}``).
 
     Args:
-        min: paired seeds before any arm is dropped (≥ 2; default: the first look at which the joint intervals are
-            bounded, ``first_bounded``).
+        min: paired seeds before any arm is dropped (≥ 2; default: the first look from 3 seeds at which the joint
+            intervals are bounded, ``first_bounded``: a look at 2 seeds, one degree of freedom, would spend α on
+            intervals too wide to drop anything).
         max: seeds at most for any arm (≥ min).
         precision: stop once every interval among the arms left is narrower (full width, mAP50-95); None: never.
         confidence: joint level of all the search's verdicts (0 < confidence < 1).
@@ -62,8 +63,8 @@ class SearchRule:
 
     def at(self, arms: int) -> SearchRule:
         """This rule for ``arms`` arms: ``min`` filled in."""
-        first = first_bounded(dataclasses.replace(self, min=2, looks=None).seeds(arms))
-        return dataclasses.replace(self, min=self.min or min(self.max, max(2, first or 2)))
+        first = first_bounded(dataclasses.replace(self, min=min(3, self.max), looks=None).seeds(arms))
+        return dataclasses.replace(self, min=self.min or min(self.max, first or 3))
 
     def seeds(self, arms: int) -> SeedRule:
         """The design of each of the comparisons of ``arms`` arms: the ``SeedRule`` at ``level``."""
