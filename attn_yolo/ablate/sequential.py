@@ -52,11 +52,12 @@ re-estimated as seeds are added: its own error is not covered (as in the hierarc
 
 Several comparisons (variants, placebos, the reference, each variant against its placebo): the verdicts hold
 *jointly*. Each of the K comparisons of one ablation gets its design's intervals at level 1 − α/K (Bonferroni's
-split of α, ``joint_confidence``); by the union bound all K hold, at every look at once, with probability ≥ 1 − α, so the family-wise error rate (the chance of any false better / worse verdict among all K) is
-≤ α whatever made the rule stop. A one-comparison ablation (K = 1) is unchanged. The family-wise rate, rather than
-the false discovery rate (e-BH), because an ablation reports every verdict it reaches as a finding and K is small
-(a handful of arms): a user reads "CBAM better, SE worse" as two claims, each of which should hold. The split
-needs no assumption about how the comparisons depend on each other (they share the baseline's runs).
+split of α, ``joint_confidence``); by the union bound all K hold, at every look at once, with probability ≥ 1 − α,
+so the family-wise error rate (the chance of any false better / worse verdict among all K) is ≤ α whatever made the
+rule stop. A one-comparison ablation (K = 1) is unchanged. The family-wise rate, rather than the false discovery
+rate (e-BH), because an ablation reports every verdict it reaches as a finding and K is small (a handful of arms):
+a user reads "CBAM better, SE worse" as two claims, each of which should hold. The split needs no assumption about
+how the comparisons depend on each other (they share the baseline's runs).
 ``decide_all`` runs another seed while any comparison continues. ``simulate_family`` checks the joint rate, with the
 baseline's seed noise shared by every variant as in a real ablation.
 """
