@@ -125,3 +125,29 @@ def test_looks_given_stop_only_there():
         assert sq.confidence_sequence(x[:n], rule) == sq.confidence_sequence(x[:3], rule)
         assert sq.decide(x[:n], rule)["reason"] == "continue"
     assert sq.decide(x, rule)["verdict"] == "better"
+
+
+def test_the_report_of_a_sequential_ablation_with_per_image_records(tmp_path, tiny_data):
+    """Seeds chosen by the data and runs with per-image records (fake ones): the report is written, its verdict line
+    and delta.png name the design's interval (a regression: the report step once failed there, after every run)."""
+    from pathlib import Path
+
+    from conftest import write_config
+    from test_ablate import fake_runner
+    from test_bootstrap import box_record
+
+    from attn_yolo import ablate
+    from attn_yolo.ablate import perimage
+
+    def runner(spec, device):
+        rec = box_record(np.random.default_rng(0), 12, 2)  # the same images and boxes in every run: paired
+        rec.pred_tp = np.random.default_rng([spec.seed, spec.variant == "cbam"]).random(rec.pred_tp.shape) < 0.6
+        perimage.save_record(rec, Path(spec.run_dir) / perimage.PERIMAGE_NAME)
+        row = fake_runner(spec, device)
+        return row | {"map50_95": row["map50_95"] + 0.001 * (spec.variant == "cbam") * (1 + spec.seed % 2)}
+
+    cfg = write_config(tmp_path, tiny_data, seeds={"min": 3, "max": 4})
+    assert ablate.run(cfg, runner=runner) == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "group-sequential 95% CI" in text and "O'Brien–Fleming-type alpha-spending design" in text
+    assert (tmp_path / "out" / "delta.png").is_file()

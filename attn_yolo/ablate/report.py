@@ -416,12 +416,12 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     atomic_write(ab.out / "summary.md", lambda p: Path(p).write_text(text))
     if any(r["status"] == "ok" for r in rows):
         points = tradeoff_points(ab, rows, stats, boot, timing)
-        kind = points[0]["interval"] if points else "hierarchical"
+        deciding = points[0]["interval"] if points else "hierarchical"
         load = (timing or {}).get("load", {})
         note = ("latency not drawn: not timed (no best.pt of the baseline and an arm)" if not timing else
                 f"latency not drawn: the machine was busy during the timing (other processes used "
                 f"{load['others_cores']:.1f} of {load['cores']} cores)" if load.get("busy") else "")
-        plot_ablation(ab.out / "ablation.png", points, ab.baseline, ab.imgsz, kind, note)
+        plot_ablation(ab.out / "ablation.png", points, ab.baseline, ab.imgsz, deciding, note)
         start = Path(ab.start.folder) / "results.csv" if ab.start is not None and ab.start.kind == "recipe" else None
         plot_curves(ab.out / "curves.png", rows, names, start)
     compared = {v: c for v, c in boot["compare"].items() if PRIMARY in c}
