@@ -127,6 +127,24 @@ def test_bad_input_exits_2_naming_the_key_before_any_training(tmp_path, tiny_dat
     assert not (tmp_path / "out").exists()  # nothing trained nor written
 
 
+def test_the_search_records_its_design_and_a_rerun_may_not_change_it(tmp_path, tiny_data):
+    """The search's design (its SearchRule, ``min`` filled in) is the config's ``seeds`` in config.yaml, so a rerun
+    on the same runs with another ``search.seeds.max`` is refused as an ablation's (``rerun.check_seed_design``)."""
+    import dataclasses
+
+    from attn_yolo.ablate.rerun import check_seed_design
+    from attn_yolo.args import UsageError
+    from attn_yolo.search.config import validate
+
+    raw = yaml.safe_load(search_config(tmp_path, tiny_data).read_text())
+    first = validate(raw, tmp_path, "s", "s.yaml")
+    assert first.ab.config["seeds"] == dataclasses.asdict(first.rule) and first.rule.spending == "pocock"
+    raw["search"]["seeds"] = {"min": 2, "max": 6}
+    wider = validate(raw, tmp_path, "s", "s.yaml")
+    with pytest.raises(UsageError, match=r"seeds\.max: 4 -> 6"):
+        check_seed_design(tmp_path, first.ab.config, wider.ab.config, 10)
+
+
 WIDE_ONLY = '''"""A test block that refuses maps narrower than 128 channels."""
 
 from torch import nn
