@@ -308,14 +308,14 @@ def test_power_sentence():
 def test_joint_verdicts_hold_across_ten_variants_and_the_uncorrected_rule_does_not():
     """2,000 simulated ablations of 10 variants at Δ = 0, each variant stopping on its own as soon as its interval
     excludes 0 (optional stopping, min 3, max 20): with the Bonferroni split the rate of ablations with any false
-    verdict is at most 5 % ± 1.5 %; the per-variant rule at 95 % each, on the SAME draws, exceeds it (about 1 in 5).
+    verdict is at most 5 % ± 1.5 %; the per-variant rule at 95 % each, on the SAME draws, exceeds it (about 1 in 3).
     Power at a real effect (one variant 2 seed-SDs better) is reported beside it."""
     rule = SeedRule(min=3, max=20)
     joint = sq.simulate_family(rule, [0.0] * 10, SD, experiments=2000, seed=11)
     naive = sq.simulate_family(rule, [0.0] * 10, SD, experiments=2000, seed=11, joint=False)
     assert joint["family"] == 10 and joint["confidence"] == pytest.approx(0.995)
     assert joint["any_false"] <= 0.05 + 0.015
-    assert naive["any_false"] > 0.05 + 0.015  # about 0.20
+    assert naive["any_false"] > 0.05 + 0.015  # about 0.30
     power = sq.simulate_family(rule, [0.0] * 9 + [2 * SD], SD, experiments=2000, seed=12)
     print(f"\nany false verdict, 10 null variants: joint {joint['any_false']:.4f}, uncorrected "
           f"{naive['any_false']:.4f}; power at Δ = 2 SD: {power['power'][9]:.3f}; runs {power['runs']:.0f} of "
