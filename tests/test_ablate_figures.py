@@ -48,7 +48,7 @@ def compare_like_the_default():
 
 
 def test_delta_ticks_do_not_overlap_and_the_band_and_deciding_interval_are_drawn(tmp_path):
-    deciding = {"cbam": (-0.0091, 0.0101)}  # the anytime-valid interval, wider than the hierarchical one
+    deciding = {"cbam": (-0.0091, 0.0101)}  # the group-sequential interval, wider than the hierarchical one
     fig = plot_delta(tmp_path / "d.png", compare_like_the_default(), "baseline", deciding=deciding)
     assert_ticks_readable(fig)
     primary = next(ax for ax in fig.axes if ax.get_title().startswith("mAP50-95"))
@@ -56,7 +56,7 @@ def test_delta_ticks_do_not_overlap_and_the_band_and_deciding_interval_are_drawn
              and p.get_width() == pytest.approx(2 * TARGET_DELTA)]
     assert len(bands) == 1  # the ±w band that decides "no difference beyond ±w"
     lines = {c.get_label(): c for c in primary.collections}
-    thick = lines.pop("anytime-valid (decides)")
+    thick = lines.pop("group-sequential (decides)")
     seg = thick.get_segments()[0]
     assert (seg[0][0], seg[1][0]) == pytest.approx(deciding["cbam"])
     assert all(thick.get_linewidth()[0] >= 3 * c.get_linewidth()[0] for c in lines.values())

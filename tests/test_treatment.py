@@ -231,14 +231,18 @@ def test_an_arms_own_new_blocks_and_the_fingerprint(tmp_path, tiny_data):
 
 
 def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path, tiny_data):
-    """Two variants: each joint interval is at 97.5 %, unbounded until 4 seeds: max 3 is refused, max 4 accepted."""
+    """Two variants: each joint interval is at 97.5 %; alpha spending (the default) is bounded from its first look, so
+    max 3 is accepted. A confidence sequence (``design: cs``) over 36 comparisons is unbounded at 2 seeds: max 2 is
+    refused, naming seeds.max and the seeds it needs."""
+    from attn_yolo.ablate.sequential import SeedRule, family_problems
+
     cfg = write_config(tmp_path, tiny_data, seeds={"min": 2, "max": 3})
     raw = yaml.safe_load(cfg.read_text())
     raw["variants"].append({**raw["variants"][1], "name": "cbam2", "args": [8, 7]})
-    with pytest.raises(ablate.ConfigError, match=r"seeds\.max: 3; the 2 comparisons' joint intervals .* until 4"):
-        ablate.validate(raw, tmp_path)
-    raw["seeds"]["max"] = 4
-    assert ablate.validate(raw, tmp_path).seed_rule.max == 4
+    assert ablate.validate(raw, tmp_path).seed_rule.max == 3
+    assert family_problems(SeedRule(min=2, max=2, design="cs"), 36, 0) == [
+        "seeds.max: 2; the 36 comparisons' joint intervals (each at 99.9 %) are unbounded until 3 seeds: set "
+        "seeds.max >= 3 or compare fewer arms"]
 
 
 # ------------------------------------------------------------------------------------------------ real training

@@ -58,37 +58,43 @@ def _ab(rule):
                            baseline="baseline", placebos={})  # fmt: skip
 
 
-def test_power_line_of_the_confidence_sequence_never_asks_fewer_seeds_than_it_needs_to_be_bounded():
-    """A tiny seed SD: the fixed-n design would 'need 2 paired seeds'; the confidence sequence that decides is
-    unbounded below 3, so its figure is at least 3, and equals the first n whose detectable Δ is ≤ 0.01."""
+def test_power_line_of_the_sequential_design_never_asks_fewer_seeds_than_its_first_look():
+    """A tiny seed SD: the fixed-n design would 'need 2 paired seeds'; the design that decides (alpha spending over
+    the looks 3 .. 6) reads nothing before its first look, so its figure is at least 3, and equals the first n whose
+    design fitted to n seeds detects 0.01 at its last look."""
     rule = SeedRule(min=3, max=6)
     diffs = [0.0004, -0.0002, 0.0001]
     h = {"seed_var": float(np.var(diffs, ddof=1)), "test_var": 0.0, "n": 3}
     assert report.seeds_needed(h["seed_var"], 0.0, 0.01) == 2  # what the line used to print
     seq = sequential.decide(diffs, rule)
     line, mde = report.power_line(_ab(rule), "cbam", h, seq, 200)
-    need = seqpower.seeds_for(0.01, h["seed_var"], 0.95, 0.0)
-    assert need >= sequential.first_bounded(0.95) == 3
-    assert f"needs {need} paired seeds under this rule" in line and "needs 2 paired seeds" not in line
+    need = seqpower.seeds_for(0.01, h["seed_var"], rule, 0.0)
+    assert need >= sequential.first_bounded(rule) == 3
+    assert f"needs {need} paired seeds (this design fitted to seeds.max {need}; now 6)" in line
+    assert "needs 2 paired seeds" not in line and "(group-sequential, at 95%)" in line
     half = (seq["hi"] - seq["lo"]) / 2
     assert mde >= half and f"resolves ±{half:.4f}" in line and f"detects |Δ| >= {mde:.4f}" in line
 
 
-def test_detectable_delta_of_the_sequence_by_simulation():
-    """At the true Δ = ``seqpower.detectable`` (known SD, as the formula takes it) the confidence sequence after n
+@pytest.mark.parametrize("design", ["spending", "cs"])
+def test_detectable_delta_of_the_design_by_simulation(design):
+    """At the true Δ = ``seqpower.detectable`` (known SD, as the formula takes it) the design's interval after n
     seeds excludes 0 in about 80 % of simulated ablations (the sample SD's spread moves it a little)."""
     sd, n = 0.008, 6
-    delta = seqpower.detectable(sd**2, n)
+    rule = SeedRule(min=3, max=n, design=design)
+    delta = seqpower.detectable(sd**2, n, rule)
     rng = np.random.default_rng(0)
     x = rng.normal(delta, sd, (4000, n))
-    hits = [sequential.confidence_sequence(row)[0] > 0 for row in x]
-    assert 0.65 <= np.mean(hits) <= 0.9
-    assert seqpower.half_width(sd**2, 2) == math.inf and seqpower.detectable(sd**2, 2) == math.inf
+    lo = sequential._intervals(x, rule.confidence, 0.0, naive=False, rule=rule)[0][:, -1]  # confidence_sequence's
+    assert 0.65 <= np.mean(lo > 0) <= 0.9
+    assert seqpower.half_width(sd**2, 2, rule) == math.inf and seqpower.detectable(sd**2, 2, rule) == math.inf
 
 
-def test_half_width_is_the_sequences_own():
+@pytest.mark.parametrize("design", ["spending", "cs"])
+def test_half_width_is_the_designs_own(design):
     x = np.random.default_rng(1).normal(0.002, 0.01, 7)
     s2 = float(np.var(x, ddof=1))
+    rule = SeedRule(min=3, max=8, confidence=0.975, design=design)
     for tv in (0.0, 1e-6):
-        lo, hi = sequential.confidence_sequence(x, 0.975, tv)
-        assert seqpower.half_width(s2, 7, 0.975, tv) == pytest.approx((hi - lo) / 2, rel=1e-9)
+        lo, hi = sequential.confidence_sequence(x, rule, tv)
+        assert seqpower.half_width(s2, 7, rule, tv) == pytest.approx((hi - lo) / 2, rel=1e-9)

@@ -19,6 +19,7 @@ from attn_yolo.ablate.records import RunSpec
 from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
 from attn_yolo.ablate.treatment import NewBlocks
+from attn_yolo.args import UsageError
 from attn_yolo_console import main as cli_main
 
 
@@ -204,10 +205,13 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
         assert ablate.run_ablation(ab, runner=runner) == 0
         assert calls[:2] == [("start", 0), ("start-yolo11s", 0)]
         arms = {(v, s) for v, s in calls[2:]}
-        # 4 comparisons (3 arms, cbam − placebo): each joint interval at 98.75 %, bounded from 4 seeds on
-        assert arms == {(v, s) for v in EFFECT if v != "reference" for s in range(4)}  # settled when first bounded
+        # 4 comparisons (3 arms, cbam − placebo): each joint interval at 98.75 %, alpha spending from the first look
+        assert arms == {(v, s) for v in EFFECT if v != "reference" for s in range(3)}  # settled at the first look
         text = (ab.out / "summary.md").read_text()
-        assert "- seeds chosen by the data: stopped after 4 paired seeds: every arm settled" in text
+        assert "- seeds chosen by the data: stopped after 3 paired seeds: every arm settled" in text
+        assert ("With probability at least 95 %, the intervals of all 4 comparisons (each at 98.8 %) hold the true "
+                "mean Δ at every look at once (an O'Brien–Fleming-type alpha-spending design over the looks after 3 "
+                "to 6 paired seeds)") in text
         assert "4 comparisons, jointly at 95 % (Bonferroni: each interval at 98.8 %)" in text
         assert "- **cbam**: **passed**: knock-out Δ mAP50-95 0.0200" in text.split("## Verdict")[0]
         g = {v.name: v.gflops for v in ab.variants}
@@ -221,19 +225,22 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
         assert "`cbam` beats its placebo: its gain is more than the extra capacity" in text
         assert "design: **warm start**" in text and "arm `yolo11s`: warm start from yolo11s.yaml" in text
 
-        # a rerun reuses the starts and every run; with a larger min the rule asks for more seeds: only those run
+        # a rerun reuses the starts and every run; a larger min would change the design the runs were read under:
+        # refused before any run (exit 2 from the command line), naming the key
         calls.clear()
         ab2 = ablate.validate({**raw, "seeds": {"min": 5, "max": 6}}, base, name, source)
-        assert ablate.run_ablation(ab2, runner=runner) == 0
-        assert sorted(calls) == sorted((v, 4) for v in ("baseline", "cbam", "cbam-placebo", "yolo11s"))
-        assert "stopped after 5 paired seeds" in (ab.out / "summary.md").read_text()
+        with pytest.raises(UsageError, match=r"seeds\.min: 3 -> 5: the \d+ finished run\(s\)"):
+            ablate.run_ablation(ab2, runner=runner)
+        assert ablate.run_ablation(ablate.validate(raw, base, name, source), runner=runner) == 0 and calls == []
     finally:
         EFFECT.pop("yolo11s", None)
 
 
-def test_a_rerun_with_a_larger_max_continues_where_it_stopped(tiny_data, tmp_path, capsys):
-    """No effect: the rule runs to max; a rerun with a larger max trains only the new seeds. Between rounds the run
-    says which seeds come next (not "run the same command again", which only a stop short of the decision says)."""
+def test_a_rerun_with_a_larger_max_is_refused_and_the_same_design_continues(tiny_data, tmp_path, capsys):
+    """No effect: the rule runs to max. A rerun into the same out with a larger max exits 2 naming seeds.max before
+    any run (the design is fitted to max); the default out of ``seeds.max=5`` is a new folder, where it runs. Between
+    rounds the run says which seeds come next (not "run the same command again", which only a stop short of the
+    decision says)."""
     cfg = write_config(tmp_path, tiny_data, seeds={"min": 3, "max": 3})
     raw, base, name, source = ablate.load_config(cfg)
     calls = []
@@ -253,11 +260,13 @@ def test_a_rerun_with_a_larger_max_continues_where_it_stopped(tiny_data, tmp_pat
     assert said == ["attn-yolo ablate: seeds: 0 of the rule's minimum 3 paired seeds done; running seeds 0, 1, 2",
                     "attn-yolo ablate: seeds: stopped after 3 paired seeds: the maximum of 3 seeds"]
     calls.clear()
-    assert ablate.run_ablation(ablate.validate({**raw, "seeds": {"min": 3, "max": 5}}, base, name, source),
-                               runner=runner) == 0
-    assert sorted(calls) == sorted((v, s) for v in ("baseline", "cbam") for s in (3, 4))
+    assert cli_main(["ablate", str(cfg), "seeds.max=5", f"out={tmp_path / 'out'}"]) == 2
+    assert "seeds.max: 3 -> 5: the 6 finished run(s)" in capsys.readouterr().err and calls == []
+    assert ablate.run_ablation(ablate.validate({**raw, "seeds": {"min": 3, "max": 5}, "out": str(tmp_path / "out5")},
+                                               base, name, source), runner=runner) == 0
+    assert sorted(calls) == sorted((v, s) for v in ("baseline", "cbam") for s in range(5))
     said = re.findall(r"attn-yolo ablate: seeds: [^\r\n]*", capsys.readouterr().out)
-    assert said[0] == "attn-yolo ablate: seeds: cbam not decided after 3 paired seeds; running seed 3", said
+    assert said[1] == "attn-yolo ablate: seeds: cbam not decided after 3 paired seeds; running seed 3", said
     assert said[-1] == "attn-yolo ablate: seeds: stopped after 5 paired seeds: the maximum of 5 seeds"
 
 
@@ -291,6 +300,10 @@ def other_classes_checkpoint(folder: Path) -> Path:
     ({"seeds": {"min": 3, "max": 6, "precision": 0}}, "seeds.precision", "expected a number > 0"),
     ({"seeds": {"min": 3, "max": 6, "precision": -0.01}}, "seeds.precision", "expected a number > 0"),
     ({"seeds": {"min": 3, "most": 6}}, "seeds.most", "unknown key"),
+    ({"seeds": {"min": 3, "max": 6, "design": "bayes"}}, "seeds.design", "'bayes'; expected spending"),
+    ({"seeds": {"min": 3, "max": 6, "spending": "linear"}}, "seeds.spending", "'linear'; expected obf"),
+    ({"seeds": {"min": 3, "max": 6, "looks": "every"}}, "seeds.looks", "expected increasing seed counts"),
+    ({"seeds": {"min": 3, "max": 6, "looks": [8, 12]}}, "seeds.max", "6; below the first look of seeds.looks (8)"),
     ({"reference": {"model": "yolo11n.yaml"}}, "reference", "is the baseline model"),
     ({"reference": {"base": "yolo11n.yaml", "module": "CBAM", "at": "backbone", "args": [16, 7]}}, "reference",
      "the same model as variants[1] (cbam); the yardstick needs a known change of its own"),

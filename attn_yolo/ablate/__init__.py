@@ -40,12 +40,12 @@ blocks attend to matters to its model enough for a verdict, else "not tested"; m
 differences to the
 baseline with three intervals - seeds only (t), images only (bootstrap of the validation images) and hierarchical
 (both), each at the joint level of the ablation's comparisons, the verdict from the hierarchical one (or the
-anytime-valid one), the power of the design, per-class Δ; "learned nothing" for variants whose metrics
-are all 0), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP per epoch), ``delta.png`` (Δ with its
-three intervals per variant and metric) and ``config.yaml`` (the resolved config). Run folders without
-``perimage.npz`` (made before it existed) are summarised with the seeds-only interval, and summary.md says so. With
-Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment named after the ablation
-(``attn_yolo.ablate.tracking``).
+group-sequential one with seeds chosen by the data), the power of the design, per-class Δ; "learned nothing" for
+variants whose metrics are all 0), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curves.png`` (validation mAP per
+epoch), ``delta.png`` (Δ with its three intervals per variant and metric) and ``config.yaml`` (the resolved
+config). Run folders without ``perimage.npz`` (made before it existed) are summarised with the seeds-only interval,
+and summary.md says so. With Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment
+named after the ablation (``attn_yolo.ablate.tracking``).
 
 Re-running the same command skips runs recorded ``ok`` with the same settings and redoes runs that are missing
 (interrupted) or failed. Finished runs whose settings changed (model, data, train args) stop the ablation before any
@@ -62,7 +62,8 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
 # The package, bottom layer first (a module imports only modules listed above it):
-#   sequential   seeds chosen by the data: the anytime-valid confidence sequence and the stopping rule
+#   spending     the planned looks' boundaries: Lan–DeMets alpha spending of the studentised paired Δ (simulated once)
+#   sequential   seeds chosen by the data: the sequential design fitted to the looks and the stopping rule
 #   config       the embedded default, the keys, Ablation and Variant, loading, overrides
 #   checks       one check per config key (value resolved, problems named by key)
 #   variants     the variants checked, their model dicts composed (insert specs planned, not built)

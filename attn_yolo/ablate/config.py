@@ -32,7 +32,7 @@ start:  # the shared start: trained with `train` below, these keys replacing its
   lr0: 0.003
   warmup_epochs: 0.3
   val: false
-seeds: {min: 3, max: 6}  # paired seeds chosen by the data (anytime-valid stopping rule; a list is a fixed design)
+seeds: {min: 3, max: 6}  # paired seeds chosen by the data (alpha-spending stopping rule; a list is a fixed design)
 new_blocks: {lr_mult: 1.0, gamma: 0.3}  # the inserted CBAM's residual gates start at 0.3 (BENCHMARKS.md: the study)
 devices: [cpu, cpu]  # two worker processes, one run each at a time: Ultralytics trains on one CPU thread, so the two
                      # arms of a seed use both cores. On a GPU: devices=0 (or [0, 1]).

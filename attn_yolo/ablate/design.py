@@ -9,8 +9,9 @@ before any training, and the arms they add.
   config's ``train`` arguments, its own keys overriding them, and ``seed`` (default 0). Each variant must be the start
   model with blocks inserted; ``attn_yolo.transfer`` carries every weight to its layer and the blocks start as the
   identity. Without ``start`` every arm trains from scratch (the summary says so).
-- ``seeds: {min, max, precision, confidence}``: paired seeds 0, 1, ... run in rounds until the stopping rule of
-  ``attn_yolo.ablate.sequential`` stops (``SeedRule``); a list of seeds is a fixed design.
+- ``seeds: {min, max, precision, confidence, design, spending, looks}``: paired seeds 0, 1, ... run in rounds until
+  the stopping rule of ``attn_yolo.ablate.sequential`` stops (``SeedRule``: ``design: spending`` with ``spending:
+  obf`` by default, or ``pocock``; ``design: cs``); a list of seeds is a fixed design.
 - ``reference: {model: yolo11s.yaml}`` (or an insert spec; ``name`` defaults to ``reference``): an arm with a known,
   larger change, the yardstick of the summary. If it is the start model with blocks inserted it starts from the
   shared start like a variant; otherwise it gets a start of its own trained by the same recipe (with a checkpoint
@@ -36,7 +37,7 @@ from attn_yolo.ablate.config import first_line
 from attn_yolo.ablate.variants import check_same_scale, check_variants, definition
 from attn_yolo.checkpoint import load_model
 
-SEED_RULE_KEYS = ("min", "max", "precision", "confidence")
+SEED_RULE_KEYS = ("min", "max", "precision", "confidence", "design", "spending", "looks")
 START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
 PLACEBO_SUFFIX = "-placebo"
 REFERENCE_NAME = "reference"
@@ -91,8 +92,8 @@ def file_fingerprint(path: str | Path) -> str:
 
 
 def check_seed_rule(raw: dict):
-    """``seeds: {min, max, precision, confidence}`` → (the seeds it may run: 0 .. max − 1, the ``SeedRule``,
-    problems). Every problem names its key."""
+    """``seeds: {min, max, precision, confidence, design, spending, looks}`` → (the seeds it may run: 0 .. max − 1,
+    the ``SeedRule``, problems). Every problem names its key."""
     from attn_yolo.ablate.sequential import SeedRule
 
     problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
@@ -108,7 +109,7 @@ def check_seed_rule(raw: dict):
     except ValueError as e:  # every other problem of the rule, one line each
         for msg in str(e).splitlines():
             key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
-            problems.append(f"{key}: {msg}")
+            problems.append(msg if msg.startswith(f"{key}: ") else f"{key}: {msg}")
     return ([], None, problems) if problems else (list(range(rule.max)), rule, [])
 
 

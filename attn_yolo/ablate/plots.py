@@ -214,16 +214,17 @@ def _delta_axis(ax, span: list, primary: bool, label: str, baseline: str, varian
 
 
 def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE,
-               deciding: dict | None = None):
+               deciding: dict | None = None, kind: str = "group-sequential"):
     """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
     images-only and hierarchical intervals; a line marks Δ = 0. The mAP50-95 panel holds the verdicts: the interval
-    that decides is drawn thick and capped (the hierarchical one, or ``deciding``'s anytime-valid interval with seeds
+    that decides is drawn thick and capped (the hierarchical one, or ``deciding``'s sequential interval with seeds
     chosen by the data), and the band ±``stats.TARGET_DELTA`` shows where a deciding interval that contains 0 reads
     "no difference beyond ±w". The other metrics' panels are exploratory (titled so). Tick labels are at most 4 per
     axis, short, so that they never run into each other. Returns the matplotlib Figure.
 
     Args:
-        deciding: ``{variant: (lo, hi)}``, the anytime-valid interval that decides (None: the hierarchical one).
+        deciding: ``{variant: (lo, hi)}``, the sequential interval that decides (None: the hierarchical one).
+        kind: its name in the legend (``sequential.kind``: group-sequential or anytime-valid).
     """
     from matplotlib.figure import Figure
 
@@ -239,7 +240,7 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CON
         ax.set_visible(False)
     for ax, (key, label) in zip(axes, metrics):
         primary = key == PRIMARY
-        kinds = list(INTERVALS) + ([("seq", "anytime-valid", DECIDING_COLOR)] if primary and deciding else [])
+        kinds = list(INTERVALS) + ([("seq", kind, DECIDING_COLOR)] if primary and deciding else [])
         decider = ("seq" if deciding else "hier") if primary else None
         ax.axvline(0.0, color="0.3", lw=1, ls="--", zorder=1)
         span = [0.0]

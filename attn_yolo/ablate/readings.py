@@ -4,9 +4,9 @@ What the design reads off the runs: the stopping rule's decision over the paired
 the placebo verdicts, with their summary lines (used by the runner after every round and by the report).
 
 Every figure is a paired Δ mAP50-95 (arm − baseline, same seed). With seeds chosen by the data (``seeds: {min, max,
-...}``) intervals and verdicts come from the anytime-valid confidence sequence of ``attn_yolo.ablate.sequential``,
-valid however the rule stopped; with a fixed list of seeds from the hierarchical interval (``stats``), or the
-seeds-only t-interval where the runs have no per-image record.
+...}``) intervals and verdicts come from the sequential design of ``attn_yolo.ablate.sequential`` (alpha spending
+over the planned looks by default), valid at whichever look the rule stopped; with a fixed list of seeds from the
+hierarchical interval (``stats``), or the seeds-only t-interval where the runs have no per-image record.
 """
 
 from __future__ import annotations
@@ -54,6 +54,13 @@ def joint_level(ab: Ablation) -> float:
     from attn_yolo.ablate.sequential import joint_confidence
 
     return joint_confidence(ab.seed_rule.confidence if ab.seed_rule else CONFIDENCE, family_size(ab))
+
+
+def joint_rule(ab: Ablation):
+    """The seed rule of each of the ablation's K intervals: ``ab.seed_rule`` at ``joint_level``."""
+    import dataclasses
+
+    return dataclasses.replace(ab.seed_rule, confidence=joint_level(ab))
 
 
 def joint_words(ab: Ablation) -> str:
@@ -104,8 +111,10 @@ def reading(ab: Ablation, rows: list[dict], boot: dict | None, arm: str, dec: di
     confidence sequence (seeds chosen by the data), else the hierarchical or seeds-only interval."""
     if dec is not None and arm in dec["variants"]:
         d = dec["variants"][arm]
+        from attn_yolo.ablate.sequential import kind
+
         return {"mean": d["mean"], "lo": d["lo"], "hi": d["hi"], "n": d["n"], "verdict": d["verdict"],
-                "interval": "anytime-valid"}  # fmt: skip
+                "interval": kind(ab.seed_rule)}  # fmt: skip
     c = ((boot or {}).get("compare", {}).get(arm) or {}).get(PRIMARY)
     if c is not None:
         h = c["hier"]
@@ -235,9 +244,10 @@ def placebo(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None, dec:
             continue
         if ab.seed_rule is not None:
             from attn_yolo.ablate.sequential import confidence_sequence
+            from attn_yolo.ablate.sequential import kind as sequential_kind
 
-            lo, hi = confidence_sequence(diffs, joint_level(ab))
-            kind = "joint anytime-valid"
+            lo, hi = confidence_sequence(diffs, joint_rule(ab))
+            kind = f"joint {sequential_kind(ab.seed_rule)}"
         else:
             d = paired_difference(diffs, joint_level(ab))
             lo, hi, kind = d["lo"], d["hi"], "seeds only"
@@ -258,11 +268,12 @@ def stopping(ab: Ablation, dec: dict | None) -> list[str]:
         return []
     rule = ab.seed_rule
     prec = f", precision {rule.precision:g}" if rule.precision is not None else ""
+    from attn_yolo.ablate.sequential import guarantee
+
     lines = ["", "## Seeds chosen by the data", "",
-             (f"Rule: min {rule.min}, max {rule.max} paired seeds{prec}, {int(rule.confidence * 100)}% anytime-valid "
-              "confidence sequence (valid whenever it stops; the verdicts above use it); each arm stops on its own "
-              f"when its interval excludes 0, is narrower than the precision, or reaches the maximum; "
-              f"{joint_words(ab)}."), "",
+             (f"Rule: min {rule.min}, max {rule.max} paired seeds{prec}, {rule.words()} (the verdicts above use it); "
+              "each arm stops on its own at a look where its interval excludes 0, is narrower than the precision, or "
+              f"reaches the maximum. {guarantee(rule, family_size(ab))}"), "",
              f"**{dec['text'][0].upper() + dec['text'][1:]}**", ""]
     lines += [f"- `{a}`: {d['text']}" for a, d in dec["variants"].items()]
     return lines

@@ -13,6 +13,7 @@ from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
 from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.sequential import kind
 from attn_yolo.ablate.start import summary_line
 from attn_yolo.ablate.stats import (
     CONFIDENCE,
@@ -137,22 +138,24 @@ def exploratory(c: dict | None, d: dict) -> str:
 
 
 def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -> tuple[str, float]:
-    """The power line of arm ``v`` for the interval that decides its verdict (the joint anytime-valid one with seeds
+    """The power line of arm ``v`` for the interval that decides its verdict (the joint sequential one with seeds
     chosen by the data, else the hierarchical one at the joint level), and the smallest |Δ| it detects with
-    ``POWER``: ``(line, detectable)``. With seeds chosen by the data both figures are the confidence sequence's
+    ``POWER``: ``(line, detectable)``. With seeds chosen by the data both figures are the sequential design's
     (``seqpower.detectable``, ``seqpower.seeds_for``), never the fixed-n interval's."""
     level = readings.joint_level(ab)
     sv, tv, n = h["seed_var"], h["test_var"], h["n"]
     sd = f"(SD of Δ over seeds {math.sqrt(sv):.4f}, of the validation set's common part {math.sqrt(tv):.4f})"
     if seq is not None:
-        mde = seqpower.detectable(sv, n, level, tv, POWER)
-        need = seqpower.seeds_for(TARGET_DELTA, sv, level, tv, POWER)
+        rule = readings.joint_rule(ab)
+        mde = seqpower.detectable(sv, n, rule, tv, POWER)
+        need = seqpower.seeds_for(TARGET_DELTA, sv, rule, tv, POWER)
         half = (seq["hi"] - seq["lo"]) / 2
         hw = f"resolves ±{half:.4f}" if math.isfinite(half) else "is unbounded"
         det = f"detects |Δ| >= {mde:.4f}" if math.isfinite(mde) else "detects no Δ yet (unbounded)"
-        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds under this rule (max {ab.seed_rule.max})" if need else
+        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds (this design fitted to seeds.max {need}; now "
+                f"{ab.seed_rule.max})" if need else
                 f"Δ = {TARGET_DELTA} is out of reach by adding seeds: use more validation images")
-        return (f"- `{v}`: with {n} seeds and {n_images} images the interval that decides (anytime-valid, at "
+        return (f"- `{v}`: with {n} seeds and {n_images} images the interval that decides ({kind(rule)}, at "
                 f"{100 * level:.3g}%) {hw} and {det} with {int(POWER * 100)}% power; {need} {sd}", mde)
     mde = detectable_delta(sv, tv, n, 1 - level)
     need = seeds_needed(sv, tv, TARGET_DELTA)
@@ -180,6 +183,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     names = [v.name for v in ab.variants]
     cmp_, conf = boot["compare"], int(CONFIDENCE * 100)
     each = f"{100 * readings.joint_level(ab):.3g}"  # each interval's level (Bonferroni over the comparisons)
+    seq_kind = kind(ab.seed_rule) if ab.seed_rule is not None else ""
     tr = ", ".join(f"{k}={v}" for k, v in ab.train.items())
     n_ok = sum(r["status"] == "ok" for r in rows)
     setup = [
@@ -208,8 +212,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
               "runs have no per-image record, the seeds-only t-interval decides (see Intervals). An interval that "
               f"contains 0 reads \"no difference beyond ±w\" when it lies within ±{TARGET_DELTA}, else "
               f"\"inconclusive\" with the smallest |Δ| the design detects ({int(POWER * 100)}% power).")
-             + (" Seeds were chosen by the data: the verdict is the anytime-valid confidence sequence's, valid "
-                "whenever the rule stopped; the fixed-n intervals beside it are not (see Seeds chosen by the data)."
+             + (f" Seeds were chosen by the data: the verdict is the {seq_kind} interval's, valid at whichever "
+                "look the rule stopped; the fixed-n intervals beside it are not (see Seeds chosen by the data)."
                 if dec is not None else ""), ""]
     power, words_of = [], {}
     joint = "joint " if readings.family_size(ab) > 1 else ""
@@ -238,7 +242,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         if c is None and seq is not None:
             words = untested or verdict_words(seq["verdict"], seq["lo"], seq["hi"], math.nan)
             words_of[v] = "not tested" if untested else words
-            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, {joint}anytime-valid {conf}% CI "
+            lines.append(f"- **{v}**: **{words}** (Δ {_fmt(d['mean'], 4, True)}, {joint}{seq_kind} {conf}% CI "
                          f"{_ci(seq['lo'], seq['hi'], 4)}, n = {d['n']} paired seeds; no image-level interval: "
                          f"{boot['why'].get(v, 'no per-image records')}){cost}")
             continue
@@ -258,7 +262,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         words_of[v] = "not tested" if untested else words
         lines.append(
             (f"- **{v}**: **{words}** "
-             f"(Δ {_fmt(h['mean'], 4, True)}; {joint}anytime-valid {conf}% CI "
+             f"(Δ {_fmt(h['mean'], 4, True)}; {joint}{seq_kind} {conf}% CI "
              f"{_ci(seq['lo'], seq['hi'], 4)}; fixed-n hierarchical {_ci(h['lo'], h['hi'], 4)}, p = "
              f"{_fmt(h['p'], 3)}; seeds only {_ci(c['t']['lo'], c['t']['hi'], 4)}; images only {_ci(*c['image'], 4)}; "
              f"n = {h['n']} paired seeds){cost}") if seq is not None else
@@ -360,7 +364,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     lines += ["", "Plots: `ablation.png` (Δ mAP50-95 with the interval that decides vs the extra GFLOPs and latency), "
               "`curves.png` (validation mAP per epoch, after the shared start's)"
               + (", `delta.png` (Δ with its intervals per variant and metric; the one that decides, "
-                 + ("anytime-valid" if ab.seed_rule is not None else "hierarchical") + ", drawn thick)"
+                 + (seq_kind if ab.seed_rule is not None else "hierarchical") + ", drawn thick)"
                  if cmp_ else "")
               + "; every run: `results.csv`.", ""]
     return "\n".join(lines)
@@ -412,19 +416,20 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     atomic_write(ab.out / "summary.md", lambda p: Path(p).write_text(text))
     if any(r["status"] == "ok" for r in rows):
         points = tradeoff_points(ab, rows, stats, boot, timing)
-        kind = points[0]["interval"] if points else "hierarchical"
+        deciding = points[0]["interval"] if points else "hierarchical"
         load = (timing or {}).get("load", {})
         note = ("latency not drawn: not timed (no best.pt of the baseline and an arm)" if not timing else
                 f"latency not drawn: the machine was busy during the timing (other processes used "
                 f"{load['others_cores']:.1f} of {load['cores']} cores)" if load.get("busy") else "")
-        plot_ablation(ab.out / "ablation.png", points, ab.baseline, ab.imgsz, kind, note)
+        plot_ablation(ab.out / "ablation.png", points, ab.baseline, ab.imgsz, deciding, note)
         start = Path(ab.start.folder) / "results.csv" if ab.start is not None and ab.start.kind == "recipe" else None
         plot_curves(ab.out / "curves.png", rows, names, start)
     compared = {v: c for v, c in boot["compare"].items() if PRIMARY in c}
     if compared:
         dec = readings.decision(ab, rows, boot)
         seq = {v: (d["lo"], d["hi"]) for v, d in dec["variants"].items()} if dec is not None else None
-        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), seq)
+        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), seq,
+                   kind(ab.seed_rule) if ab.seed_rule is not None else "hierarchical")
     elif is_own_plot(ab.out / "delta.png"):  # an earlier report's plot would no longer match this summary
         (ab.out / "delta.png").unlink()  # (a delta.png the runner did not write is left alone)
     return text

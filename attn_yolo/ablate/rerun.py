@@ -6,6 +6,10 @@
 - ``check_changed``: finished runs in ``out`` whose settings differ from the config's stop the ablation before any
   work (``UsageError``, exit 2), naming the changed keys (``train.epochs: 2 -> 1``) and the runs; the message offers
   ``out=`` (a new folder) or ``redo=True``.
+- ``check_seed_design``: the sequential design of seeds chosen by the data (``seeds.min``, ``max``, ``confidence``,
+  ``design``, ``spending``, ``looks``) is fitted to the looks it plans; a rerun on finished runs that changes it
+  (raising ``max`` included) would pick the design after seeing the data, so it stops before any work (exit 2)
+  naming the changed keys; the message offers ``out=`` (a new folder) or the old values. ``precision`` may change.
 - With ``redo=True`` a changed run trains into a staging folder ``out/.redo/<variant>-seed<k>`` (``stage``); only
   when it has finished and its record is written does ``promote`` put it in place of the old run folder. A crash or
   a kill during the run leaves the old folder and its ``result.json`` as they were.
@@ -137,6 +141,33 @@ def check_changed(out: Path, changed: list[tuple[str, int]], old: dict | None, n
         f"changed. To keep them, pass out=<new folder>; to replace them, pass redo=True (each old run folder is "
         f"replaced only after its new run has finished)"
     )
+
+
+SEED_DESIGN_KEYS = ("min", "max", "confidence", "design", "spending", "looks")
+EARLIER_DESIGN = "(the confidence sequence of versions before the alpha-spending design)"
+
+
+def check_seed_design(out: Path, old: dict | None, new: dict, finished: int) -> None:
+    """Stop before any work when ``finished`` runs in ``out`` were read under another sequential design.
+
+    ``old`` / ``new``: the earlier and this resolved config; their ``seeds`` (a dict: seeds chosen by the data) are
+    compared on ``SEED_DESIGN_KEYS``. A config without ``seeds.design`` was written by an earlier version.
+
+    Raises:
+        UsageError: naming each changed key (``seeds.max: 6 -> 12``).
+    """
+    was, now = (old or {}).get("seeds"), new.get("seeds")
+    if not finished or not isinstance(was, dict) or not isinstance(now, dict):
+        return
+    was = {"design": EARLIER_DESIGN, "spending": now.get("spending"), "looks": None} | was
+    keys = [f"seeds.{k}: {_short(was.get(k))} -> {_short(now.get(k))}" for k in SEED_DESIGN_KEYS
+            if was.get(k) != now.get(k)]
+    if keys:
+        raise UsageError(
+            f"attn-yolo ablate: {'; '.join(keys)}: the {finished} finished run(s) in {out} were read under the "
+            "sequential design of the earlier seeds, whose boundaries are fitted to its looks; changing it on the "
+            "same runs would choose the design after seeing the data and void the guarantee. Nothing was changed. "
+            "Keep the earlier seeds values, or pass out=<new folder> to start a new design")
 
 
 def stage(spec, out: Path):

@@ -237,8 +237,9 @@ def resume(s: Session, redo: bool, lines=None) -> None:
     ab, rows = s.ab, s.rows
     changed = [k for k, sp in s.planned.items() if k in rows and rows[k]["fingerprint"] != sp.fingerprint]
     finished = [k for k in changed if rows[k]["status"] == "ok"]
-    rerun.check_changed(ab.out, finished, rerun.previous_config(ab.out), outdir.portable(ab.config),
-                        UNFINGERPRINTED_TRAIN_KEYS, redo)
+    previous = rerun.previous_config(ab.out)
+    rerun.check_changed(ab.out, finished, previous, outdir.portable(ab.config), UNFINGERPRINTED_TRAIN_KEYS, redo)
+    rerun.check_seed_design(ab.out, previous, ab.config, sum(r["status"] == "ok" for r in rows.values()))
     if finished:
         print(f"attn-yolo ablate: redo=True: {len(finished)} finished run(s) used other settings; each is replaced "
               f"once its new run has finished (trained in {ab.out / rerun.STAGING})")

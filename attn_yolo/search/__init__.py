@@ -17,9 +17,10 @@ backend, out, latency, ...) whose arms come from its ``search:`` section instead
 
 Every arm is the base with one block at one site, warm-started from the shared ``start`` as in an ablation, so the
 attention check applies (an arm whose blocks did not matter is *not tested*). Paired seeds run in rounds; an arm is
-dropped once its anytime-valid interval shows it cannot be the best (``attn_yolo.search.rule``: the verdicts hold
-jointly over all arms searched, whatever stopped the search). Outputs in ``out``: summary.md, search.csv (the ranked
-table), results.csv (every run), placement.png, best.yaml (+ best.pt with a start) for ``attn-yolo train``. Command
+dropped once its group-sequential interval (alpha spending over the looks) shows it cannot be the best
+(``attn_yolo.search.rule``: the verdicts hold jointly over all arms searched, whatever stopped the search).
+Outputs in ``out``: summary.md, search.csv (the ranked table), results.csv (every run), placement.png, best.yaml
+(+ best.pt with a start) for ``attn-yolo train``. Command
 line overrides as for ``ablate`` (``epochs=1``, ``out=...``); ``search.<key>=`` sets a search key. Rerun the same
 command to continue (a larger budget continues the same search); SIGINT / SIGTERM keep finished runs.
 """

@@ -18,7 +18,8 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate.config import ConfigError, first_line
-from attn_yolo.search.rule import SearchRule, family, first_bounded, level
+from attn_yolo.ablate.sequential import SeedRule
+from attn_yolo.search.rule import SearchRule, family, first_bounded
 from attn_yolo.search.sites import Site, auto_sites, parse_site
 
 DEFAULT_NAME = "synthetic-search"
@@ -27,7 +28,7 @@ DEFAULT_YAML = """\
 # `attn-yolo search` (no config) runs exactly this (embedded in attn_yolo/search/config.py). yolo11n is trained once
 # (the shared start in out/start/); every arm, the start with one block inserted at one site (γ = 0.3, as the
 # default ablation), is fine-tuned from it for 1 epoch, paired seed by paired seed; arms are dropped by their joint
-# anytime-valid intervals. Budget: 18 minutes of runs, on 2 CPU cores.
+# group-sequential intervals. Budget: 18 minutes of runs, on 2 CPU cores.
 data: synthetic
 search:
   model: yolo11n.yaml
@@ -44,6 +45,7 @@ train: {epochs: 1, fraction: 0.5, imgsz: 128, batch: 8, nbs: 8, optimizer: AdamW
 out: runs/search/synthetic-search
 latency: {repeats: 20, warmup: 5}
 """
+SEEDS_KEYS = ("min", "max", "design", "spending", "looks")  # search.seeds: the ablation's seeds' design keys
 SEARCH_KEYS = ("model", "blocks", "sites", "seeds", "precision", "confidence", "max_runs", "minutes", "placebo")
 NOT_IN_A_SEARCH = ("variants", "seeds", "reference", "placebo")  # set by the search section
 BASELINE = "baseline"
@@ -138,8 +140,9 @@ def _budget(sec: dict, rule: SearchRule | None, arms: int) -> list[str]:
 
 def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
     seeds = sec.get("seeds", {})
-    if not isinstance(seeds, dict) or set(seeds) - {"min", "max"}:
-        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 12}} (min optional)"]
+    if not isinstance(seeds, dict) or set(seeds) - set(SEEDS_KEYS):
+        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 12}} (min optional; also "
+                      f"{', '.join(SEEDS_KEYS[2:])})"]
     problems = []
     mx, mn = seeds.get("max", 20), seeds.get("min")
     if not _number(mx, 2, True):
@@ -151,7 +154,13 @@ def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
         problems.append(f"search.precision: {p!r}; expected a number > 0 (full interval width, mAP50-95)")
     if not (_number(c, 0) and 0 < c < 1):
         problems.append(f"search.confidence: {c!r}; expected a number in (0, 1)")
-    return (None if problems else SearchRule(max=mx, min=mn, precision=p, confidence=c)), problems
+    design = {k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds}
+    if not problems:  # the design's own keys, checked as the ablation's seeds (SeedRule), named search.seeds.<key>
+        try:
+            SeedRule(min=mn or 2, max=mx, **design)
+        except ValueError as e:
+            problems += [f"search.{line}" for line in str(e).splitlines()]
+    return (None if problems else SearchRule(max=mx, min=mn, precision=p, confidence=c, **design)), problems
 
 
 def arms_of(blocks: list, sites: list[Site]) -> list[Arm]:
@@ -183,9 +192,9 @@ def check_section(raw: dict) -> tuple[dict, list[Arm], SearchRule | None, list[S
     problems += _budget(sec, rule, n)
     if not isinstance(sec.get("placebo", False), bool):
         problems.append(f"search.placebo: {sec['placebo']!r}; expected true or false (a Placebo arm per arm)")
-    if rule is not None and n and (need := first_bounded(level(rule.confidence, n))) and need > rule.max:
-        problems.append(f"search.seeds.max: {rule.max}; the {family(n)} comparisons of {n} arms are unbounded until "
-                        f"{need} seeds: set seeds.max >= {need} or search fewer arms")
+    if rule is not None and n and first_bounded(rule.at(n).seeds(n)) is None:
+        problems.append(f"search.seeds.max: {rule.max}; the {family(n)} comparisons of {n} arms are unbounded at "
+                        f"every look up to {rule.max} seeds: raise seeds.max or search fewer arms")
     return sec, arms, rule, sites, problems
 
 
@@ -223,7 +232,9 @@ def validate(raw: dict, base: Path, name: str, source: str) -> Search:
         ab = _ablation(raw, sec, arms, base, name, source)
     for v in ab.variants:
         v.key = f"search: arm {v.name}"
-    return Search(ab, str(sec.get("model", "yolo11n.yaml")), arms, rule.at(len(ab.variants) - 1), sites,
+    rule = rule.at(len(ab.variants) - 1)
+    ab.config["seeds"] = dataclasses.asdict(rule)  # the design a rerun must keep (rerun.check_seed_design)
+    return Search(ab, str(sec.get("model", "yolo11n.yaml")), arms, rule, sites,
                   max_runs=sec.get("max_runs"), minutes=sec.get("minutes"), unbuildable=unbuildable)
 
 

@@ -84,7 +84,7 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
             f"[{_f(best['lo'])}, {_f(best['hi'])}]" + (": settled as the best placement" if settled else
             ": the highest Δ among the arms still in, not settled") if best else
             "**No arm is returned**: none is left in with 2 paired seeds or more that passed its attention check")
-    lines = [f"# Placement search: {ab.name}", "", guarantee(rule.confidence, k), "", head, "",
+    lines = [f"# Placement search: {ab.name}", "", guarantee(rule, k), "", head, "",
              f"- stopped: {WHY[reason]}" + (f" ({dec['budget']})" if dec.get("budget") else "")
              + f", after {int(dec['rounds'])} paired seeds",
              f"- runs: {used} of the full design's {full} (every arm and the baseline to seeds.max {rule.max}); "

@@ -5,10 +5,11 @@ jointly over every arm searched.
 
 Data: per seed i, Δ_ki = mAP50-95(arm k, seed i) − mAP50-95(baseline, seed i), for K arms. The family is every arm
 against the baseline (K comparisons) and every two arms against each other (K(K−1)/2; Δ_ki − Δ_ji, the same seeds).
-Each of these M = K(K+1)/2 comparisons gets the confidence sequence of ``attn_yolo.ablate.sequential`` at level
-1 − α/M (Bonferroni, ``family``): with probability ≥ 1 − α all M hold at every number of seeds at once, so every
-claim below is true together, whatever made the search stop (a settled best, the precision, ``max``, a budget of
-runs or minutes, a signal), and a rerun with a larger budget continues the same sequences.
+Each of these M = K(K+1)/2 comparisons gets the sequential design of ``attn_yolo.ablate.sequential`` (the ablation's
+``SeedRule``: alpha spending over the looks ``min`` .. ``max`` by default, or the tuned confidence sequence) at level
+1 − α/M (Bonferroni, ``family``): with probability ≥ 1 − α all M hold at every look at once, so every claim below is
+true together, whatever made the search stop (a settled best, the precision, ``max``, a budget of runs or minutes, a
+signal), and a rerun with a larger budget continues the same design (its ``max`` unchanged).
 
 After each round (one more paired seed for the baseline and every arm still in), from ``min`` seeds on, an arm is
 dropped when its interval shows it cannot be the best placement: its interval against the baseline lies below 0
@@ -28,7 +29,8 @@ import math
 
 import numpy as np
 
-from attn_yolo.ablate.sequential import _intervals, first_bounded, joint_confidence
+from attn_yolo.ablate.sequential import SeedRule, _intervals, first_bounded, joint_confidence
+from attn_yolo.ablate.sequential import family_draws as draws  # the ablation's simulated arms, as a search's
 
 STOPS = ("running", "settled", "precision", "max", "budget")  # why a search stopped (budget: set by the caller)
 DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's state
@@ -36,24 +38,38 @@ DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's 
 
 @dataclasses.dataclass
 class SearchRule:
-    """Seeds of a search (config: ``search: {seeds: {min: 5, max: 20}, precision: 0.01}``).
+    """Seeds of a search (config: ``search: {seeds: {min: 5, max: 20, design: spending}, precision: 0.01}``).
 
     Args:
-        min: paired seeds before any arm is dropped (≥ 2; default: the first at which the joint intervals are
-            bounded, ``first_bounded``).
+        min: paired seeds before any arm is dropped (≥ 2; default: the first look from 3 seeds at which the joint
+            intervals are bounded, ``first_bounded``: a look at 2 seeds, one degree of freedom, would spend α on
+            intervals too wide to drop anything).
         max: seeds at most for any arm (≥ min).
         precision: stop once every interval among the arms left is narrower (full width, mAP50-95); None: never.
         confidence: joint level of all the search's verdicts (0 < confidence < 1).
+        design, spending, looks: the sequential design, as the ablation's ``seeds`` (``SeedRule``); ``pocock`` by
+            default, not the ablation's ``obf``: stopped by its budget at half of ``max`` (the default search's 6 of
+            12 seeds), O'Brien–Fleming's interval is 3× Pocock's, which is no wider than the confidence sequence's
+            there and narrower at ``max`` (docs/guides/search.md).
     """
 
     max: int = 20
     min: int | None = None
     precision: float | None = None
     confidence: float = 0.95
+    design: str = "spending"
+    spending: str = "pocock"  # even spending: a search often stops by its budget before max, and drops arms early
+    looks: list[int] | None = None
 
     def at(self, arms: int) -> SearchRule:
         """This rule for ``arms`` arms: ``min`` filled in."""
-        return dataclasses.replace(self, min=self.min or max(2, first_bounded(level(self.confidence, arms)) or 2))
+        first = first_bounded(dataclasses.replace(self, min=min(3, self.max), looks=None).seeds(arms))
+        return dataclasses.replace(self, min=self.min or min(self.max, first or 3))
+
+    def seeds(self, arms: int) -> SeedRule:
+        """The design of each of the comparisons of ``arms`` arms: the ``SeedRule`` at ``level``."""
+        return SeedRule(min=self.min or 2, max=self.max, confidence=level(self.confidence, arms), design=self.design,
+                        spending=self.spending, looks=self.looks)
 
 
 def family(arms: int) -> int:
@@ -66,27 +82,29 @@ def level(confidence: float, arms: int) -> float:
     return joint_confidence(confidence, family(arms))
 
 
-def guarantee(confidence: float, arms: int) -> str:
+def guarantee(rule: SearchRule, arms: int) -> str:
     """The guarantee, one sentence for the summary."""
+    confidence = rule.confidence
     return (f"With probability at least {confidence:.0%}, every verdict of this search holds at once (each arm "
             f"against the baseline, and each arm dropped below another), over all {arms} arms searched and whatever "
-            f"stopped it: each of the {family(arms)} comparisons is an anytime-valid interval at "
+            f"stopped it: each of the {family(arms)} comparisons is an interval of {rule.seeds(arms).words()} at "
             f"{100 * level(confidence, arms):.4g} %.")
 
 
-def prefix_intervals(d: np.ndarray, conf: float) -> tuple[np.ndarray, ...]:
-    """Intervals after every number of seeds: against the baseline ``(E, K, N)`` and between arms ``(E, K, K, N)``
-    (``[e, i, j]``: arm i − arm j), from per-seed Δ ``d`` (E, K, N); NaN seeds (not run) give unbounded intervals."""
+def prefix_intervals(d: np.ndarray, each: SeedRule) -> tuple[np.ndarray, ...]:
+    """Intervals after every number of seeds under the design ``each`` (at its confidence): against the baseline
+    ``(E, K, N)`` and between arms ``(E, K, K, N)`` (``[e, i, j]``: arm i − arm j), from per-seed Δ ``d`` (E, K, N);
+    NaN seeds (not run) give unbounded intervals."""
     e, k, n = d.shape
-    lo_b, hi_b = _flat(d.reshape(e * k, n), conf)
+    lo_b, hi_b = _flat(d.reshape(e * k, n), each)
     pair = d[:, :, None, :] - d[:, None, :, :]
-    lo_p, hi_p = _flat(pair.reshape(e * k * k, n), conf)
+    lo_p, hi_p = _flat(pair.reshape(e * k * k, n), each)
     return (lo_b.reshape(e, k, n), hi_b.reshape(e, k, n), lo_p.reshape(e, k, k, n), hi_p.reshape(e, k, k, n))
 
 
-def _flat(x: np.ndarray, conf: float) -> tuple[np.ndarray, np.ndarray]:
+def _flat(x: np.ndarray, each: SeedRule) -> tuple[np.ndarray, np.ndarray]:
     ok = np.isfinite(x)
-    lo, hi = _intervals(np.where(ok, x, 0.0), conf, 0.0, naive=False)
+    lo, hi = _intervals(np.where(ok, x, 0.0), each.confidence, 0.0, naive=False, rule=each)
     seen = np.cumsum(~ok, axis=1) == 0  # every seed up to here was run
     return np.where(seen, lo, -np.inf), np.where(seen, hi, np.inf)
 
@@ -108,8 +126,8 @@ def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None) ->
         d = np.full((*d.shape[:2], 1), np.nan)
     e, k, n_max = d.shape
     rule = rule.at(k)
-    conf = level(rule.confidence, k)
-    lo_b, hi_b, lo_p, hi_p = prefix_intervals(d, conf)
+    each = rule.seeds(k)
+    lo_b, hi_b, lo_p, hi_p = prefix_intervals(d, each)
     state = np.where(failed, 3, 0) if failed is not None else np.zeros((e, k), np.int64)
     n_used = np.zeros((e, k), np.int64)
     by = np.full((e, k), -1)
@@ -131,7 +149,7 @@ def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None) ->
     settled = (left.sum(axis=1) == 1) & (np.where(left, lo, 0) > 0).any(axis=1)
     return {"state": state, "n": n_used, "lo": lo, "hi": hi, "mean": mean, "by": by, "stop": stop,
             "rounds": n_used.max(axis=1, initial=0), "best": best, "settled": settled, "rule": rule,
-            "level": conf}  # fmt: skip
+            "level": each.confidence}  # fmt: skip
 
 
 def _round(n: int, rule: SearchRule, live, state, by, stop, iv) -> tuple[np.ndarray, ...]:
@@ -177,15 +195,6 @@ def naive_replay(d: np.ndarray, rule: SearchRule) -> dict:
     mean = mean_all[rows[0], rows[1], last]
     return {"lo": lo_all[rows[0], rows[1], last], "hi": hi_all[rows[0], rows[1], last], "n": n_used,
             "best": np.argmax(np.where(alive, mean, -np.inf), axis=1)}
-
-
-def draws(deltas, sd: float, n: int, searches: int, seed: int = 0) -> np.ndarray:
-    """Per-seed Δ of simulated searches (E, K, N): the baseline's run b_i ~ N(0, sd²/2) shared by every arm, arm k's
-    v_ki ~ N(δ_k, sd²/2), so Δ_ki has SD ``sd`` and two arms correlate 1/2, as in a real search."""
-    d = np.asarray(deltas, np.float64)
-    rng = np.random.default_rng(seed)
-    base = rng.normal(0.0, sd / math.sqrt(2), (searches, 1, n))
-    return d[None, :, None] + rng.normal(0.0, sd / math.sqrt(2), (searches, len(d), n)) - base
 
 
 def simulate(deltas, sd: float, rule: SearchRule, searches: int = 500, seed: int = 0) -> dict:
