@@ -228,3 +228,18 @@ def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
         assert cli_main(argv) == 0
     assert [a[0] for a in ran] == ["train", "train", "val", "settings", "solutions"]
     assert "sdpa=True" not in ran[0] and "trust=False" not in ran[2]  # attn-yolo's own keys are taken out
+
+
+@pytest.mark.parametrize("tool", ["ablate", "search"])
+@pytest.mark.parametrize("text, where", [
+    ("data: synthetic\nvariants: [a, b\n  c: 1\n", "line 3, column 4: expected ',' or ']', but got ':' (in the flow "
+                                                    "sequence that opens at line 2, column 11)"),
+    ("data: synthetic\n\tvariants: []\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+])
+def test_a_broken_config_yaml_is_one_line_with_its_file_line_and_column(tool, text, where, tmp_path, capsys):
+    """A config file with a YAML syntax error: exit 2, one line naming the file, the line and column where the
+    parser stopped (counted from 1) and what it expected; never the parser's multi-line message."""
+    bad = tmp_path / "broken.yaml"
+    bad.write_text(text)
+    assert cli_main([tool, str(bad)]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"error: {bad}: not valid YAML at {where}")
