@@ -20,7 +20,7 @@ is read as its author meant, with one log line that names the row and says how i
    (``PLAUSIBLE``) lose to plausible ones; Ultralytics' ``CBAM(c1, kernel_size=7)`` wins where it fits (``CBAM, [7]``
    is ``k=7``). Readings that build the same block agree; if they do not, the row is refused with an edit for each
    (e.g. ``SE, [32]`` on a 32-channel layer). A row that sets a variant we do not provide (``no_spatial=True``) is
-   refused, naming it.
+   refused, naming it, also when the rest of the row fits no signature (``CBAM, [16, 7, True]``).
 3. **Defaults** (``DEFAULTS``, the declarations' copies): where the most-copied code's default differs from the
    paper's, a row that leaves the hyperparameter out gets the paper's value and a log note with the edit for the
    other.
@@ -302,15 +302,38 @@ def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, wh
     return notes
 
 
+def _variant_asked(name, cls, c1, args, counts, where) -> str | None:
+    """The refusal of a row that no signature reads whole but whose arg at some position is a public signature's
+    option for a variant attn_yolo does not provide (``CBAM, [16, 7, True]``: ``True`` third is the CBAM authors'
+    ``no_spatial``), with the edit that drops it where the rest reads as one block; None if no arg is such an option.
+    """
+    for sig in signatures(name):
+        for skip in [0] + [1] * (bool(args) and is_int(args[0]) and args[0] in counts):
+            if len(args) - skip > len(sig.slots):
+                continue
+            for j, (slot, v) in enumerate(zip(sig.slots, args[skip:])):
+                if slot.kind != "fixed" or not slot.test(v) or v in slot.ok:
+                    continue
+                rest = args[: skip + j] + args[skip + j + 1 :]
+                groups = choose(all_readings(name, cls, c1, rest, counts, where), cls)
+                edit = f"; write {fmt(rest)} for attn_yolo's {name} without it" if len(groups) == 1 else ""
+                return (f"{where}: args={fmt(args)}: {v!r} at position {skip + j + 1} is {slot.name}={v!r} of "
+                        f"{sig.call} ({sig.source}), {slot.why}{edit}")
+    return None
+
+
 def _failure(name, params, args, counts, readings, where, c1, cls) -> str:
-    """Why no reading counts: a variant not provided, or ours' error (as written, or after the channel count), with
-    the edit for a signature that would drop every arg as unused."""
+    """Why no reading counts: a variant not provided (read whole by a signature, or asked at its position), or ours'
+    error (as written, or after the channel count), with the edit for a signature that would drop every arg as
+    unused."""
     a0 = args[0] if args else None
     refusal = next((r for r in readings if r.refusal), None)
     if refusal is not None:
         edit = _edit(name, cls, c1, refusal.kwargs, counts, where)
         return (f"{where}: args={fmt(args)} {_describe(refusal, name, a0).split(':')[0]}: {refusal.refusal}"
                 + (f"; write {fmt(edit)} for attn_yolo's {name}" if edit is not None else ""))
+    if (variant := _variant_asked(name, cls, c1, args, counts, where)) is not None:
+        return variant
     own = [r for r in readings if r.sig is None]
     as_written = next((r for r in own if not r.prefix), None)
     err1 = as_written.error if as_written else (

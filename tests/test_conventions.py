@@ -239,6 +239,20 @@ def test_short_alias_logs_the_meaning_chosen(log, monkeypatch):
             "after an optional leading channel count, and 16 is not one of this row's (256 as built at scale n; 1024 "
             "before width scaling; 512 at scale s, at scale m, at scale l; 768 at scale x)"),
         ),
+        (
+            "yolo11", 10, [-1, 1, "CBAM", [16, 7, True]],  # the CBAM authors' no_spatial, third: not init_values
+            ("row 11 (scale n) CBAM: args=[16, 7, True]: True at position 3 is no_spatial=True of CBAM(gate_channels, "
+             "reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False) (Jongchan/attention-module), the "
+             "channel gate alone, which attn_yolo does not provide as CBAM (for a channel gate write SE or ECA); "
+             "write [16, 7] for attn_yolo's CBAM without it"),
+        ),
+        (
+            "yolo11", 10, [-1, 1, "CBAM", [1024, 16, 7, True]],  # the same after the channel count
+            ("row 11 (scale n) CBAM: args=[1024, 16, 7, True]: True at position 4 is no_spatial=True of CBAM("
+             "gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False) (Jongchan/attention-"
+             "module), the channel gate alone, which attn_yolo does not provide as CBAM (for a channel gate write SE "
+             "or ECA); write [1024, 16, 7] for attn_yolo's CBAM without it"),
+        ),
     ],
 )
 def test_refusal_messages(family, site, row, message):
