@@ -288,3 +288,47 @@ def test_repeated_row_logs_once(log):
     m = build_block(with_row("yolo11", "x", 10, [-1, 2, "CBAM", [1024]]), 11)  # depth 1.0 at x: two blocks
     assert [type(b) for b in m] == [CBAM, CBAM] and all(b.c1 == 768 and b.r == 16 for b in m)
     assert len([line for line in log if line.startswith("attn-yolo: row 11 ")]) == 1
+
+
+def test_a_compatibility_note_is_said_once_per_block_and_process(log):
+    """``ECA, []`` in a public YAML may mean a copy's k = 3: the note with the edit is said for the first such row only,
+    not for the next ECA row, nor when the same YAML is built again (``train`` builds twice); a row's own reading
+    (its channel count dropped) is still said. Another block's note is its own."""
+    rows = [[-1, 1, "ECA", []], [-1, 1, "ECA", []], [-1, 1, "ECA", [1024]], [-1, 1, "ShuffleAttention", []]]
+    d = with_row("yolo11", "n", 10, rows[0])
+    d["head"] += rows[1:]
+    for _ in range(2):
+        with torch.device("meta"):
+            tasks.parse_model(d, 3, verbose=False)
+    notes = [line for line in log if "left out: the paper's" in line]
+    assert len(notes) == 2 and notes[0].startswith("attn-yolo: row 11 (scale n) ECA, [] read as ECA(c1=256): k left")
+    assert "fix k=3: write [3] for that" in notes[0] and notes[1].startswith("attn-yolo: row 14 (scale n) Shuffle")
+    assert [line for line in log if "ECA, [1024]" in line] == [  # its count dropped, twice: once per build
+        "attn-yolo: row 13 (scale n) ECA, [1024] read as ECA(c1=256): 1024 is the channel count (before width "
+        "scaling), dropped"] * 2
+
+
+@pytest.mark.parametrize("source", ["models/yolo11-eca.yaml", "insert spec", "insert spec SPPF_LSKA"])
+def test_the_projects_own_yamls_and_insert_specs_get_no_compatibility_note(source, log):
+    """The project's YAMLs (``models/*.yaml``) and the models insert writes carry ``attn_yolo_args: own``: their rows
+    write the args they mean (``ECA, []`` is the paper's adaptive k), so no note about copies' defaults; inserting into
+    a public YAML that already has attention rows keeps their notes (no marker)."""
+    from pathlib import Path
+
+    from attn_yolo.conventions import OWN_KEY
+
+    if source.startswith("models/"):
+        d = yaml_model_load(str(Path(__file__).resolve().parents[1] / source))
+    else:
+        d = insert_dict("yolo11n.yaml", "SPPF_LSKA" if "SPPF" in source else "ECA", "sppf" if "SPPF" in source
+                        else "backbone", [], check=False)
+    assert d[OWN_KEY] == "own"
+    with torch.device("meta"):
+        tasks.parse_model(d, 3, verbose=False)
+    assert not [line for line in log if "left out" in line]
+    del d[OWN_KEY]  # the same rows as a public YAML writes them: the note, once
+    with torch.device("meta"):
+        tasks.parse_model(d, 3, verbose=False)
+    assert len([line for line in log if "left out" in line]) == 1
+    public = insert_dict(d, "SE", "backbone", [], check=False)  # a base with notes of its own: no marker
+    assert OWN_KEY not in public
