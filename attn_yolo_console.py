@@ -22,9 +22,9 @@ attn-yolo: Ultralytics' own CLI with the attention blocks registered, plus the p
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | search | export | heatmap | bench  key=value ...  # the plugin's tools
-    attn-yolo explain out=runs/ablate/synthetic-quick                             # why an ablation's Δ
+    attn-yolo explain out=runs/ablate/synthetic-cbam                              # why an ablation's Δ
     attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
-    attn-yolo --version                                  # attn-yolo's, Ultralytics' and torch's installed versions
+    attn-yolo --version                                                           # attn-yolo, Ultralytics, torch
 
 Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys."""
 HELP_WORDS = ("help", "-h", "--help")

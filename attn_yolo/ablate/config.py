@@ -54,7 +54,6 @@ train:  # Ultralytics train arguments of every arm: fine-tuning from the start
   hsv_v: 0.0
   val: true  # validate every epoch, for curves.png
   plots: false
-out: runs/ablate/synthetic-quick  # relative to the working directory
 latency: {repeats: 50, warmup: 10}
 """
 

@@ -416,7 +416,10 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
     started = time.perf_counter()
     overrides, flags = rerun.split_flags(list(overrides))
     raw, base, name, source = load_config(config)
-    raw = rerun.default_out(apply_overrides(raw, overrides), overrides, name)
+    raw, named = apply_overrides(raw, overrides), ()
+    if config is None:  # the embedded default: named after what it runs (coco128-cbam), not its own name
+        name, named = rerun.ran_name(raw), ("data", "variants")
+    raw = rerun.default_out(raw, overrides, name, named)
     verbose = bool((raw.get("train") or {}).get("verbose")) if isinstance(raw.get("train"), dict) else False
     with console.quiet_ultralytics(verbose):
         try:
