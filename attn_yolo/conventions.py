@@ -38,6 +38,7 @@ import ast
 import contextlib
 import functools
 import inspect
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -432,8 +433,9 @@ def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
     alias = f" ({name})" if marker.written != name else ""
     where = f"row {row.i}{f' (scale {row.scale})' if row.scale else ''} {marker.written}{alias}"
     args = _evaluate(marker.args, row.names)
+    heard = LOGGER.isEnabledFor(logging.INFO)  # a note said to a silenced logger would count as said
     kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where, marker.written,
-                              copies=not marker.info.own and not marker.logged)
+                              copies=heard and not marker.info.own and not marker.logged)
     notes = [marker.note] * bool(marker.note) + notes
     defaults = {p: v.default for p, v in inspect.signature(marker.cls).parameters.items() if p in params}
     shown = {**defaults, **kwargs}

@@ -335,3 +335,18 @@ def test_the_projects_own_yamls_and_insert_specs_get_no_compatibility_note(sourc
     from attn_yolo.ablate.variants import definition
 
     assert definition(d) == definition({**d, OWN_KEY: "own"})  # the marker changes no model an ablation compares
+
+
+def test_a_note_said_to_a_silenced_logger_is_said_when_it_is_heard(log):
+    """A build while Ultralytics' logger is above INFO (a quiet tool) does not use up the once per process."""
+    from ultralytics.utils import LOGGER
+
+    d, level = with_row("yolo11", "n", 10, [-1, 1, "ECA", []]), LOGGER.level
+    for quiet in (True, False):
+        LOGGER.setLevel("WARNING" if quiet else "INFO")
+        try:
+            with torch.device("meta"):
+                tasks.parse_model(d, 3, verbose=False)
+        finally:
+            LOGGER.setLevel(level)
+        assert len([line for line in log if "k left out" in line]) == (0 if quiet else 1)
