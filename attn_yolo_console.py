@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.metadata
 import importlib.util
 import sys
 
@@ -21,11 +22,14 @@ attn-yolo: Ultralytics' own CLI with the attention blocks registered, plus the p
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | search | export | heatmap | bench  key=value ...  # the plugin's tools
-    attn-yolo explain out=runs/ablate/synthetic-quick                             # why an ablation's Δ
+    attn-yolo explain out=runs/ablate/synthetic-cbam                              # why an ablation's Δ
     attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
+    attn-yolo --version                                                           # attn-yolo, Ultralytics, torch
 
 Tools take Ultralytics-style ``key=value`` arguments; ``attn-yolo <tool> help`` prints a tool's keys."""
 HELP_WORDS = ("help", "-h", "--help")
+VERSION_WORDS = ("--version", "version")  # Ultralytics' ``yolo version`` prints its own version only
+VERSIONED = ("attn-yolo", "ultralytics", "torch")  # the distributions ``attn-yolo --version`` names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,10 +99,26 @@ def unknown_command(word: str) -> str | None:
             f"{', '.join(known.modes)}; or Ultralytics arguments such as model=... data=...")
 
 
+def versions() -> str:
+    """One line naming the installed versions of attn-yolo, Ultralytics and torch (``attn-yolo 0.1.0, ultralytics
+    8.4.190, torch 2.14.1``), read from the distributions' metadata: nothing is imported (no torch)."""
+
+    def version(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return ", ".join(f"{name} {version(name)}" for name in VERSIONED)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``attn-yolo`` console script: its exit code (2: a usage error, said in one line)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     word = argv[0] if argv else None
+    if word in VERSION_WORDS:
+        print(versions())
+        return 0
     if word is None or word in HELP_WORDS:
         print(f"{HELP}\n\nTools: {', '.join(TOOLS)}. Ultralytics' own help follows.\n", flush=True)
     elif problem := unknown_command(word):

@@ -20,6 +20,24 @@ class UsageError(ValueError):
     """Bad user input (a key, value, file or config row); the CLI prints the message and exits with code 2."""
 
 
+def yaml_syntax_problem(e: Exception) -> str:
+    """A YAML parser's error in one line, where it is first: ``line 3, column 4: expected ',' or ']', but got ':'
+    (in the flow sequence that opens at line 2, column 11)`` (lines and columns from 1, as editors count them).
+
+    Args:
+        e: a ``yaml.YAMLError``; one without a position (or another exception) is its text on one line.
+    """
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if not problem or mark is None:
+        return " ".join(str(e).split())
+    context, at = getattr(e, "context", None), getattr(e, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    if context and at is not None and (at.line, at.column) != (mark.line, mark.column):
+        context = context.removeprefix("while ").replace("parsing a ", "the ").replace("scanning a ", "the ")
+        return f"{where}: {problem} (in {context} that opens at line {at.line + 1}, column {at.column + 1})"
+    return f"{where}: {problem}" + (f" ({context})" if context else "")
+
+
 def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
     """Parse Ultralytics-style ``key=value`` arguments against ``defaults`` (values parsed with ``smart_value``).
 

@@ -20,10 +20,13 @@ is read as its author meant, with one log line that names the row and says how i
    (``PLAUSIBLE``) lose to plausible ones; Ultralytics' ``CBAM(c1, kernel_size=7)`` wins where it fits (``CBAM, [7]``
    is ``k=7``). Readings that build the same block agree; if they do not, the row is refused with an edit for each
    (e.g. ``SE, [32]`` on a 32-channel layer). A row that sets a variant we do not provide (``no_spatial=True``) is
-   refused, naming it.
+   refused, naming it, also when the rest of the row fits no signature (``CBAM, [16, 7, True]``).
 3. **Defaults** (``DEFAULTS``, the declarations' copies): where the most-copied code's default differs from the
    paper's, a row that leaves the hyperparameter out gets the paper's value and a log note with the edit for the
-   other.
+   other, once per block and copy in a process (``said_once``), and never in a model dict that carries the marker
+   ``OWN_KEY: OWN_VALUE`` (``attn_yolo_args: own``): the project's own YAMLs (``models/*.yaml``) and every model
+   ``attn-yolo insert`` writes (insert specs included) carry it, since their rows write the args they mean (a plain
+   ``ECA, []`` there is the paper's adaptive k, not a copy's k = 3).
 
 ``RowArgs`` is the marker ``attn_yolo.registry`` puts in place of an attention row's args; ``resolve_row`` reads it
 when the row's builder is called inside ``parse_model``.
@@ -35,6 +38,7 @@ import ast
 import contextlib
 import functools
 import inspect
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +59,31 @@ NONE_MEANS: LiveMapping = LiveMapping(
 )
 """What a hyperparameter left at None means, where it is worth saying (``attn-yolo modules``, insert's printout):
 the declarations' ``Param.none_means``."""
+
+
+OWN_KEY, OWN_VALUE = "attn_yolo_args", "own"
+"""A model dict's top-level marker (``attn_yolo_args: own``): its rows' args are attn-yolo's own, written as meant, so
+no compatibility note is said for a hyperparameter they leave out (the copies' defaults, ``DEFAULTS``)."""
+_SAID: set = set()  # the compatibility notes said in this process: (block, copy)
+
+
+def said_once(key: tuple) -> bool:
+    """True the first time ``key`` (``(block, copy)``) is asked in this process: a compatibility note is said once per
+    block and copy, not once per row and build (``forget_said`` starts over)."""
+    if key in _SAID:
+        return False
+    _SAID.add(key)
+    return True
+
+
+def forget_said() -> None:
+    """Forget the compatibility notes said so far (each is said again once)."""
+    _SAID.clear()
+
+
+def is_own(d: dict) -> bool:
+    """Whether model dict ``d`` carries the marker of the project's own rows (``OWN_KEY: OWN_VALUE``)."""
+    return isinstance(d, dict) and d.get(OWN_KEY) == OWN_VALUE
 
 
 def fmt(args) -> str:
@@ -82,12 +111,13 @@ class YamlInfo:
     scales: dict  # scale name (None without ``scales``) -> (width multiple, max channels)
     channels: int
     attention: set  # indices of attention rows (they keep their input width)
+    own: bool = False  # the dict carries OWN_KEY: its rows' args are the project's own (no compatibility notes)
 
     @classmethod
     def of(cls, d: dict, ch: int, attention: set) -> YamlInfo:
         scales = {s: (v[1], v[2]) for s, v in (d.get("scales") or {}).items()}
         scales = scales or {None: (d.get("width_multiple", 1.0), float("inf"))}
-        return cls(list(d.get("backbone") or []) + list(d.get("head") or []), scales, ch, attention)
+        return cls(list(d.get("backbone") or []) + list(d.get("head") or []), scales, ch, attention, is_own(d))
 
 
 class RowArgs:
@@ -219,11 +249,14 @@ def _representative(group: list[Reading], name: str, written: str) -> Reading:
     return ([*own, *named] if written == name else [*named, *own] or group)[0] if own or named else group[0]
 
 
-def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[str]], where: str, written: str = ""):
+def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[str]], where: str, written: str = "",
+              copies: bool = True):
     """The hyperparameters a row's ``args`` mean for block ``name`` at input width ``c1``: ``(kwargs, notes)``.
 
     ``counts`` are the row's channel counts (``channel_counts``); ``notes`` say how the args were read, empty when
-    read as written by our own signature. Reads the args by every signature they fit (``attn_yolo.signatures``),
+    read as written by our own signature. ``copies``: add the compatibility notes of the copies' differing defaults
+    (``_default_notes``), each once per block and copy in this process (``said_once``); False: none (the project's
+    own rows). Reads the args by every signature they fit (``attn_yolo.signatures``),
     each as written and with a leading channel count dropped: readings that do not build, set a variant attn_yolo
     does not provide, or drop every arg as unused do not count; implausible values (``PLAUSIBLE``) lose to plausible
     ones; readings that build the same block agree.
@@ -249,7 +282,9 @@ def read_args(name: str, cls: type, c1: int, args: list, counts: dict[int, list[
         prefixed = [x for x in readings if x.prefix and x.error]
         why = f": as the channel count, the rest fails ({prefixed[0].error.split(': ', 1)[1]})" if prefixed else ""
         notes.append(f"{a0} equals a channel count ({', '.join(counts[a0])}) but is read as {first}{why}")
-    notes += _default_notes(name, cls, c1, r.kwargs, counts, where)
+    if copies:
+        said = _default_notes(name, cls, c1, r.kwargs, counts, where)
+        notes += [note for who, note in said if said_once((name, who))]
     others = [x for x in readings if not x.evidence and x.error is None and x.refusal is None] if not r.sig else []
     for x in others[:1]:
         if full_hparams(cls, x.kwargs) != full_hparams(cls, r.kwargs):
@@ -263,10 +298,11 @@ def _shown(v) -> str:
     return str(list(v) if isinstance(v, tuple) else v)
 
 
-def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list[str]:
-    """The ``DEFAULTS`` notes of a row read as ``kwargs``: one per copy (``who``) whose defaults differ from ours in
-    hyperparameters the row leaves out and build another block at ``c1`` (its ``attribute``s differ): our values as
-    built, who uses what, and the edit that builds the copy's values (none where they do not build at ``c1``)."""
+def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, where: str) -> list[tuple[str, str]]:
+    """The ``DEFAULTS`` notes of a row read as ``kwargs``, ``(who, note)``: one per copy (``who``) whose defaults
+    differ from ours in hyperparameters the row leaves out and build another block at ``c1`` (its ``attribute``s
+    differ): our values as built, who uses what, and the edit that builds the copy's values (none where they do not
+    build at ``c1``)."""
     left: dict[str, dict] = {}
     for (block, p), (value, who, attr) in DEFAULTS.items():
         if block == name and p not in kwargs:
@@ -280,7 +316,8 @@ def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, wh
         theirs = {p: v for p, (v, _) in entries.items()}
         if any(v is UNPROVIDED for v in theirs.values()):
             shown = " and ".join(f"{p}={_shown(getattr(ours, attr))}" for p, (_, attr) in entries.items())
-            notes.append(f"{', '.join(entries)} left out: the paper's {shown}; {who}, which attn_yolo does not provide")
+            notes.append((who, f"{', '.join(entries)} left out: the paper's {shown}; {who}, which attn_yolo does not "
+                          "provide"))
             continue
         builds = build_error(cls, name, c1, {**kwargs, **theirs}, where) is None
         if builds:
@@ -298,19 +335,42 @@ def _default_notes(name: str, cls: type, c1: int, kwargs: dict, counts: dict, wh
                 hows.append(f"{p}={_shown(getattr(ours, p))}" + (f" ({attr} {v} at C={c1})" if attr != p else ""))
         edit = _edit(name, cls, c1, {**kwargs, **{p: theirs[p] for p in entries}}, counts, where) if builds else None
         tail = f": write {fmt(edit)} for that" if edit else "" if builds else f" (which does not build at C={c1})"
-        notes.append(f"{', '.join(entries)} left out: the paper's {' and '.join(hows)}; {who}{tail}")
+        notes.append((who, f"{', '.join(entries)} left out: the paper's {' and '.join(hows)}; {who}{tail}"))
     return notes
 
 
+def _variant_asked(name, cls, c1, args, counts, where) -> str | None:
+    """The refusal of a row that no signature reads whole but whose arg at some position is a public signature's
+    option for a variant attn_yolo does not provide (``CBAM, [16, 7, True]``: ``True`` third is the CBAM authors'
+    ``no_spatial``), with the edit that drops it where the rest reads as one block; None if no arg is such an option.
+    """
+    for sig in signatures(name):
+        for skip in [0] + [1] * (bool(args) and is_int(args[0]) and args[0] in counts):
+            if len(args) - skip > len(sig.slots):
+                continue
+            for j, (slot, v) in enumerate(zip(sig.slots, args[skip:])):
+                if slot.kind != "fixed" or not slot.test(v) or v in slot.ok:
+                    continue
+                rest = args[: skip + j] + args[skip + j + 1 :]
+                groups = choose(all_readings(name, cls, c1, rest, counts, where), cls)
+                edit = f"; write {fmt(rest)} for attn_yolo's {name} without it" if len(groups) == 1 else ""
+                return (f"{where}: args={fmt(args)}: {v!r} at position {skip + j + 1} is {slot.name}={v!r} of "
+                        f"{sig.call} ({sig.source}), {slot.why}{edit}")
+    return None
+
+
 def _failure(name, params, args, counts, readings, where, c1, cls) -> str:
-    """Why no reading counts: a variant not provided, or ours' error (as written, or after the channel count), with
-    the edit for a signature that would drop every arg as unused."""
+    """Why no reading counts: a variant not provided (read whole by a signature, or asked at its position), or ours'
+    error (as written, or after the channel count), with the edit for a signature that would drop every arg as
+    unused."""
     a0 = args[0] if args else None
     refusal = next((r for r in readings if r.refusal), None)
     if refusal is not None:
         edit = _edit(name, cls, c1, refusal.kwargs, counts, where)
         return (f"{where}: args={fmt(args)} {_describe(refusal, name, a0).split(':')[0]}: {refusal.refusal}"
                 + (f"; write {fmt(edit)} for attn_yolo's {name}" if edit is not None else ""))
+    if (variant := _variant_asked(name, cls, c1, args, counts, where)) is not None:
+        return variant
     own = [r for r in readings if r.sig is None]
     as_written = next((r for r in own if not r.prefix), None)
     err1 = as_written.error if as_written else (
@@ -358,7 +418,8 @@ def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
     """Input width, context (``"row 5 (scale n) SE"``) and hyperparameters (keywords) of the row being built.
 
     Reads the row's args with ``read_args`` and logs one line (Ultralytics' LOGGER) if it read them other than as
-    the block's own hyperparameters under its own name.
+    the block's own hyperparameters under its own name: once per row (not per repeat), with the compatibility notes
+    not yet said in this process, none for a model dict with the own marker (``OWN_KEY``).
 
     Raises:
         AttnBuildError: as ``read_args``, with the row, scale and module as written.
@@ -372,7 +433,9 @@ def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
     alias = f" ({name})" if marker.written != name else ""
     where = f"row {row.i}{f' (scale {row.scale})' if row.scale else ''} {marker.written}{alias}"
     args = _evaluate(marker.args, row.names)
-    kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where, marker.written)
+    heard = LOGGER.isEnabledFor(logging.INFO)  # a note said to a silenced logger would count as said
+    kwargs, notes = read_args(name, marker.cls, c1, args, channel_counts(marker.info, row), where, marker.written,
+                              copies=heard and not marker.info.own and not marker.logged)
     notes = [marker.note] * bool(marker.note) + notes
     defaults = {p: v.default for p, v in inspect.signature(marker.cls).parameters.items() if p in params}
     shown = {**defaults, **kwargs}

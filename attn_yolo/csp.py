@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from ultralytics.nn.modules.block import SPPF, Bottleneck, C2f, C3k2
 
-from attn_yolo.conventions import fmt, yaml_params
+from attn_yolo.conventions import fmt, is_own, said_once, yaml_params
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.declaration import LiveMapping, blocks
 from attn_yolo.ultralytics_api.layers import become, relabel_layer, yaml_args
@@ -220,14 +220,16 @@ class Inner:
     kwargs: dict
     where: str
     args: list
+    own: bool = False  # the model dict carries the project's own marker (conventions.OWN_KEY): no copy notes
 
 
 def inside_note(spec: Inner) -> str:
-    """``; k left out: ...: write [...] for that`` where the row leaves out keywords an ``INSIDE_DEFAULTS`` copy fixes;
-    empty otherwise."""
+    """``; k left out: ...: write [...] for that`` where the row leaves out keywords an ``INSIDE_DEFAULTS`` copy fixes,
+    once per derived block and copy in a process (``conventions.said_once``); empty otherwise, and in the project's own
+    model dicts (``spec.own``)."""
     copy, who = INSIDE_DEFAULTS.get((spec.cls.base.__name__, spec.cls.attention.__name__), ({}, ""))
     left = {k: v for k, v in copy.items() if k not in spec.kwargs}
-    if not left:
+    if not left or spec.own or not said_once((spec.cls.__name__, who)):
         return ""
     params = inspect.signature(spec.cls.attention).parameters
     ours = " and ".join(f"{spec.cls.attention.__name__}'s {k}={params[k].default!r}" for k in left)
@@ -287,7 +289,7 @@ def prepare(d: dict, name_of) -> dict[int, Inner]:
             raise AttnBuildError(f"{where}: {x_name} has no hyperparameter {bad[0]!r}; allowed keywords: "
                                  f"{', '.join(params)}")
         row[2], row[3] = base, args
-        out[i] = Inner(cls, {k: _literal(v) for k, v in kwargs.items()}, where, args)
+        out[i] = Inner(cls, {k: _literal(v) for k, v in kwargs.items()}, where, args, is_own(d))
     return out
 
 

@@ -2,7 +2,7 @@
 ``ablation.png`` and ``curves.png``, the CBAM arm's ``gates.png``, and a heatmap of its ``best.pt``.
 
     python scripts/docs_figures.py                                   # the default `attn-yolo ablate`, then the figures
-    python scripts/docs_figures.py out=runs/ablate/synthetic-quick   # an ablation folder already run: figures only
+    python scripts/docs_figures.py out=runs/ablate/synthetic-cbam    # an ablation folder already run: figures only
 
 Runs ``attn-yolo ablate`` (the embedded default config; a finished ``out`` is resumed, nothing retrained), then
 ``attn-yolo heatmap`` on the CBAM arm's seed-0 checkpoint, and writes each picture into ``docs/img/``, scaled down
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
 
     keys = dict(a.split("=", 1) for a in argv if a.startswith(("out=", "width=")))
     rest = [a for a in argv if not a.startswith(("out=", "width="))]
-    out = Path(keys.get("out", "runs/ablate/synthetic-quick"))
+    out = Path(keys.get("out", "runs/ablate/synthetic-cbam"))
     width = int(keys.get("width", 900))
     code = cli_main(["ablate", f"out={out}", *rest])
     if code:

@@ -262,7 +262,11 @@ class _AttnYoloLines(logging.Handler):
 
 @pytest.fixture
 def log():
-    """attn-yolo's lines (``attn-yolo: ...``) in Ultralytics' LOGGER during the test."""
+    """attn-yolo's lines (``attn-yolo: ...``) in Ultralytics' LOGGER during the test. The compatibility notes said
+    before it are forgotten: each is said once per process (``attn_yolo.conventions.said_once``), so once per test."""
+    from attn_yolo.conventions import forget_said
+
+    forget_said()
     handler, logger = _AttnYoloLines(), logging.getLogger("ultralytics")
     logger.addHandler(handler)
     yield handler.lines

@@ -75,16 +75,21 @@ def _results_csv(path: Path, values: list[float | None]) -> None:
     path.write_text("\n".join(rows) + "\n")
 
 
-def test_curves_put_the_arms_epochs_after_the_shared_starts_on_integer_ticks(tmp_path):
-    """One fine-tuning epoch per arm after a 5-epoch start: the arms' points sit at epoch 6, after the start's curve
-    at 1..5, and every tick is a whole epoch (not 0.945 … 1.050)."""
-    _results_csv(tmp_path / "start" / "results.csv", [None, 0.3, None, 0.55, 0.6])  # epochs 1, 3 not validated
+def _runs(tmp_path: Path, epochs: int) -> list[dict]:
+    """Finished runs of baseline and cbam, seeds 0 and 1, each validated every one of ``epochs`` epochs."""
     rows = []
     for v, seed in itertools.product(("baseline", "cbam"), (0, 1)):
         run = tmp_path / "runs" / f"{v}-seed{seed}"
-        _results_csv(run / "results.csv", [0.61 + 0.01 * seed])
+        _results_csv(run / "results.csv", [0.61 + 0.01 * seed + 0.02 * e for e in range(epochs)])
         rows.append({"variant": v, "seed": seed, "status": "ok", "run_dir": str(run)})
-    fig = plot_curves(tmp_path / "c.png", rows, ["baseline", "cbam"], tmp_path / "start" / "results.csv")
+    return rows
+
+
+def test_curves_put_the_arms_epochs_after_the_shared_starts_on_integer_ticks(tmp_path):
+    """Two fine-tuning epochs per arm after a 5-epoch start: the arms' curves sit at epochs 6 and 7, after the start's
+    curve at 1..5, and every tick is a whole epoch (not 0.945 … 1.050)."""
+    _results_csv(tmp_path / "start" / "results.csv", [None, 0.3, None, 0.55, 0.6])  # epochs 1, 3 not validated
+    fig = plot_curves(tmp_path / "c.png", _runs(tmp_path, 2), ["baseline", "cbam"], tmp_path / "start" / "results.csv")
     assert_ticks_readable(fig)
     for ax in fig.axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
@@ -94,20 +99,35 @@ def test_curves_put_the_arms_epochs_after_the_shared_starts_on_integer_ticks(tmp
         assert list(start[0].get_ydata()) == pytest.approx([0.3, 0.55, 0.6] if "95" in ax.get_title() else
                                                            [0.5, 0.75, 0.8])  # fmt: skip
         arms = [line for line in ax.get_lines() if line.get_color() != "0.45" and line.get_linestyle() == "-"]
-        assert arms and {x for line in arms for x in line.get_xdata()} == {6}  # after the start's 5 epochs
+        assert arms and {x for line in arms for x in line.get_xdata()} == {6, 7}  # after the start's 5 epochs
         joins = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
         assert {tuple(line.get_xdata()) for line in joins} == {(5, 6)}  # each arm goes on from the start's end
 
 
-def test_curves_without_a_start_say_there_is_no_curve(tmp_path):
-    run = tmp_path / "runs" / "baseline-seed0"
-    _results_csv(run / "results.csv", [0.5])
-    fig = plot_curves(tmp_path / "c.png", [{"variant": "baseline", "seed": 0, "status": "ok", "run_dir": str(run)}],
-                      ["baseline"])
-    assert all("no curve" in ax.get_title() for ax in fig.axes)
+@pytest.mark.parametrize("with_start", [True, False])
+def test_one_epoch_arms_are_drawn_as_points_per_arm_not_on_an_epoch_axis(tmp_path, with_start):
+    """Arms of one epoch make no curve (a 5-epoch start and one more epoch drew two points on an axis 1..6): each
+    arm is a column of its own, a dot per seed and the mean (named with its value in the legend), and the shared
+    start's last validated value is a dashed grey line across them; no epoch axis."""
+    csv = tmp_path / "start" / "results.csv"
+    _results_csv(csv, [None, 0.3, None, 0.55, 0.6])
+    fig = plot_curves(tmp_path / "c.png", _runs(tmp_path, 1), ["baseline", "cbam"], csv if with_start else None)
+    assert_ticks_readable(fig)
     for ax in fig.axes:
-        lo, hi = ax.get_xlim()
-        assert all(float(t).is_integer() for t in ax.get_xticks() if lo <= t <= hi), ax.get_xticks()
+        assert "one epoch" in ax.get_title() and "epoch" not in ax.get_xlabel()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["baseline", "cbam"]
+        lines = ax.get_lines()
+        dots = [line for line in lines if line.get_marker() == "o"]
+        assert [len(line.get_xdata()) for line in dots] == [2, 2]  # a dot per seed, per arm
+        assert all(abs(x - i) < 0.5 for i, line in enumerate(dots) for x in line.get_xdata())  # in its arm's column
+        means = [line for line in lines if line.get_marker() == "D"]
+        shift = 0 if "95" in ax.get_title() else 0.2
+        assert [line.get_ydata()[0] for line in means] == pytest.approx([0.615 + shift] * 2)
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert f"baseline: mean {0.615 + shift:.3f} of 2 seeds" in legend
+        grey = [line for line in lines if line.get_color() == "0.45" and line.get_linestyle() == "--"]
+        assert [line.get_ydata()[0] for line in grey] == ([pytest.approx(0.6 + shift)] if with_start else [])
+        assert any("shared start after epoch 5 of 5" in t for t in legend) == with_start
 
 
 def test_ablation_plot_is_delta_with_its_interval_against_extra_cost_labels_next_to_own_points(tmp_path):
@@ -173,3 +193,18 @@ def test_gates_png_knockout_panel_draws_zeros_and_every_flag_threshold():
     for key, y in want.items():
         drawn = [line for line in panels[key].get_lines() if line.get_label().startswith("flag:")]
         assert len(drawn) == 1 and drawn[0].get_ydata()[0] == pytest.approx(y), key
+
+
+def test_the_summary_says_which_curves_png_it_is(tmp_path):
+    """summary.md's list of plots names what curves.png shows: the curves, or for arms of one epoch the points."""
+    from types import SimpleNamespace
+
+    from attn_yolo.ablate.report import curves_caption
+
+    start = SimpleNamespace(start=SimpleNamespace(kind="recipe"))
+    one = curves_caption(start, _runs(tmp_path / "one", 1))
+    assert one.startswith("`curves.png` (each arm's validation mAP after its one epoch, a dot per seed, against the "
+                          "shared start's last validation: one epoch is no curve)")
+    assert "against" not in curves_caption(SimpleNamespace(start=None), _runs(tmp_path / "one", 1))
+    assert curves_caption(start, _runs(tmp_path / "two", 2)) == ("`curves.png` (validation mAP per epoch, after the "
+                                                                 "shared start's)")

@@ -14,7 +14,7 @@ from conftest import write_config
 
 from attn_yolo import ablate
 from attn_yolo.ablate.records import new_record
-from attn_yolo.ablate.rerun import default_out
+from attn_yolo.ablate.rerun import default_out, ran_name
 from attn_yolo.args import UsageError
 from attn_yolo_console import main as cli_main
 
@@ -45,6 +45,37 @@ def fake(spec, device):
 
 def records(out: Path) -> dict:
     return {p.parent.name: p.read_bytes() for p in sorted((out / "runs").glob("*/result.json"))}
+
+
+def test_the_embedded_default_is_named_after_its_data_and_arms():
+    """``ran_name``: the data (a YAML by its file name, a ``data.yaml`` by its folder's) and every arm but the
+    baseline; never the embedded default's own name."""
+    cbam = [{"name": "baseline", "model": "yolo11n.yaml"}, {"name": "cbam", "base": "yolo11n.yaml"}]
+    assert ran_name({"data": "synthetic", "variants": cbam}) == "synthetic-cbam"
+    assert ran_name({"data": "path/to/coco128/data.yaml", "variants": cbam}) == "coco128-cbam"
+    assert ran_name({"data": "coco128.yaml", "variants": [*cbam, {"name": "se x", "baseline": False}]}) == \
+        "coco128-cbam-se-x"
+    assert ran_name({"data": "VOC.yaml", "variants": [{"name": "cbam"}, {"name": "b", "baseline": True}]}) == "VOC-cbam"
+    assert len(ran_name({"data": "d.yaml", "variants": [{"name": "x" * 80}] * 2})) <= 48
+
+
+@pytest.mark.parametrize("argv, folder, name", [
+    ([], "runs/ablate/synthetic-cbam", "synthetic-cbam"),
+    (["data={data}", "imgsz=64"], "runs/ablate/own-cbam-imgsz64", "own-cbam"),
+    (["data={data}", "out=mine"], "mine", "own-cbam"),  # an override: its own folder, as given
+])
+def test_the_embedded_defaults_folder_and_title_name_what_ran(argv, folder, name, tmp_path, monkeypatch):
+    """``attn-yolo ablate data=path/to/own/data.yaml imgsz=64`` writes to ``runs/ablate/own-cbam-imgsz64`` under the
+    title "Ablation `own-cbam`" (was ``synthetic-quick-datadata-imgsz64``, "Ablation `synthetic-quick`")."""
+    from attn_yolo.ablate import runner
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "own", n_train=2, n_val=2, imgsz=64, seed=0)
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(runner, "run_ablation", lambda ab, **k: ran.append(ab) or 0)
+    assert runner.run(None, [a.format(data=data) for a in argv]) == 0
+    assert ran[0].out == (tmp_path / folder).resolve() and ran[0].name == name
 
 
 def test_default_out_names_the_settings_it_holds():

@@ -108,3 +108,24 @@ def test_cached_synthetic_dataset_is_not_announced(tmp_path, tiny_data, monkeypa
         said = capsys.readouterr().out
         assert ("[dataset] generating the synthetic-shapes dataset" in said) is not cached, said
         assert ab.data == str(tiny_data)
+
+
+def test_a_public_yaml_arm_says_how_its_rows_were_read(tmp_path, tiny_data, log):
+    """The ablation keeps Ultralytics quiet while it builds its arms, but not attn-yolo's line on a row written for
+    other code: ``CoordAtt, [1024]`` as the collections' copies write it (reduction 8, hidden floor 32) is read with
+    the authors' r = 32 and said, with the edit for the copy's block, once; it is never read silently."""
+    from ultralytics.nn.tasks import yaml_model_load
+
+    from attn_yolo.conventions import OWN_KEY
+    from attn_yolo.insertion import insert_dict
+
+    d = insert_dict("yolo11n.yaml", "CoordAtt", "sppf", [], check=False)
+    rows = {k: v for k, v in d.items() if k not in (OWN_KEY, "yaml_file", "scale")}  # a public YAML: no marker
+    rows["backbone"][-1][3] = [1024]  # its channel count, as written there
+    (tmp_path / "yolo11n-ca.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    assert OWN_KEY not in yaml_model_load(str(tmp_path / "yolo11n-ca.yaml"))
+    cfg = write_config(tmp_path, tiny_data, variants=[{"name": "baseline", "model": "yolo11n.yaml"},
+                                                      {"name": "ca", "model": str(tmp_path / "yolo11n-ca.yaml")}])
+    assert ablate.run(cfg, runner=runner) == 0
+    said = [line for line in log if "CoordAtt, [1024] read as CoordAtt(" in line]
+    assert len(said) == 1 and "r, min_hidden left out" in said[0] and said[0].endswith("write [8, 32] for that")

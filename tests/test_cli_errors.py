@@ -153,6 +153,23 @@ def test_ablate_config_with_a_huge_imgsz_and_an_after_detect_variant_lists_both(
     assert {p.name for p in tmp_path.iterdir()} == {"after.yaml", "ablation.yaml"}
 
 
+@pytest.mark.parametrize("word", ["--version", "version"])
+def test_version_names_attn_yolo_ultralytics_and_torch_without_importing_them(word):
+    """``attn-yolo --version`` prints one line with attn-yolo's, Ultralytics' and torch's installed versions (their
+    distributions' metadata), exit 0, and imports none of them (Ultralytics' own ``--version`` names itself only)."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    code = ("import sys, attn_yolo_console as c\n"
+            f"rc = c.main([{word!r}])\n"
+            "print('rc', rc, sorted(m for m in ('torch', 'ultralytics', 'attn_yolo') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    v = {name: importlib.metadata.version(name) for name in ("attn-yolo", "ultralytics", "torch")}
+    expected = f"attn-yolo {v['attn-yolo']}, ultralytics {v['ultralytics']}, torch {v['torch']}"
+    assert out.stdout.splitlines() == [expected, "rc 0 []"], out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("argv", [["ablat"], ["foo"], ["vall", "model=x.yaml"]])
 def test_a_mistyped_command_is_answered_before_torch_is_imported(argv):
     """The console script refuses an unknown first word (exit 2, one line) without importing attn_yolo, Ultralytics

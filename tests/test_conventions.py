@@ -239,6 +239,20 @@ def test_short_alias_logs_the_meaning_chosen(log, monkeypatch):
             "after an optional leading channel count, and 16 is not one of this row's (256 as built at scale n; 1024 "
             "before width scaling; 512 at scale s, at scale m, at scale l; 768 at scale x)"),
         ),
+        (
+            "yolo11", 10, [-1, 1, "CBAM", [16, 7, True]],  # the CBAM authors' no_spatial, third: not init_values
+            ("row 11 (scale n) CBAM: args=[16, 7, True]: True at position 3 is no_spatial=True of CBAM(gate_channels, "
+             "reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False) (Jongchan/attention-module), the "
+             "channel gate alone, which attn_yolo does not provide as CBAM (for a channel gate write SE or ECA); "
+             "write [16, 7] for attn_yolo's CBAM without it"),
+        ),
+        (
+            "yolo11", 10, [-1, 1, "CBAM", [1024, 16, 7, True]],  # the same after the channel count
+            ("row 11 (scale n) CBAM: args=[1024, 16, 7, True]: True at position 4 is no_spatial=True of CBAM("
+             "gate_channels, reduction_ratio=16, pool_types=['avg', 'max'], no_spatial=False) (Jongchan/attention-"
+             "module), the channel gate alone, which attn_yolo does not provide as CBAM (for a channel gate write SE "
+             "or ECA); write [1024, 16, 7] for attn_yolo's CBAM without it"),
+        ),
     ],
 )
 def test_refusal_messages(family, site, row, message):
@@ -274,3 +288,65 @@ def test_repeated_row_logs_once(log):
     m = build_block(with_row("yolo11", "x", 10, [-1, 2, "CBAM", [1024]]), 11)  # depth 1.0 at x: two blocks
     assert [type(b) for b in m] == [CBAM, CBAM] and all(b.c1 == 768 and b.r == 16 for b in m)
     assert len([line for line in log if line.startswith("attn-yolo: row 11 ")]) == 1
+
+
+def test_a_compatibility_note_is_said_once_per_block_and_process(log):
+    """``ECA, []`` in a public YAML may mean a copy's k = 3: the note with the edit is said for the first such row only,
+    not for the next ECA row, nor when the same YAML is built again (``train`` builds twice); a row's own reading
+    (its channel count dropped) is still said. Another block's note is its own."""
+    rows = [[-1, 1, "ECA", []], [-1, 1, "ECA", []], [-1, 1, "ECA", [1024]], [-1, 1, "ShuffleAttention", []]]
+    d = with_row("yolo11", "n", 10, rows[0])
+    d["head"] += rows[1:]
+    for _ in range(2):
+        with torch.device("meta"):
+            tasks.parse_model(d, 3, verbose=False)
+    notes = [line for line in log if "left out: the paper's" in line]
+    assert len(notes) == 2 and notes[0].startswith("attn-yolo: row 11 (scale n) ECA, [] read as ECA(c1=256): k left")
+    assert "fix k=3: write [3] for that" in notes[0] and notes[1].startswith("attn-yolo: row 14 (scale n) Shuffle")
+    assert [line for line in log if "ECA, [1024]" in line] == [  # its count dropped, twice: once per build
+        "attn-yolo: row 13 (scale n) ECA, [1024] read as ECA(c1=256): 1024 is the channel count (before width "
+        "scaling), dropped"] * 2
+
+
+@pytest.mark.parametrize("source", ["models/yolo11-eca.yaml", "insert spec", "insert spec SPPF_LSKA"])
+def test_the_projects_own_yamls_and_insert_specs_get_no_compatibility_note(source, log):
+    """The project's YAMLs (``models/*.yaml``) and the models insert writes carry ``attn_yolo_args: own``: their rows
+    write the args they mean (``ECA, []`` is the paper's adaptive k), so no note about copies' defaults; inserting into
+    a public YAML that already has attention rows keeps their notes (no marker)."""
+    from pathlib import Path
+
+    from attn_yolo.conventions import OWN_KEY
+
+    if source.startswith("models/"):
+        d = yaml_model_load(str(Path(__file__).resolve().parents[1] / source))
+    else:
+        d = insert_dict("yolo11n.yaml", "SPPF_LSKA" if "SPPF" in source else "ECA", "sppf" if "SPPF" in source
+                        else "backbone", [], check=False)
+    assert d[OWN_KEY] == "own"
+    with torch.device("meta"):
+        tasks.parse_model(d, 3, verbose=False)
+    assert not [line for line in log if "left out" in line]
+    del d[OWN_KEY]  # the same rows as a public YAML writes them: the note, once
+    with torch.device("meta"):
+        tasks.parse_model(d, 3, verbose=False)
+    assert len([line for line in log if "left out" in line]) == 1
+    public = insert_dict(d, "SE", "backbone", [], check=False)  # a base with notes of its own: no marker
+    assert OWN_KEY not in public
+    from attn_yolo.ablate.variants import definition
+
+    assert definition(d) == definition({**d, OWN_KEY: "own"})  # the marker changes no model an ablation compares
+
+
+def test_a_note_said_to_a_silenced_logger_is_said_when_it_is_heard(log):
+    """A build while Ultralytics' logger is above INFO (a quiet tool) does not use up the once per process."""
+    from ultralytics.utils import LOGGER
+
+    d, level = with_row("yolo11", "n", 10, [-1, 1, "ECA", []]), LOGGER.level
+    for quiet in (True, False):
+        LOGGER.setLevel("WARNING" if quiet else "INFO")
+        try:
+            with torch.device("meta"):
+                tasks.parse_model(d, 3, verbose=False)
+        finally:
+            LOGGER.setLevel(level)
+        assert len([line for line in log if "k left out" in line]) == (0 if quiet else 1)

@@ -23,6 +23,7 @@ from ultralytics.utils.torch_utils import intersect_dicts
 import attn_yolo
 from attn_yolo import MODULES
 from attn_yolo.args import UsageError
+from attn_yolo.conventions import OWN_KEY, OWN_VALUE
 from attn_yolo.insertion import InsertionError, insert, insert_dict, layer_map, main, transfer, write_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,9 +155,7 @@ def test_rewiring_reaches_blocks_and_same_layers(base, site):
     for t in chosen:  # the chain after a chosen layer reads it through -1
         assert [nr[base_of[t] + k][0] for k in range(1, n_blocks + 1)] == [-1] * n_blocks
     assert d["scale"] == "n" and d["nc"] == d0["nc"] and d["scales"] == d0["scales"]
-    assert {k: v for k, v in d.items() if k not in ("backbone", "head", "yaml_file")} == {
-        k: v for k, v in d0.items() if k not in ("backbone", "head", "yaml_file")
-    }
+    assert others(d) == others(d0) and d["scale"] == d0["scale"] and d[OWN_KEY] == OWN_VALUE
 
 
 def test_several_modules_pair_with_sites():
@@ -194,7 +193,8 @@ def golden(name: str, module: str | None = None, args: list | None = None) -> di
 
 
 def others(d: dict) -> dict:
-    return {k: v for k, v in d.items() if k not in ("backbone", "head", "yaml_file", "scale")}
+    """The keys of a model dict besides its rows, names and the marker of the project's own rows (``OWN_KEY``)."""
+    return {k: v for k, v in d.items() if k not in ("backbone", "head", "yaml_file", "scale", OWN_KEY)}
 
 
 @pytest.mark.parametrize(
@@ -216,6 +216,7 @@ def test_insert_writes_the_hand_written_golden_yamls(base, module, at, args, nam
     written = yaml.safe_load((tmp_path / "out.yaml").read_text())
     assert {"backbone": written["backbone"], "head": written["head"]} == want
     assert others(written) == others(yaml_model_load(base))
+    assert d[OWN_KEY] == written[OWN_KEY] == OWN_VALUE  # its rows' args are ours: no notes about copies' defaults
 
 
 def test_shipped_model_yamls_equal_the_golden_ones():
@@ -223,6 +224,7 @@ def test_shipped_model_yamls_equal_the_golden_ones():
     shipped = {p.stem.removeprefix("yolo11-"): p for p in (ROOT / "models").glob("yolo11-*.yaml")}
     inside = shipped.pop("c3k2_cbam")  # CBAM inside the backbone's C3k2 rows: Ultralytics' rows, 4 renamed
     assert set(shipped) == {m.lower() for m in MODULES}
+    assert all(yaml.safe_load(p.read_text())[OWN_KEY] == OWN_VALUE for p in [inside, *shipped.values()])
     base, d = yaml_model_load("yolo11.yaml"), yaml.safe_load(inside.read_text())
     assert [r[2] for r in d["backbone"]] == [("C3k2_CBAM" if r[2] == "C3k2" else r[2]) for r in base["backbone"]]
     assert [r[3] for r in d["backbone"]] == [r[3] for r in base["backbone"]] and d["head"] == base["head"]

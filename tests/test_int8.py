@@ -163,11 +163,25 @@ def _report(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_int8_cli_onnx_runs_the_map_comparison_and_agrees_with_ultralytics(tmp_path, calib_data):
+def test_int8_cli_onnx_runs_the_map_comparison_and_agrees_with_ultralytics(tmp_path, calib_data, monkeypatch,
+                                                                          capsys):
     """Fast must-show: a tiny model at 64 px exported INT8 for ONNX Runtime; the report's mAP comparison runs, and its
-    INT8 and fp32 mAP50-95 equal Ultralytics' validator run directly on the same files."""
+    INT8 and fp32 mAP50-95 equal Ultralytics' validator run directly on the same files. Its fp32 figure as ``attn-yolo
+    val`` gives it is the validator's as ``val`` runs it on the checkpoint (the same batch, rect, size and the rest:
+    ``YOLO(pt).val``, what the CLI calls), and the printed report names the settings the paired figures differ in."""
     from ultralytics import YOLO
+    from ultralytics.models.yolo.detect import DetectionValidator
 
+    settings = {}  # validator run name -> the settings it validated with
+    validate = DetectionValidator.__call__
+
+    def recorded(self, *a, **k):
+        out = validate(self, *a, **k)
+        keys = ("batch", "rect", "imgsz", "conf", "iou", "split", "max_det", "single_cls", "augment", "quantize")
+        settings[self.args.name] = {key: getattr(self.args, key) for key in keys}
+        return out
+
+    monkeypatch.setattr(DetectionValidator, "__call__", recorded)
     y = tiny("CBAM", tmp_path)
     pt = tmp_path / "tiny-CBAM.pt"
     out = tmp_path / "tiny_int8.onnx"
@@ -186,6 +200,17 @@ def test_int8_cli_onnx_runs_the_map_comparison_and_agrees_with_ultralytics(tmp_p
     assert rep["int8"]["drop"] == pytest.approx(100 * (direct32 - direct8), abs=1e-9)
     assert rep["int8"]["lo"] <= rep["int8"]["drop"] <= rep["int8"]["hi"]
     assert rep["int8"]["latency"]["fp32"] > 0 and rep["int8"]["latency"]["int8"] > 0
+    as_val = YOLO(str(pt)).val(data=str(calib_data), imgsz=64, device="cpu", plots=False, project=str(tmp_path),
+                               name="as-val", exist_ok=True)  # what `attn-yolo val model=<pt> data=... imgsz=64` runs
+    assert settings["fp32-val"] == settings["as-val"] and settings["as-val"]["rect"] is True
+    assert settings["fp32"]["rect"] is False and settings["fp32"]["batch"] == 1  # the paired figures: they differ
+    v = rep["int8"]["fp32_val"]
+    assert v == {"map50_95": pytest.approx(100 * as_val.box.map, abs=1e-9), "batch": settings["as-val"]["batch"],
+                 "rect": True, "imgsz": 64}
+    printed = capsys.readouterr().out
+    assert (f"fp32 mAP50-95 as `attn-yolo val` gives it (batch {v['batch']}, rect: each batch padded to one "
+            f"rectangle; imgsz 64): {v['map50_95']:.2f}; the paired comparison above differs in batch and rect: "
+            f"batch 1, rect False, each image alone in a square letterbox") in printed
 
 
 def test_map_check_fails_above_the_threshold():

@@ -228,3 +228,45 @@ def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
         assert cli_main(argv) == 0
     assert [a[0] for a in ran] == ["train", "train", "val", "settings", "solutions"]
     assert "sdpa=True" not in ran[0] and "trust=False" not in ran[2]  # attn-yolo's own keys are taken out
+
+
+@pytest.mark.parametrize("tool", ["ablate", "search"])
+@pytest.mark.parametrize("text, where", [
+    ("data: synthetic\nvariants: [a, b\n  c: 1\n", "line 3, column 4: expected ',' or ']', but got ':' (in the flow "
+                                                    "sequence that opens at line 2, column 11)"),
+    ("data: synthetic\n\tvariants: []\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+])
+def test_a_broken_config_yaml_is_one_line_with_its_file_line_and_column(tool, text, where, tmp_path, capsys):
+    """A config file with a YAML syntax error: exit 2, one line naming the file, the line and column where the
+    parser stopped (counted from 1) and what it expected; never the parser's multi-line message."""
+    bad = tmp_path / "broken.yaml"
+    bad.write_text(text)
+    assert cli_main([tool, str(bad)]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"error: {bad}: not valid YAML at {where}")
+
+
+@pytest.mark.parametrize("gone", ["data.yaml", "images"])
+def test_a_dataset_that_vanishes_after_the_config_check_is_one_line(gone, tmp_path, capsys, monkeypatch):
+    """``data=`` is checked with the config; deleted (or its images) before the ablation reads it again: exit 2, one
+    line naming the dataset YAML and what is missing, never a traceback; nothing is trained."""
+    import shutil
+
+    import attn_yolo.ablate.runner as runner
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "own", n_train=2, n_val=2, imgsz=64, seed=0)
+    capsys.readouterr()  # the generator's line
+    checked = runner.validate
+
+    def then_deleted(*a, **k):
+        ab = checked(*a, **k)
+        (data.unlink() if gone == "data.yaml" else shutil.rmtree(data.parent / "images"))
+        return ab
+
+    monkeypatch.setattr(runner, "validate", then_deleted)
+    assert cli_main(["ablate", str(write_config(tmp_path, data))]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"error: attn-yolo ablate: data: {data} is no longer usable (it was when the config was "
+                          "checked): ") and err.endswith("; restore it, or give data= a dataset that stays")
+    assert (f"'{data}' does not exist" if gone == "data.yaml" else f"missing path '{data.parent / 'images'}") in err
+    assert not (tmp_path / "out" / "runs").exists()  # nothing trained

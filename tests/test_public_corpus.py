@@ -249,6 +249,45 @@ def test_default_that_differs_gets_the_papers_value_and_logs_the_edit_for_the_ot
     assert not [line for line in log if "left out" in line]  # given explicitly: no default to report
 
 
+# Rows as the authors of two copies write them, whose class defaults differ from ours: read with the paper's values
+# and announced with the edit that builds the author's block (which the test builds). (module, args, site, what the
+# author's class builds at width c: attribute -> value). "C": the source's width as the YAML writes it.
+CA_COPY = {"r": lambda c: 8, "hidden": lambda c: max(32, c // 8)}
+SK_DENSE = {"kernels": lambda c: (1, 3, 5, 7), "groups": lambda c: 1, "dilated": lambda c: False, "r": lambda c: 16}
+COPY_AUTHOR_ROWS = [
+    # CoordAtt copies in YOLO collections: CoordAtt(inp, oup, reduction=8), mip = max(32, inp // reduction); their
+    # parse_model branch passes [inp, oup]: rows write oup, or inp and oup where the args go verbatim
+    ("CoordAtt", ["C"], "p5", CA_COPY),
+    ("CoordAtt", ["C", "C"], "p5", CA_COPY),
+    ("CA", ["C"], "head_p3", CA_COPY),
+    # External-Attention-pytorch: SKAttention(channel=512, kernels=[1, 3, 5, 7], reduction=16, group=1, L=32), dense
+    # k x k convs of one group; rows write the channel only, every argument, or none
+    ("SKAttention", ["C"], "p5", SK_DENSE),
+    ("SKAttention", ["C", [1, 3, 5, 7], 16, 1, 32], "p5", SK_DENSE),
+    ("SKAttention", [], "head_p3", SK_DENSE),
+]
+
+
+@pytest.mark.parametrize("scale", ["n", "x"])
+@pytest.mark.parametrize("module, args, site, theirs", COPY_AUTHOR_ROWS,
+                         ids=[f"{r[0]}{r[1]}@{r[2]}".replace(" ", "") for r in COPY_AUTHOR_ROWS])
+def test_row_written_for_a_copy_is_announced_with_the_edit_that_builds_the_authors_block(module, args, site, theirs,
+                                                                                       scale, log):
+    """Never read silently another way: the line names the copy and the edit, and the edit builds the author's
+    block at this width (not the paper's, which the row gets)."""
+    family = "yolov8"
+    at = {"p5": P5[family], "head_p3": HEAD_P3[family]}[site]
+    c1 = width(family, scale, at)
+    written = {"p5": 1024, "head_p3": 256}[site]  # the source's width as the YAML writes it
+    m = build(family, scale, at, module, [written if a == "C" else a for a in args])
+    mine = [line for line in log if line.startswith("attn-yolo: ")]
+    assert len(mine) == 1 and "left out: the paper's" in mine[0], mine
+    edit = ast.literal_eval(re.search(r"write (\[.*\]) for that", mine[0]).group(1))
+    other = build(family, scale, at, module, edit)
+    assert {k: getattr(other, k) for k in theirs} == {k: f(c1) for k, f in theirs.items()}
+    assert {k: getattr(m, k) for k in theirs} != {k: f(c1) for k, f in theirs.items()}  # ours: the paper's
+
+
 @pytest.mark.parametrize("family", ["yolov8", "yolo11", "yolo26"])
 @pytest.mark.parametrize("scale", ["n", "s", "m", "l", "x"])
 def test_leading_channel_count_recognised_for_every_block(family, scale, log):

@@ -19,7 +19,7 @@ the working directory, like Ultralytics' ``project``::
     reference: {model: yolo11s.yaml}              # optional yardstick arm: a known, larger change
     placebo: true                   # optional: per variant a Placebo arm (same parameters and place, no attention)
     train: {epochs: 2, imgsz: 192, batch: 16}    # passed to YOLO.train (any Ultralytics train argument)
-    out: runs/ablate/synthetic-quick
+    out: runs/ablate/my-study       # default runs/ablate/<config name>; the embedded default's: data-arms
     latency: {repeats: 50, warmup: 10}           # batch-1 forward timing of best.pt, median of `repeats`
     devices: [0, 1]                 # optional: run in parallel, one run per device at a time
     copy_data: auto                 # copy the dataset into out/data first: auto (if read-only) | true | false

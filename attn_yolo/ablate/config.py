@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.args import UsageError
+from attn_yolo.args import UsageError, yaml_syntax_problem
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"
@@ -54,7 +54,6 @@ train:  # Ultralytics train arguments of every arm: fine-tuning from the start
   hsv_v: 0.0
   val: true  # validate every epoch, for curves.png
   plots: false
-out: runs/ablate/synthetic-quick  # relative to the working directory
 latency: {repeats: 50, warmup: 10}
 """
 
@@ -186,7 +185,7 @@ def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise UsageError(f"{source}: not valid YAML: {e}") from e
+        raise UsageError(f"{source}: not valid YAML at {yaml_syntax_problem(e)}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{source}: expected a mapping with keys {', '.join(CONFIG_KEYS)}, got {type(raw).__name__}")
     return raw, base, name, source

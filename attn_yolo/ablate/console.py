@@ -7,6 +7,7 @@ Ultralytics output in its run folder's ``train.log``; ``verbose=True`` shows tha
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import warnings
@@ -73,19 +74,26 @@ class LoggedRunner:
             return self.runner(spec, device)
 
 
+def own_lines(record: logging.LogRecord) -> bool:
+    """The lines a quiet Ultralytics logger still passes: warnings, and attn-yolo's own (``attn-yolo: row 11 ...
+    read as ...``: how a row written for other code was read, with the edit for the author's meaning)."""
+    return record.levelno >= logging.WARNING or record.getMessage().startswith("attn-yolo: ")
+
+
 @contextlib.contextmanager
 def quiet_ultralytics(verbose: bool = False):
     """Ultralytics' INFO lines (``Overriding model.yaml nc=80 ...``, layer tables) off while the ablation builds and
-    times its models in this process; warnings stay. No-op when ``verbose``."""
+    times its models in this process; warnings stay, and so do attn-yolo's lines on how a public YAML's rows were
+    read (``own_lines``: a row is never read silently another way). No-op when ``verbose``."""
     from ultralytics.utils import LOGGER
 
-    level = LOGGER.level
+    keep = functools.partial(own_lines)  # one filter per context: a nested one leaves the outer in place
     if not verbose:
-        LOGGER.setLevel(logging.WARNING)
+        LOGGER.addFilter(keep)
     try:
         yield
     finally:
-        LOGGER.setLevel(level)
+        LOGGER.removeFilter(keep)
 
 
 def interrupted_words(begun: dict, ended: set, planned: dict) -> str:

@@ -1,7 +1,8 @@
 """The ablation's plots: ablation.png, curves.png and delta.png.
 
 ablation.png: Δ with its deciding interval against the extra cost; curves.png: validation mAP per epoch, after the
-shared start's; delta.png: each paired Δ with its intervals and the ±w band."""
+shared start's (arms of one epoch: each arm's points, one per seed, against the start's last validation, since one
+epoch makes no curve); delta.png: each paired Δ with its intervals and the ±w band."""
 
 from __future__ import annotations
 
@@ -97,22 +98,33 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
     return fig
 
 
+METRIC_COLUMNS = (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))  # results.csv's, as shown
+
+
+def arm_epochs(rows: list[dict]) -> int:
+    """The most epochs a finished run's results.csv holds (0: none): 1 means every arm trained one epoch."""
+    ok = [epoch_table(Path(r["run_dir"]) / "results.csv") for r in rows if r["status"] == "ok"]
+    return max((len(t.get("epoch", [])) for t in ok), default=0)
+
+
 def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path | None = None):
     """Validation mAP50 and mAP50-95 per epoch: every seed thin, the mean over seeds thick, one colour per variant;
     with a warm start (``start_csv``: the shared start's results.csv) its epochs come first, in grey, and the arms'
-    epochs continue after them, so that one fine-tuning epoch is the end of a curve, not a lone column of dots.
-    Integer epoch ticks. Without a start, arms of one epoch have no curve: the title says so. Returns the Figure."""
+    epochs continue after them. Integer epoch ticks. Arms of one epoch make no curve: ``plot_points`` draws them
+    instead. Returns the Figure."""
     import numpy as np
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
+    if arm_epochs(rows) <= 1:
+        return plot_points(path, rows, names, start_csv)
     fig = Figure(figsize=(12, 4.5), dpi=120)
     axes = fig.subplots(1, 2)
     start = epoch_table(Path(start_csv)) if start_csv is not None else {}
     offset = len(start.get("epoch", []))
     seen = validated(start) if offset else []
     longest = offset
-    for ax, (col, label) in zip(axes, (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))):
+    for ax, (col, label) in zip(axes, METRIC_COLUMNS):
         last = None
         if start.get(col) and any(seen):
             xs = [e + 1 for e in range(offset) if seen[e]]
@@ -141,11 +153,43 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
         ax.set_xlim(0.5, max(longest, 1) + 0.5)
         ax.set_xlabel("epoch (the shared start's, then the arm's)" if offset else "epoch")
         ax.set_ylabel(f"{label} (val)")
-        title = f"Validation {label} per epoch"
-        if not offset and longest <= 1:
-            title += ": one epoch, no curve"
-        ax.set_title(title)
+        ax.set_title(f"Validation {label} per epoch")
         ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_points(path: Path, rows: list[dict], names: list[str], start_csv: Path | None = None):
+    """curves.png for arms of one epoch, where no curve exists: per arm (x) its validation mAP50 and mAP50-95 after
+    that epoch, a dot per seed and a diamond for the mean (named in the legend), and the shared start's last
+    validated value (``start_csv``) as a grey dashed line: what the epoch added, seed by seed. Returns the Figure."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.5), dpi=120)
+    start = epoch_table(Path(start_csv)) if start_csv is not None else {}
+    seen = validated(start) if start.get("epoch") else []
+    for ax, (col, label) in zip(fig.subplots(1, 2), METRIC_COLUMNS):
+        for i, v in enumerate(names):
+            ys = [t[col][-1] for r in rows if r["variant"] == v and r["status"] == "ok"
+                  if (t := epoch_table(Path(r["run_dir"]) / "results.csv")).get(col)]
+            if ys:
+                xs = i + 0.06 * (np.arange(len(ys)) - (len(ys) - 1) / 2)  # seeds side by side, not on one spot
+                ax.plot(xs, ys, "o", color=f"C{i % 10}", ms=5, alpha=0.55)
+                ax.plot([i], [np.mean(ys)], "D", color=f"C{i % 10}", ms=9, mec="black",
+                        label=f"{v}: mean {np.mean(ys):.3f} of {len(ys)} seed{'s' * (len(ys) != 1)}")
+        if start.get(col) and any(seen):
+            e = max(k for k, ok in enumerate(seen) if ok)
+            ax.axhline(start[col][e], color="0.45", ls="--", lw=1.2,
+                       label=f"shared start after epoch {e + 1} of {len(seen)}: {start[col][e]:.3f}")
+        ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_ylabel(f"{label} (val)")
+        ax.set_title(f"Validation {label} after each arm's one epoch (no curve: a dot per seed)", fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()

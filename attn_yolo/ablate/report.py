@@ -12,7 +12,7 @@ from attn_yolo.ablate import latency, readings, seqpower
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
-from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.plots import arm_epochs, is_own_plot, plot_ablation, plot_curves, plot_delta
 from attn_yolo.ablate.sequential import kind
 from attn_yolo.ablate.start import summary_line
 from attn_yolo.ablate.stats import (
@@ -362,7 +362,7 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
         lines += [f"| {r['variant']} | {r['seed']} | {r['error'].replace('|', '/')} | `{shown(r['run_dir'])}` |"
                   for r in failed]
     lines += ["", "Plots: `ablation.png` (Δ mAP50-95 with the interval that decides vs the extra GFLOPs and latency), "
-              "`curves.png` (validation mAP per epoch, after the shared start's)"
+              + curves_caption(ab, rows)
               + (", `delta.png` (Δ with its intervals per variant and metric; the one that decides, "
                  + (seq_kind if ab.seed_rule is not None else "hierarchical") + ", drawn thick)"
                  if cmp_ else "")
@@ -403,6 +403,15 @@ def tradeoff_points(ab: Ablation, rows: list[dict], stats: dict, boot: dict, tim
         points.append({"variant": v, "delta": r["mean"], "lo": r["lo"], "hi": r["hi"], "gflops_pct": pct,
                        "latency": lat, "interval": r["interval"]})
     return points
+
+
+def curves_caption(ab: Ablation, rows: list[dict]) -> str:
+    """What curves.png shows, for the summary's list of plots: the curves, or for arms of one epoch (no curve) the
+    points ``plots.plot_points`` draws instead."""
+    if arm_epochs(rows) > 1:
+        return "`curves.png` (validation mAP per epoch, after the shared start's)"
+    start = ", against the shared start's last validation" if ab.start is not None and ab.start.kind == "recipe" else ""
+    return f"`curves.png` (each arm's validation mAP after its one epoch, a dot per seed{start}: one epoch is no curve)"
 
 
 def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) -> str:

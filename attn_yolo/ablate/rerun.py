@@ -2,7 +2,8 @@
 
 - ``default_out``: without ``out=`` on the command line, overrides that change what a run trains (``epochs=1``,
   ``imgsz=96``, ``data=...``) name their own folder, ``<out>-epochs1-imgsz96``: two default runs with different
-  overrides never share a folder.
+  overrides never share a folder. The embedded default ablation is named after what it runs (``ran_name``: its data
+  and arms, ``synthetic-cbam``, ``coco128-cbam`` with ``data=path/to/coco128/data.yaml``), in its folder and title.
 - ``check_changed``: finished runs in ``out`` whose settings differ from the config's stop the ablation before any
   work (``UsageError``, exit 2), naming the changed keys (``train.epochs: 2 -> 1``) and the runs; the message offers
   ``out=`` (a new folder) or ``redo=True``.
@@ -66,16 +67,34 @@ def _token(value) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "", str(text).replace("True", "true").replace("False", "false"))
 
 
-def default_out(raw: dict, overrides: list[str], name: str) -> dict:
+def ran_name(raw: dict) -> str:
+    """What an ablation runs, as a name: its data and its arms, ``synthetic-cbam``, ``coco128-cbam-se`` (a dataset
+    YAML by its file name, or its folder's for a ``data.yaml``; the arms: every variant but the baseline, the one with
+    ``baseline: true`` or else the first). Characters other than letters, digits, ``.`` and ``_`` become ``-``; a long
+    name ends in a hash. Used for the embedded default, whose own name (``synthetic-quick``) says neither."""
+    data = raw.get("data")
+    path = Path(str(data)) if data is not None else Path("nodata")
+    data = path.parent.name if path.stem in ("data", "dataset") and path.parent.name else path.stem
+    variants = [v for v in raw.get("variants") or [] if isinstance(v, dict)]
+    flagged = [v for v in variants if v.get("baseline") is True]
+    arms = [str(v.get("name")) for v in variants if v is not (flagged[0] if flagged else variants[0])]
+    name = re.sub(r"[^A-Za-z0-9._]+", "-", "-".join([data, *arms])).strip("-") or "ablation"
+    if len(name) > SUFFIX_MAX:
+        name = f"{name[:SUFFIX_MAX - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def default_out(raw: dict, overrides: list[str], name: str, named: tuple = ()) -> dict:
     """``raw`` with ``out`` suffixed by the overrides that change what a run trains, unless ``out=`` was given.
 
-    ``attn-yolo ablate epochs=1 imgsz=96`` writes to ``runs/ablate/synthetic-quick-epochs1-imgsz96``; overrides that
-    change no result (``device``, ``seeds``, ``devices``, ``verbose``, ...) keep the config's ``out``.
+    ``attn-yolo ablate epochs=1 imgsz=96`` writes to ``runs/ablate/synthetic-cbam-epochs1-imgsz96``; overrides that
+    change no result (``device``, ``seeds``, ``devices``, ``verbose``, ...) keep the config's ``out``, and so do the
+    keys ``named`` already says (the embedded default's ``data`` and ``variants``, in its ``ran_name``).
     """
     keys = [tok.partition("=") for tok in overrides]
     if any(k == "out" for k, _, _ in keys):
         return raw
-    parts = [f"{k}{_token(v)}" for k, _, v in keys if k not in OUT_KEYS_IGNORED]
+    parts = [f"{k}{_token(v)}" for k, _, v in keys if k not in OUT_KEYS_IGNORED and k.split(".")[0] not in named]
     if not parts:
         return raw
     suffix = "-".join(parts)

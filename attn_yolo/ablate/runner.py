@@ -28,6 +28,7 @@ from attn_yolo.ablate.start import arm_start, pending, start_spec
 from attn_yolo.ablate.train import execute_run
 from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.ablate.validate import validate
+from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import atomic_write
 
 UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a run's result
@@ -45,10 +46,19 @@ def _read_only(folder: Path) -> bool:
 
 def data_copy(ab: Ablation) -> tuple[dict, Path | None]:
     """The dataset's ``check_det_dataset`` info and where ``copy_data`` copies it, ``out/data/<dataset folder
-    name>`` (None: trained where it is). ``copy_data: auto`` copies a dataset whose labels folders are read-only."""
+    name>`` (None: trained where it is). ``copy_data: auto`` copies a dataset whose labels folders are read-only.
+
+    Raises:
+        UsageError: the dataset YAML or its images are gone since the config was checked (one line, naming it).
+    """
     from ultralytics.data.utils import check_det_dataset, img2label_paths
 
-    info = check_det_dataset(ab.data, autodownload=False)
+    try:
+        info = check_det_dataset(ab.data, autodownload=False)
+    except OSError as e:  # usable when the config was checked (validate): moved or deleted since
+        said = (str(e).strip().splitlines() or [type(e).__name__])[0]  # Ultralytics adds a line on its settings
+        raise UsageError(f"attn-yolo ablate: data: {ab.data} is no longer usable (it was when the config was "
+                         f"checked): {said}; restore it, or give data= a dataset that stays") from None
     if ab.copy_data == "auto":
         label_dirs = [Path(img2label_paths([str(Path(p) / "x.jpg")])[0]).parent.parent
                       for k in ("train", "val", "test") if info.get(k)
@@ -411,7 +421,10 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
     started = time.perf_counter()
     overrides, flags = rerun.split_flags(list(overrides))
     raw, base, name, source = load_config(config)
-    raw = rerun.default_out(apply_overrides(raw, overrides), overrides, name)
+    raw, named = apply_overrides(raw, overrides), ()
+    if config is None:  # the embedded default: named after what it runs (coco128-cbam), not its own name
+        name, named = rerun.ran_name(raw), ("data", "variants")
+    raw = rerun.default_out(raw, overrides, name, named)
     verbose = bool((raw.get("train") or {}).get("verbose")) if isinstance(raw.get("train"), dict) else False
     with console.quiet_ultralytics(verbose):
         try:

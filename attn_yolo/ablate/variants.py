@@ -9,6 +9,7 @@ from pathlib import Path
 
 from attn_yolo.ablate.checks import resolve_input, unknown_keys
 from attn_yolo.ablate.config import INSERT_VARIANT_KEYS, MODEL_VARIANT_KEYS, Variant, first_line
+from attn_yolo.conventions import OWN_KEY
 
 
 def block_name(module) -> str | None:
@@ -24,7 +25,10 @@ def block_name(module) -> str | None:
 
 
 def definition(d: dict) -> str:
-    return json.dumps({k: v for k, v in d.items() if k != "yaml_file"}, sort_keys=True, default=str)
+    """The model a dict builds, as text: its keys but the file name and the own-rows marker (``OWN_KEY``: it changes
+    what is logged, not what is built), so a shipped ``models/*.yaml`` and the same insert spec are one model."""
+    skip = ("yaml_file", OWN_KEY)
+    return json.dumps({k: v for k, v in d.items() if k not in skip}, sort_keys=True, default=str)
 
 
 def insert_file_name(base: str, name: str) -> str:

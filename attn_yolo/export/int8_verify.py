@@ -11,6 +11,11 @@ the validation set with a paired image bootstrap interval; INT8 and fp32 latency
   drop ``mAP50-95(fp32) − mAP50-95(INT8)`` in points (×100) with a percentile interval over image resamples shared by
   both (``attn_yolo.ablate.stats.resample_records``: the ablation's bootstrap). It passes when the drop is at most
   ``int8_max_drop`` (default ``INT8_MAX_DROP``).
+
+The paired figures are not ``attn-yolo val``'s: it validates the checkpoint in batches of 16 padded together to one
+rectangle each (``rect``), where the INT8 file's static input takes one image at a time in a square letterbox. The
+report therefore also gives the fp32 figure as ``attn-yolo val`` does at the export size (``val_map``,
+``VAL_SETTINGS``), naming the settings that differ.
 """
 
 from __future__ import annotations
@@ -74,6 +79,28 @@ def records(yolo, file, data: str, imgsz, folder) -> dict:
         v = RecordingValidator(args=args)
         out[key] = record_from_validator(v, box_metrics(v(model=model)))
     return out
+
+
+VAL_SETTINGS = {"rect": True}
+"""How ``attn-yolo val`` (Ultralytics' ``Model.val``) validates a checkpoint where the paired INT8 comparison does not:
+rectangular batches (each batch padded to one rectangle), at Ultralytics' default ``batch`` (``val_map`` reads it)."""
+
+
+def val_map(yolo, data: str, imgsz, folder) -> dict:
+    """The fp32 mAP50-95 (points) of ``yolo`` on the validation split of ``data`` as ``attn-yolo val`` computes it at
+    ``imgsz`` (the export size): Ultralytics' validator with val's ``batch`` and ``rect`` (``VAL_SETTINGS``), on a
+    copy of the model (the validator fuses it). ``{"map50_95", "batch", "rect", "imgsz"}``."""
+    from ultralytics.cfg import DEFAULT_CFG_DICT
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    from attn_yolo.ablate.records import box_metrics
+
+    size = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(set(imgsz)) == 1 else imgsz
+    args = {"data": data, "imgsz": size, "batch": DEFAULT_CFG_DICT["batch"], **VAL_SETTINGS, "device": "cpu",
+            "plots": False, "mode": "val", "split": "val", "project": str(folder), "name": "fp32-val",
+            "exist_ok": True, "verbose": False}
+    m = box_metrics(DetectionValidator(args=args)(model=copy.deepcopy(yolo.model)))
+    return {"map50_95": 100 * float(m["map50_95"]), "batch": args["batch"], "rect": True, "imgsz": size}
 
 
 def map_check(recs: dict, max_drop: float, n_boot: int | None = None) -> Check:
@@ -154,9 +181,11 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
                             raw_definition=RAW_SCALE + ", per head", int8_max_drop=max_drop)
     with tempfile.TemporaryDirectory(prefix="attn-yolo-int8-val-") as tmp:
         recs = records(yolo, path, data, list(shape), folder or tmp)
+        as_val = val_map(yolo, data, list(shape), folder or tmp)
     check = map_check(recs, max_drop, n_boot)
     report.checks.append(check)
     report.int8 = {k: check.detail[k] for k in ("fp32", "int8", "drop", "lo", "hi", "n_images", "n_boot")}
+    report.int8["fp32_val"] = as_val
     if timing:
         report.int8["latency"] = latency(fmt, path, yolo, list(shape))
     return report

@@ -107,6 +107,12 @@ def int8_text(d: dict, t: dict) -> str:
     lines = [f"INT8 tolerance: raw per head {t['raw_rel']}, matched IoU >= {t['iou_min']}, at most "
              f"{t['unmatched']:.0%} of either side's detections unmatched; mAP50-95 drop <= {t['int8_max_drop']} "
              f"points (int8_max_drop)."]
+    if "fp32_val" in d:
+        v = d["fp32_val"]
+        lines.append(f"fp32 mAP50-95 as `attn-yolo val` gives it (batch {v['batch']}, rect: each batch padded to one "
+                     f"rectangle; imgsz {v['imgsz']}): {v['map50_95']:.2f}; the paired comparison above differs in "
+                     f"batch and rect: batch 1, rect False, each image alone in a square letterbox (the INT8 file's "
+                     f"static input): fp32 {d['fp32']:.2f}, INT8 {d['int8']:.2f}.")
     if "calibration" in d:
         c = d["calibration"]
         lines.append(f"Calibration: {c['images']} training images of {c['data']} (fraction={c['fraction']}).")

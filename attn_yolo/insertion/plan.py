@@ -18,13 +18,13 @@ from pathlib import Path
 import torch
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.conventions import yaml_params
+from attn_yolo.conventions import OWN_KEY, OWN_VALUE, is_own, yaml_params
 from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import block_args, module_class
 from attn_yolo.insertion.sites import resolve_sites
 from attn_yolo.nn.common import AttnBuildError
-from attn_yolo.registry import BLOCKS, CSP_BLOCKS, MODULES
+from attn_yolo.registry import BLOCKS, CSP_BLOCKS, MODULES, canonical, csp_name
 
 
 @dataclass
@@ -160,7 +160,16 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     plan.base_detect = copy.deepcopy(rows[-1][0])
     plan.base_model = {k: v for k, v in d.items() if k not in ("backbone", "head")} | {
         "backbone": copy.deepcopy(rows[:nb]), "head": copy.deepcopy(rows[nb:])}
-    return d, plan
+    return own_marked(d, plan.base_model), plan
+
+
+def own_marked(d: dict, base: dict) -> dict:
+    """``d`` with the marker of the project's own rows (``attn_yolo_args: own``, ``conventions.OWN_KEY``): the rows
+    insert writes hold the args they mean, so no compatibility note is said for them. Left off where the base has
+    attention rows of its own without the marker (a public YAML's, read by the conventions, whose notes stay)."""
+    if is_own(base) or not any(canonical(r[2]) or csp_name(r[2]) for r in model_rows(base)):
+        d[OWN_KEY] = OWN_VALUE
+    return d
 
 
 def at_text(at) -> str:

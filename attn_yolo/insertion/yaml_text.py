@@ -16,10 +16,14 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.checkpoint import atomic_write, check_out
+from attn_yolo.conventions import OWN_KEY
 from attn_yolo.insertion.base import InsertionError, model_rows
 from attn_yolo.insertion.blocks import attention_class, block_reference, describe_args, param_index
 from attn_yolo.insertion.plan import Plan, default_out
 from attn_yolo.insertion.sites import PLACEMENT
+
+COMMENTS = {"nc": " # number of classes",
+            OWN_KEY: " # rows' args are attn-yolo's own, as meant: no notes about other code's defaults"}
 
 
 def _flow(v, d: dict) -> str:
@@ -128,7 +132,7 @@ def yaml_text(d: dict, plan: Plan | None = None, out: str | Path = "model.yaml")
             lines.append("scales: # [depth, width, max_channels]")
             lines += [f"  {s}: [{', '.join(_scale_num(a) for a in x)}]" for s, x in v.items()]
         else:
-            lines.append(f"{k}: {_flow(v, d)}" + (" # number of classes" if k == "nc" else ""))
+            lines.append(f"{k}: {_flow(v, d)}" + COMMENTS.get(k, ""))
     new_rows = {b.index: b for b in plan.blocks} if plan else {}
     base_of = {n: i for i, n in enumerate(plan.new_index)} if plan else {}
     i = 0
