@@ -20,14 +20,18 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from attn_yolo import ablate
+    from attn_yolo.ablate.config import CONFIG_KEYS
     from attn_yolo.ablate.results import collect_records
     from attn_yolo.ablate.train import attention_figures
 
     out = Path(argv[0]).resolve()
-    raw, base, name, source = ablate.load_config(out / "config.yaml")
-    ab = ablate.prepare(ablate.validate({**raw, "out": str(out)}, base, name, source))
+    raw, base, name, source = ablate.load_config(out / "config.yaml")  # the resolved config the ablation wrote
+    done = collect_records(out)[0]
+    raw = {**{k: v for k, v in raw.items() if k in CONFIG_KEYS}, "out": str(out),
+           "seeds": sorted({r["seed"] for r in done})}  # the seeds that ran, as a fixed list: plan() builds them
+    ab = ablate.prepare(ablate.validate(raw, base, name, source))
     specs = {(s.variant, s.seed): s for s in ablate.runner.plan(ab, ab.data)}
-    rows = [r for r in collect_records(out)[0] if r["status"] == "ok" and specs[(r["variant"], r["seed"])].new_blocks]
+    rows = [r for r in done if r["status"] == "ok" and specs[(r["variant"], r["seed"])].new_blocks]
     print("| run | mAP50-95 | mean ablation Δ | identity Δ | re-initialised Δ |\n|---|---|---|---|---|")
     per_arm: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:

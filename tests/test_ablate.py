@@ -437,8 +437,9 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
     monkeypatch.setattr(perimage.RecordingValidator, "update_metrics", lambda self, preds, batch:
                         DetectionValidator.update_metrics(self, oracle(self, batch, Path(self.save_dir).name), batch))
     cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
-    # the oracle scores every model alike, its blocks knocked out or not: the attention check is moot here
-    monkeypatch.setattr(ablate_train, "knockout_figures", lambda spec, best, train: {"treatment_map50_95": 10.0})
+    # the oracle scores every model alike, its blocks mean-ablated or not: the attention check is moot here
+    monkeypatch.setattr(ablate_train, "attention_figures", lambda spec, best, train: {
+        "attention_check": "mean ablation", "attention_map50_95": 10.0, "treatment_map50_95": 10.0})
     assert cli_main(["ablate", str(cfg)]) == 0
     o = tmp_path / "out"
     rows = read_csv(o / "results.csv")

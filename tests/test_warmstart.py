@@ -178,7 +178,16 @@ def designed_runner(spec: RunSpec, device):
             "precision": 0.5, "recall": 0.5, "map50": m + 0.2, "map50_95": m, "best_epoch": 1, "epochs": 1,
             "train_time_s": 0.1, "latency_ms": 1.0, "device": device, "run_dir": spec.run_dir, "model": spec.model,
             "error": "", "fingerprint": spec.fingerprint,
-            **({"treatment_map50_95": 0.02} if spec.new_blocks else {})}  # blocks that matter: the check passes
+            **(figures(spec) if spec.new_blocks else {})}  # blocks whose attention matters: the check passes
+
+
+def figures(spec: RunSpec) -> dict:
+    """The attention check's figures of an arm that adds blocks: its attention matters (a placebo: no gates, checked
+    by the identity in its place)."""
+    if spec.variant.endswith("-placebo"):
+        return {"attention_check": "knock-out", "treatment_map50_95": 0.02}
+    return {"attention_check": "mean ablation", "attention_map50_95": 0.02, "treatment_map50_95": 0.03,
+            "reinit_map50_95": 0.01}
 
 
 def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo(tiny_data, tmp_path, capsys):
@@ -213,7 +222,8 @@ def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo
                 "mean Δ at every look at once (an O'Brien–Fleming-type alpha-spending design over the looks after 3 "
                 "to 6 paired seeds)") in text
         assert "4 comparisons, jointly at 95 % (Bonferroni: each interval at 98.8 %)" in text
-        assert "- **cbam**: **passed**: knock-out Δ mAP50-95 0.0200" in text.split("## Verdict")[0]
+        assert "- **cbam**: **passed**: mean ablation Δ 0.0200, identity Δ 0.0300, re-initialised Δ 0.0100" in (
+            text.split("## Verdict")[0])
         g = {v.name: v.gflops for v in ab.variants}
         frac_g = (g["cbam"] - g["baseline"]) / (g["yolo11s"] - g["baseline"])
         yard = text.split("## Yardstick")[1].split("\n## ")[0]

@@ -1,5 +1,4 @@
-"""Seeds chosen by the data: a sequential design for the mean paired Δ fitted to the planned looks, and the stopping
-rule on it.
+"""Seeds chosen by the data: the stopping rule on a sequential design for the mean paired Δ, fitted to its looks.
 
 The data are the per-seed differences of the paired design, Δ_i = variant − baseline of seed i (same seed, same
 validation set). After each new seed the rule asks whether to train another; the interval it reads must therefore
