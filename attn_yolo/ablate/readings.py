@@ -162,15 +162,16 @@ def check_figures(t: dict) -> str:
 
 
 def not_tested(t: dict) -> str:
-    """The words of a failed attention check: ``not tested: <cause> (<figures>)``."""
+    """The words of a failed attention check: ``not tested: <cause> (<deciding figure> < <resolution>; <controls>)``."""
     what = "mean ablation" if t["criterion"] == "mean ablation" else "the identity in place of the blocks"
     if t["A"] == 0:
         head = f"{what} changes nothing (Δ mAP50-95 0 in every seed)"
     else:
         head = f"{what} Δ mAP50-95 {t['A']:.4f} < the ±{t['resolution']:.4f} this design resolves"
+    controls = check_figures(t).split(", ")[1:]  # the deciding figure is the head's
     h = t.get("health", {})
-    extra = [f"|γ| {h['gamma']:.3g}" for _ in (0,) if math.isfinite(h.get("gamma", math.nan))]
-    return f"not tested: {t['cause']} ({head}; {check_figures(t)}{''.join('; ' + x for x in extra)})"
+    controls += [f"|γ| {h['gamma']:.3g}" for _ in (0,) if math.isfinite(h.get("gamma", math.nan))]
+    return f"not tested: {t['cause']} ({'; '.join([head, *controls])})"
 
 
 def _ci(lo: float, hi: float) -> str:

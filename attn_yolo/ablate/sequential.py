@@ -380,8 +380,9 @@ def guarantee(rule: SeedRule, family: int = 1) -> str:
     """The guarantee of the verdicts, one sentence for the summary: ``family`` comparisons (Bonferroni) under ``rule``
     at its joint ``confidence``."""
     each = joint_confidence(rule.confidence, family)
-    which = "the interval" if family == 1 else f"the intervals of all {family} comparisons (each at {100 * each:.3g} %)"
-    return (f"With probability at least {100 * rule.confidence:g} %, {which} hold the true mean Δ at every look at "
+    which = "the interval holds" if family == 1 else (
+        f"the intervals of all {family} comparisons (each at {100 * each:.3g} %) hold")
+    return (f"With probability at least {100 * rule.confidence:g} %, {which} the true mean Δ at every look at "
             f"once ({rule.words()}), so every better / worse verdict holds jointly whichever look each arm stopped "
             "at: its own verdict, the precision, the maximum or an interruption; the design is fitted to its "
             "seeds.max, which a rerun on the same runs may not change.")

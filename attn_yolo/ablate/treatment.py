@@ -308,7 +308,8 @@ def likely_cause(fx: dict, health: dict) -> str:
     if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
         flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
         return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
-                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); give the new blocks a learning rate "
-                "of their own (new_blocks: {lr_mult: ...}) or a probe phase (new_blocks: {probe_steps: ...})")
+                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); on the embedded data no learning rate or "
+                "probe phase of the new blocks changed that (BENCHMARKS.md, section 12): data whose targets only "
+                "attention tells from their surroundings, or longer training, may")
     return ("the model does not rely on the blocks by as much as this design resolves; more seeds (seeds.max) or "
             "more validation images narrow the interval")
