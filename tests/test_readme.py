@@ -153,7 +153,9 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return []
     if tool in ("ablate", "scripts/ablate.py"):
         default = not any(a.endswith((".yaml", ".yml")) for a in argv[1:])  # the embedded config: a warm start
-        start = ["start={'epochs':1,'val':False}"] if default else []  # its shared start: 1 epoch, not 5
+        # its shared start: the shipped test detector (synthetic shapes at 64 px), not 5 epochs; a 1-epoch recipe
+        # detects nothing and stops the ablation (attn_yolo.ablate.start.START_FLOOR)
+        start = [f"start={REPO / 'tests' / 'data' / 'shapes64-yolo11n.pt'}"] if default else []
         return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}", *start]
     if tool in ("bench", "scripts/bench.py"):
         return BENCH

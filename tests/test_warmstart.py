@@ -415,3 +415,25 @@ def test_the_default_gamma_starts_the_blocks_off_the_identity(warm):
     gammas = [yolo.model.get_submodule(p).scale.gamma.detach() for p in spec.new_blocks]
     assert all(torch.all(g == 0.3) for g in gammas) and len(gammas) == 3
     assert NewBlocks().gamma == 0.3 and NewBlocks().lr_mult == 1.0
+
+
+# ------------------------------------------------------------------------------------------------ a start too weak
+def test_a_start_that_detects_nothing_stops_before_any_arm(tiny_data, tmp_path, capsys):
+    """Real training: a 1-epoch start on 8 tiny images scores mAP50-95 below the floor; the ablation exits 2 right
+    after it with one line naming what it measured and the fixes, and no arm runs. The same design with a start above
+    the floor (stand-in runs) proceeds."""
+    from attn_yolo.ablate.start import START_FLOOR
+
+    cfg = write_config(tmp_path, tiny_data, start={"epochs": 1}, seeds=[0])
+    assert cli_main(["ablate", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    line = next(x for x in err if "start" in x and "scores mAP50-95" in x)
+    for part in (f"below {START_FLOOR:g}", "start: path/to/yolo11n.pt", "start: {epochs: 30}", "imgsz=640"):
+        assert part in line, line
+    assert "Traceback" not in "\n".join(err)
+    runs = tmp_path / "out" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # no arm ran
+    (tmp_path / "ok").mkdir()
+    again = write_config(tmp_path / "ok", tiny_data, start={"epochs": 1}, seeds=[0])
+    raw, base, name, source = ablate.load_config(again)
+    assert ablate.run_ablation(ablate.validate(raw, base, name, source), runner=designed_runner) == 0

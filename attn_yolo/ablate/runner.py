@@ -24,7 +24,7 @@ from attn_yolo.ablate.report import write_report
 from attn_yolo.ablate.results import check_index, collect_records, write_results
 from attn_yolo.ablate.scheduling import exit_code, stop_on_signals
 from attn_yolo.ablate.session import Session
-from attn_yolo.ablate.start import arm_start, pending, start_spec
+from attn_yolo.ablate.start import arm_start, pending, start_spec, too_weak
 from attn_yolo.ablate.train import execute_run
 from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.ablate.validate import validate
@@ -196,7 +196,8 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         lines: ``lines(ab, n_todo) -> list[str]``, the plan's printout (default ``describe``).
 
     Returns:
-        Exit code: 0 all runs ok, 1 some run failed, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
+        Exit code: 0 all runs ok, 1 some run failed, 2 a start that detects nothing (before any arm), 130 interrupted
+        (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
 
     Raises:
         ConfigError: an arm does not build (``prepare``).
@@ -215,6 +216,8 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
             resume(s, redo, lines or describe)
             check(s)
             code = execute(s, rounds or ablation_rounds)
+            if code == 2:  # the start cannot carry a comparison (start.too_weak): its one line said it all
+                return code
             if code not in (130, 143):  # after the runs, one process at a time: latency timed apart from training
                 latency.measure(ab, s.current())
             return finish(s, code, *(report or ablation_report)(s, time.perf_counter() - t_start))
@@ -281,7 +284,8 @@ def check(s: Session) -> None:
 
 def execute(s: Session, rounds) -> int:
     """Step 4, execute: the first writes (the claim on ``out``, config.yaml, the dataset copy), the starts, then
-    ``rounds(s)``. Returns 0, 1 (a start failed) or the signal's exit code (the runs so far are kept)."""
+    ``rounds(s)``. Returns 0, 1 (a start failed), 2 (a start too weak to carry a comparison: ``start.too_weak``,
+    before any arm) or the signal's exit code (the runs so far are kept)."""
     ab = s.ab
     claim_out(ab.out)  # every check passed: the first writes
     atomic_write(ab.out / "config.yaml",
@@ -296,6 +300,10 @@ def execute(s: Session, rounds) -> int:
     try:
         if not train_starts(ab, data, s.progress, s.schedule):
             code = 1
+        elif why := too_weak(ab):  # before any arm: nothing could be compared
+            s.progress.close()
+            print(f"error: attn-yolo ablate: {why}", file=sys.stderr, flush=True)
+            code = 2
         else:
             rounds(s)
     except KeyboardInterrupt:

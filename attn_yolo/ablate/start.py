@@ -62,6 +62,26 @@ def pending(ab: Ablation) -> list[Start]:
     return [s for s in starts(ab) if s.kind == "recipe" and record(s) is None]
 
 
+START_FLOOR = 0.02
+"""mAP50-95 below which a trained start cannot carry a comparison: attention blocks move mAP50-95 by 0.003-0.02, and a
+start below this detects almost nothing, so every arm fine-tuned from it scores about 0 whatever it holds."""
+
+
+def too_weak(ab: Ablation) -> str | None:
+    """One line naming the first recipe start trained here whose mAP50-95 is below ``START_FLOOR``, what it measured
+    and what would give a start that detects; None when every start is above it (or none was trained here)."""
+    for st in starts(ab):
+        row = record(st)
+        if row is None or not isinstance(row.get("map50_95"), (int, float)) or row["map50_95"] >= START_FLOOR:
+            continue
+        which = f"the start of `{st.arm}`" if st.arm else "the shared start"
+        return (f"{which} ({st.describe()}) scores mAP50-95 {row['map50_95']:.4f} on the validation images, below "
+                f"{START_FLOOR:g}: no arm fine-tuned from it can show a Δ. Give a start that detects: a trained "
+                "checkpoint (start: path/to/yolo11n.pt, loaded weights-only), a longer recipe (start: {epochs: 30}), "
+                f"or a larger image size (imgsz=640; now {ab.imgsz})")
+    return None
+
+
 def summary_line(ab: Ablation) -> str:
     """How the arms start, for the summary: from scratch, or from which start (with its own mAP where trained here)."""
     if ab.start is None:
