@@ -277,3 +277,15 @@ def truncated(d: dict, rows: int) -> dict:
     """Model dict ``d`` with its first ``rows`` rows only (the rest cannot change how those are built)."""
     all_rows, nb = d["backbone"] + d["head"], len(d["backbone"])
     return {**d, "backbone": all_rows[: min(rows, nb)], "head": all_rows[nb:rows]}
+
+
+def trained_start(data: Path, folder: Path, **train) -> Path:
+    """``best.pt`` of yolo11n trained on ``data`` into ``folder`` (1 epoch at 64 px unless ``train`` says otherwise):
+    a checkpoint ``start:`` for a test ablation. A checkpoint start is not held to the recipe start's mAP floor
+    (``attn_yolo.ablate.start.START_FLOOR``), which a 1-epoch recipe on a few images would not reach."""
+    from ultralytics import YOLO
+
+    args = {"epochs": 1, "imgsz": 64, "batch": 4, "val": False, "plots": False, "device": "cpu", "workers": 0,
+            "seed": 0, "verbose": False, **train}
+    YOLO("yolo11n.yaml").train(data=str(data), project=str(folder), name="start", exist_ok=True, **args)
+    return folder / "start" / "weights" / "best.pt"

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import write_config
+from conftest import trained_start, write_config
 
 from attn_yolo import ablate
 from attn_yolo.ablate import console
@@ -27,14 +27,14 @@ def t_df2(p: float) -> float:
 
 
 def test_default_main_job_prints_at_most_40_lines_and_keeps_each_log(tmp_path, tiny_data):
-    """`attn-yolo ablate` (the embedded default config, on tiny data, 1 epoch, its shared start the shipped test
-    detector: a 1-epoch recipe on 8 images detects nothing and stops the ablation, ``start.START_FLOOR``): real
+    """`attn-yolo ablate` (the embedded default config, on tiny data, 1 epoch, its shared start a 1-epoch checkpoint:
+    a 1-epoch recipe on 8 images detects nothing and stops the ablation, ``start.START_FLOOR``): real
     Ultralytics training in a subprocess; at most 40 lines reach the terminal (bar frames redraw within a line), every
     run folder has the full Ultralytics output."""
     out = tmp_path / "out"
     args = [sys.executable, "-m", "attn_yolo_console", "ablate", f"data={tiny_data}", "epochs=1", "imgsz=64",
             "seeds=[0,1]",
-            f"start={REPO / 'tests' / 'data' / 'shapes64-yolo11n.pt'}",  # synthetic shapes at 64 px, 4 classes
+            f"start={trained_start(tiny_data, tmp_path)}",  # 1 epoch on the same data
             "latency={'repeats':2,'warmup':1}", f"out={out}", "device=cpu"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "YOLO_OFFLINE": "1", "MPLBACKEND": "Agg",
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}

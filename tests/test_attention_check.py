@@ -1,47 +1,40 @@
 """The attention check on really trained detectors: mean ablation against hooks written here, a block whose gates act
 as a fixed rescale fails it, a block whose input-dependent gate matters passes it, and runs that reproduce.
 
-One start serves every test: yolo11n really trained on an easy synthetic set until it detects, shipped as
-``tests/data/shapes64-yolo11n.pt`` (``scripts/make_test_start.py`` remakes it); the tests run in one worker
-(``tests/conftest.py``: SHARE_A_WORKER)."""
+One start serves every test: yolo11n really trained here on an easy synthetic set until it detects (about 3 minutes:
+those tests are ``slow``, opt-in with ``pytest -m slow``); the tests run in one worker (``tests/conftest.py``:
+SHARE_A_WORKER)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import trained_start
 
 from attn_yolo.ablate import treatment
 from attn_yolo.health.mean_ablation import MeanAblation
 
-ROOT = Path(__file__).resolve().parents[1]
-START = ROOT / "tests" / "data" / "shapes64-yolo11n.pt"  # scripts/make_test_start.py
-
-
-def _maker():
-    """``scripts/make_test_start.py`` as a module: the data and training the shipped start was made with."""
-    spec = importlib.util.spec_from_file_location("make_test_start", ROOT / "scripts" / "make_test_start.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-IMGSZ = _maker().DATA["imgsz"]
+DATA = {"n_train": 640, "n_val": 64, "imgsz": 64, "seed": 3, "clutter": 0.0, "size_range": (0.3, 0.5)}  # easy shapes
+TRAIN = {"epochs": 20, "imgsz": 64, "batch": 16, "optimizer": "AdamW", "lr0": 0.003, "warmup_epochs": 0.3,
+         "mosaic": 0.0}  # from scratch to mAP50-95 0.14 on the 64 validation images (about 3 min on 2 cores)
+IMGSZ = DATA["imgsz"]
+slow = pytest.mark.slow  # the tests on the trained detector: its training alone is about 3 minutes
 
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
-    """``(data.yaml, best.pt)``: the shipped start (yolo11n trained by ``scripts/make_test_start.py`` on easy synthetic
-    shapes) and its data, generated here as it was made; it detects (mAP50-95 0.14 on its validation images)."""
+    """``(data.yaml, best.pt)``: yolo11n trained here from scratch on easy synthetic shapes until it detects
+    (mAP50-95 > 0.1 on its validation images), so that mAP can move."""
     from attn_yolo.synthetic import generate
 
-    data = generate(tmp_path_factory.mktemp("check") / "data", **_maker().DATA)
-    assert validate(data, load(START))["metrics/mAP50-95(B)"] > 0.1  # a detector, so that mAP can move
-    return data, START
+    root = tmp_path_factory.mktemp("check")
+    data = generate(root / "data", **DATA)
+    best = trained_start(data, root, **TRAIN)
+    assert validate(data, load(best))["metrics/mAP50-95(B)"] > 0.1
+    return data, best
 
 
 def load(path):
@@ -128,6 +121,7 @@ def by_tool(model, paths: list[str], data) -> float:
         return validate(data, model)["metrics/mAP50-95(B)"]
 
 
+@slow
 @pytest.mark.parametrize("block, args", [("CBAM", [16, 7]), ("SE", [16]), ("ECA", [3]), ("CoordAtt", [32]),
                                          ("MHSA", [2])])
 def test_mean_ablation_equals_hooks_written_here(start, block, args):
@@ -164,6 +158,7 @@ def test_the_warm_up_pass_is_not_counted():
     assert torch.allclose(g.total / g.images, seen[0].double().mean((0, 2, 3)), atol=1e-12) and g.images == 2
 
 
+@slow
 # ------------------------------------------------------------------------------- both directions
 def test_a_fixed_rescale_fails_and_attention_that_matters_passes(start, tmp_path):
     """Real validation of really trained starts through the run's own figures (``attention_figures``):
@@ -235,6 +230,7 @@ def in_process(specs: list, tmp_path, tag: str) -> list[float]:
     return json.loads(line[5:])
 
 
+@slow
 def test_a_run_depends_only_on_its_settings_and_seed(start, tmp_path):
     """The same fine-tuning run (the baseline from the start, seed 0, flips on) in a new process, in a process after
     two other runs (another seed, a CBAM arm), and with validation after every epoch switched off: the same

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import trained_start
 
 from attn_yolo import synthetic
 from attn_yolo_console import TOOLS
@@ -146,6 +147,14 @@ def workspace(tmp_path_factory):
         yield root, {k: str(v) for k, v in fill.items()}
 
 
+def tiny_checkpoint(root: Path) -> Path:
+    """A 1-epoch yolo11n on the README's (tiny) embedded data, trained once per workspace."""
+    from attn_yolo.synthetic import default_data_yaml
+
+    best = root / "start" / "start" / "weights" / "best.pt"
+    return best if best.exists() else trained_start(default_data_yaml(), root / "start")
+
+
 def tiny_overrides(argv: list[str], root: Path) -> list[str]:
     """Tokens appended to a README command so that it runs in seconds (none for `help` and quick commands)."""
     tool = argv[0]
@@ -153,9 +162,9 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
         return []
     if tool in ("ablate", "scripts/ablate.py"):
         default = not any(a.endswith((".yaml", ".yml")) for a in argv[1:])  # the embedded config: a warm start
-        # its shared start: the shipped test detector (synthetic shapes at 64 px), not 5 epochs; a 1-epoch recipe
-        # detects nothing and stops the ablation (attn_yolo.ablate.start.START_FLOOR)
-        start = [f"start={REPO / 'tests' / 'data' / 'shapes64-yolo11n.pt'}"] if default else []
+        # its shared start: a 1-epoch checkpoint, not a 5-epoch recipe; a 1-epoch recipe detects nothing and stops the
+        # ablation (attn_yolo.ablate.start.START_FLOOR)
+        start = [f"start={tiny_checkpoint(root)}"] if default else []
         return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}", *start]
     if tool in ("bench", "scripts/bench.py"):
         return BENCH

@@ -169,8 +169,9 @@ def not_tested(t: dict) -> str:
     else:
         head = f"{what} Δ mAP50-95 {t['A']:.4f} < the ±{t['resolution']:.4f} this design resolves"
     controls = check_figures(t).split(", ")[1:]  # the deciding figure is the head's
-    h = t.get("health", {})
-    controls += [f"|γ| {h['gamma']:.3g}" for _ in (0,) if math.isfinite(h.get("gamma", math.nan))]
+    gamma = t.get("health", {}).get("gamma", math.nan)
+    if math.isfinite(gamma):
+        controls.append(f"|γ| {gamma:.3g}")
     return f"not tested: {t['cause']} ({'; '.join([head, *controls])})"
 
 

@@ -138,8 +138,7 @@ def check_treatment(raw) -> tuple[Treatment, list[str]]:
     t = raw.get("threshold", Treatment.threshold)
     if not (_number(t) and 0 < t <= 10):
         problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the mean-ablation effect an "
-                        "arm's "
-                        "blocks must reach, in half-widths of its deciding interval)")
+                        "arm's blocks must reach, in half-widths of its deciding interval)")
         return Treatment(), problems
     return Treatment(float(t)), problems
 
