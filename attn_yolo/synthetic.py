@@ -9,6 +9,11 @@ seeded by ``(seed, split, index)``, so equal arguments give byte-identical files
 one. Depends only on numpy, OpenCV and PyYAML. Stock yolo11n trained from scratch with QUICK_TRAIN_ARGS reaches mAP50
 about 0.62 on the default val split in about 2 CPU-minutes.
 
+Named settings (``SETTINGS``; ``data: <name>`` in an ablation config) give datasets with a known answer:
+``synthetic-key`` draws a key marker in half of the images, and the marker decides which shapes are targets, so a
+detector must read a cue that may be anywhere in the image (planted for global channel attention);
+``synthetic-key-decoy`` draws the same images with every shape a target (its null twin).
+
 Example:
     >>> from attn_yolo.synthetic import default_data_yaml, QUICK_TRAIN_ARGS
     >>> from ultralytics import YOLO
@@ -65,6 +70,8 @@ QUICK_TRAIN_ARGS = {
 }
 
 _SPLIT_IDS = {"train": 0, "val": 1}
+KEY_SIDE = 0.11  # key marker side as a fraction of the image side
+KEYED = (0, 1)  # key "select": the classes that are targets where the marker is (elsewhere the others are)
 
 
 def _unit_polygon(name: str) -> np.ndarray:
@@ -239,7 +246,21 @@ def _iou_and_cover(box: np.ndarray, boxes: list[np.ndarray]) -> tuple[float, flo
     return iou, cover
 
 
-def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, objects=None, clutter=CLUTTER):
+def _key(rng: np.random.Generator, img: np.ndarray, boxes: list[np.ndarray], side: float) -> None:
+    """Draw the key marker, a black-and-white 4 × 4 checkerboard of ``side`` pixels, where it covers no target box."""
+    h, w = img.shape[:2]
+    for _try in range(30):
+        x0, y0 = rng.uniform(0, 1, 2) * (w - side, h - side)
+        if _iou_and_cover(np.array([x0, y0, x0 + side, y0 + side]), boxes)[1] == 0:
+            break
+    cells = (np.add.outer(np.arange(4), np.arange(4)) % 2 * 255).astype(np.float32)
+    patch = cv2.resize(cells, (round(side), round(side)), interpolation=cv2.INTER_NEAREST)
+    y, x = round(y0), round(x0)
+    img[y:y + patch.shape[0], x:x + patch.shape[1]] = patch[:h - y, :w - x, None]
+
+
+def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, objects=None, clutter=CLUTTER,
+           key: str | None = None):
     """Draw one image and its labels.
 
     Args:
@@ -248,6 +269,11 @@ def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, 
         size_range: (min, max) object side as a fraction of ``imgsz``; sampled log-uniformly.
         objects: (min, max) number of targets attempted per image; default OBJECTS.
         clutter: background/distractor strength, 0 (plain gradient, isolated shapes) .. 1 (heavy); default CLUTTER.
+        key: None, or a key marker (a small checkerboard, see ``_key``) drawn in half of the images, anywhere. With
+            ``"select"`` the marker decides which shapes are targets: where it is, circles and squares (``KEYED``)
+            are labelled and triangles and crosses are drawn but not labelled; elsewhere the reverse. Whether a
+            shape is a target thus depends on a cue that may be far from it, which a global channel gate (SE, ECA,
+            CBAM) reads in one step. With ``"decoy"`` the same marker is drawn and every target is labelled.
 
     Returns:
         (image, labels): uint8 BGR (imgsz, imgsz, 3) and an (N, 5) float64 array ``cls cx cy w h``, normalised.
@@ -293,6 +319,12 @@ def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, 
         if rng.random() < 0.2 * clutter:  # colour-similar clutter elsewhere
             _distractor(rng, img, half * rng.uniform(0.8, 1.6), colour=np.clip(colour + rng.normal(0, 12, 3), 0, 255))
 
+    if key is not None:
+        shown = rng.random() < 0.5
+        if shown:
+            _key(rng, img, boxes, KEY_SIDE * imgsz)
+        if key == "select":
+            labels = [lab for lab in labels if (lab[0] in KEYED) == shown]
     img += rng.normal(0, rng.uniform(2, 9) * clutter, img.shape).astype(np.float32)
     img = np.clip(img, 0, 255).astype(np.uint8)
     if rng.random() < 0.3:
@@ -325,6 +357,7 @@ def generate(
     seed: int = 0,
     size_range: tuple[float, float] = SIZE_RANGE,
     clutter: float = CLUTTER,
+    key: str | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Write the synthetic-shapes dataset in Ultralytics detection format.
@@ -341,6 +374,7 @@ def generate(
         seed: base seed; equal arguments give byte-identical images and labels.
         size_range: (min, max) object side as a fraction of ``imgsz``.
         clutter: background/distractor strength, 0 (plain) .. 1 (heavy).
+        key: None, ``"select"`` or ``"decoy"``: the key marker of ``render``.
         overwrite: replace an existing ``root``; otherwise an existing complete dataset is returned unchanged.
 
     Returns:
@@ -348,12 +382,14 @@ def generate(
 
     Raises:
         FileExistsError: ``root`` exists, is not empty and holds no ``data.yaml``, and ``overwrite`` is False.
-        ValueError: non-positive counts or image size, or an invalid ``size_range``.
+        ValueError: non-positive counts or image size, an invalid ``size_range`` or ``key``.
     """
     if n_train < 1 or n_val < 1 or imgsz < 32:
         raise ValueError(f"need n_train, n_val >= 1 and imgsz >= 32, got {n_train}, {n_val}, {imgsz}")
     if not 0 < size_range[0] <= size_range[1] <= 1:
         raise ValueError(f"size_range must satisfy 0 < min <= max <= 1, got {size_range}")
+    if key not in (None, "select", "decoy"):
+        raise ValueError(f"key: {key!r}; expected None, 'select' or 'decoy'")
     root = Path(root).expanduser().resolve()
     data_yaml = root / "data.yaml"
     if data_yaml.exists() and not overwrite:
@@ -366,7 +402,7 @@ def generate(
     tmp.chmod(0o755)  # mkdtemp makes it private; the dataset should be readable like any other folder
     try:
         for split, n in (("train", n_train), ("val", n_val)):
-            _write_split(tmp, split, n, seed, imgsz=imgsz, size_range=size_range, clutter=clutter)
+            _write_split(tmp, split, n, seed, imgsz=imgsz, size_range=size_range, clutter=clutter, key=key)
         meta = {
             "path": str(root),
             "train": "images/train",
@@ -380,6 +416,7 @@ def generate(
                 "imgsz": imgsz,
                 "size_range": list(size_range),
                 "clutter": clutter,
+                "key": key,
             },
         }
         (tmp / "data.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
@@ -392,7 +429,8 @@ def generate(
                 raise
         else:
             mib = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20
-            print(f"attn-yolo: wrote the synthetic-shapes dataset ({n_train} train / {n_val} val images, "
+            what = f"{NAME} dataset" if key is None else f"{NAME} dataset with key markers ({key})"
+            print(f"attn-yolo: wrote the {what} ({n_train} train / {n_val} val images, "
                   f"{mib:.0f} MiB) to {root}; later runs reuse it, delete that folder to clear it", file=sys.stderr,
                   flush=True)
     finally:
@@ -408,27 +446,55 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_yolo"
 
 
-def _defaults() -> dict:
-    """The generator defaults, read when called (the module constants above)."""
-    return {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER}
+# Named settings of the generator, each a dataset of its own (`data: <name>` in an ablation config; `synthetic` is
+# the first). The key settings are the known-answer pair (docs/guides/ablation.md, "Known answers"): the same images,
+# in one the targets chosen by a far-away cue, in the other every shape a target.
+SETTINGS = {
+    "synthetic-shapes": {},
+    "synthetic-key": {"key": "select"},  # planted: whether a shape is a target depends on a cue anywhere in the image
+    "synthetic-key-decoy": {"key": "decoy"},  # its null twin: the same marker, which changes no label
+}
+ALIAS = "synthetic"  # = the first setting
 
 
-def default_root() -> Path:
-    """Folder of the default dataset, whether or not it has been generated yet: ``cache_dir() /
-    "synthetic-shapes-v<VERSION>-<key>"``, where ``key`` hashes this module's source and the defaults, so editing the
-    generator never reuses stale data (its name therefore identifies the data)."""
-    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(_defaults().items())).encode()).hexdigest()[:10]
-    return cache_dir() / f"{NAME}-v{VERSION}-{key}"
+def setting(name: str) -> str:
+    """The setting a ``data:`` keyword names (``synthetic`` is ``synthetic-shapes``).
+
+    Raises:
+        ValueError: ``name`` names no setting; the message lists those that exist.
+    """
+    name = NAME if name == ALIAS else name
+    if name not in SETTINGS:
+        raise ValueError(f"{name!r}; expected one of {', '.join((ALIAS, *SETTINGS))}")
+    return name
 
 
-def default_data_yaml() -> Path:
-    """Path of the default dataset YAML, generating the data with the module defaults on first use.
+def _defaults(name: str = NAME) -> dict:
+    """The generator's arguments for setting ``name``: the defaults above, read when called, and the setting's own."""
+    return {"n_train": N_TRAIN, "n_val": N_VAL, "imgsz": IMGSZ, "size_range": tuple(SIZE_RANGE), "clutter": CLUTTER,
+            **SETTINGS[setting(name)]}
+
+
+def default_root(name: str = NAME) -> Path:
+    """Folder of setting ``name``'s dataset, whether or not it has been generated yet: ``cache_dir() /
+    "<name>-v<VERSION>-<key>"``, where ``key`` hashes this module's source and the setting's arguments, so editing
+    the generator never reuses stale data (its name therefore identifies the data)."""
+    args = _defaults(name)
+    key = hashlib.sha256(Path(__file__).read_bytes() + repr(sorted(args.items())).encode()).hexdigest()[:10]
+    return cache_dir() / f"{setting(name)}-v{VERSION}-{key}"
+
+
+def default_data_yaml(name: str = NAME) -> Path:
+    """Path of setting ``name``'s dataset YAML, generating the data on first use.
 
     Idempotent and safe to call from several processes at once (see ``generate``). The data lives in
-    ``default_root()``, outside the repository (about 15 MB on disk; the first call says where it wrote them; delete
-    ``cache_dir()`` to clear them).
+    ``default_root(name)``, outside the repository (about 15 MB on disk; the first call says where it wrote them;
+    delete ``cache_dir()`` to clear them).
 
     Returns:
         Absolute path of the dataset's ``data.yaml``.
+
+    Raises:
+        ValueError: ``name`` names no setting.
     """
-    return generate(default_root(), **_defaults())
+    return generate(default_root(name), **_defaults(name))

@@ -45,12 +45,11 @@ def test_default_config_is_the_repo_file():
 
     assert (REPO / "configs/ablation/synthetic-quick.yaml").read_text() == ablate.DEFAULT_CONFIG_YAML
     cfg = yaml.safe_load(ablate.DEFAULT_CONFIG_YAML)
-    assert cfg["data"] == "synthetic"
-    start = {**cfg["train"], **cfg["start"]}  # the shared start: `train` with the recipe's keys instead
+    assert cfg["data"] == "synthetic-key" and "start" not in cfg  # from scratch on the key data (BENCHMARKS §12)
     quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "epochs"}
-    assert quick.items() <= start.items(), "the default start's train args drifted from QUICK_TRAIN_ARGS"
-    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 1
-    assert cfg["new_blocks"] == {"lr_mult": 1.0, "gamma": 0.3}
+    assert quick.items() <= cfg["train"].items(), "the default's train args drifted from QUICK_TRAIN_ARGS"
+    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 5
+    assert cfg["variants"][1]["at"] == "neck"
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -191,9 +190,27 @@ def test_validation_builds_no_model_and_writes_no_dataset(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []  # no dataset, no out, nothing else
     assert [v.name for v in ab.variants] == ["baseline", "cbam"] and not ab.prepared
     assert [(v.params, v.gflops) for v in ab.variants] == [(None, None)] * 2
-    assert ab.data == str(synthetic.default_root().resolve() / "data.yaml") and ab.nc == len(synthetic.CLASS_NAMES)
+    assert ab.data == str(synthetic.default_root("synthetic-key").resolve() / "data.yaml")
+    assert ab.nc == len(synthetic.CLASS_NAMES)
     with pytest.raises(AssertionError, match="validate built a model"):  # the oracle can fail: prepare builds
         ablate.prepare(ab)
+
+
+def test_the_generator_settings_by_name(tmp_path, monkeypatch, capsys):
+    """``data: synthetic-key`` (a named setting of the embedded generator) validates without generating anything and
+    points at that setting's own cached dataset; a name that is no setting exits 2 naming the key, the value and the
+    settings that exist, before any training."""
+    from attn_yolo import synthetic
+
+    monkeypatch.setenv("ATTN_YOLO_DATA", str(tmp_path / "cache"))
+    raw, base, name, source = ablate.load_config(None)
+    ab = ablate.validate(ablate.apply_overrides(raw, ["data=synthetic-key", f"out={tmp_path / 'out'}"]), base)
+    assert ab.data == str(synthetic.default_root("synthetic-key").resolve() / "data.yaml")
+    assert ab.data != str(synthetic.default_root().resolve() / "data.yaml") and not (tmp_path / "cache").exists()
+    assert cli_main(["ablate", "data=synthetic-keys", f"out={tmp_path / 'out'}"]) == 2
+    err = capsys.readouterr().err
+    assert "data: 'synthetic-keys'; expected one of synthetic, synthetic-shapes, synthetic-key, synthetic-key-decoy" \
+        in err and not (tmp_path / "out").exists()
 
 
 def test_a_block_that_does_not_fit_fails_in_the_run_before_any_training(tmp_path, tiny_data, capsys):

@@ -143,3 +143,45 @@ def test_make_synthetic_script(tmp_path, capsys):
     assert main([str(tmp_path / "ds"), "--n-train", "2", "--n-val", "1", "--imgsz", "64"]) == 0
     out = Path(capsys.readouterr().out.strip())
     assert out == tmp_path / "ds" / "data.yaml" and out.exists()
+
+
+# ------------------------------------------------------------------------------- the known-answer settings
+def _checker_found(img: np.ndarray) -> bool:
+    """An independent detector of the key marker: a 4 x 4 black-and-white checkerboard, found by template matching."""
+    import cv2
+
+    side = round(synthetic.KEY_SIDE * img.shape[0])
+    cells = (np.add.outer(np.arange(4), np.arange(4)) % 2 * 255).astype(np.uint8)
+    tpl = cv2.resize(cells, (side, side), interpolation=cv2.INTER_NEAREST)
+    score = cv2.matchTemplate(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), tpl, cv2.TM_CCOEFF_NORMED).max()
+    return bool(score > 0.8)
+
+
+def test_the_key_selects_the_targets_in_the_images_that_show_it_and_the_decoy_changes_none():
+    """``synthetic-key`` and ``synthetic-key-decoy`` draw the same images; the key marker is in about half of them.
+    Where a template match finds it, key's targets are decoy's circles and squares only; where it finds none, decoy's
+    triangles and crosses only: the same boxes, the others left unlabelled."""
+    shown = 0
+    for i in range(40):
+        a, la = synthetic.render(np.random.default_rng([0, 1, i]), key="select")
+        b, lb = synthetic.render(np.random.default_rng([0, 1, i]), key="decoy")
+        assert np.array_equal(a, b)
+        found = _checker_found(a)
+        shown += found
+        keep = np.isin(lb[:, 0], [0, 1]) == found
+        assert np.array_equal(la, lb[keep]) and set(la[:, 0]) <= ({0, 1} if found else {2, 3})
+    assert 12 <= shown <= 28  # half of 40, within the binomial's 99.9 % range
+
+
+def test_settings_by_name(tmp_path, monkeypatch):
+    """Each setting is its own cached dataset; ``synthetic`` is ``synthetic-shapes``; an unknown name is refused
+    with the list."""
+    monkeypatch.setenv("ATTN_YOLO_DATA", str(tmp_path))
+    assert synthetic.default_root("synthetic") == synthetic.default_root()
+    roots = {synthetic.default_root(n).name for n in synthetic.SETTINGS}
+    assert len(roots) == 3 and all(r.startswith(tuple(synthetic.SETTINGS)) for r in roots)
+    with pytest.raises(ValueError, match="'synthetic-keys'; expected one of synthetic, synthetic-shapes, "
+                                         "synthetic-key, synthetic-key-decoy"):
+        synthetic.default_root("synthetic-keys")
+    with pytest.raises(ValueError, match="key: 'other'"):
+        synthetic.generate(tmp_path / "x", key="other", **SMALL)

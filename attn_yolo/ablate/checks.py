@@ -55,7 +55,8 @@ def resolve_input(value: str, base: Path) -> str:
 def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]:
     """Resolve and check the dataset; returns (data yaml, its fingerprint, nc, problems).
 
-    ``synthetic`` is not generated here (``attn_yolo.ablate.prepare`` does, in the run): its data YAML is where the
+    ``synthetic`` and the generator's other settings (``synthetic-key``, ...; ``attn_yolo.synthetic.SETTINGS``) are not
+    generated here (``attn_yolo.ablate.prepare`` does, in the run): its data YAML is where the
     generator writes it, its fingerprint the generator's cache key, its classes ``synthetic.CLASS_NAMES``. Any other
     dataset YAML is read by Ultralytics' ``check_det_dataset`` (no download: ``autodownload=False``).
     """
@@ -65,12 +66,15 @@ def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]
         return None, "", None, ["data: missing; an Ultralytics dataset YAML or `synthetic`"]
     if not isinstance(raw, str):
         return None, "", None, [f"data: expected a dataset YAML path or `synthetic`, got {raw!r}"]
-    if raw == SYNTHETIC:
+    path = resolve_input(raw, base)
+    if raw.startswith(SYNTHETIC) and not Path(path).exists():  # a named setting of the embedded generator
         from attn_yolo import synthetic
 
-        root = synthetic.default_root().expanduser().resolve()
+        try:
+            root = synthetic.default_root(raw).expanduser().resolve()
+        except ValueError as e:
+            return None, "", None, [f"data: {e} (attn_yolo.synthetic's settings), or a dataset YAML"]
         return str(root / "data.yaml"), f"{raw}:{root.name}", len(synthetic.CLASS_NAMES), []
-    path = resolve_input(raw, base)
     try:
         info = check_det_dataset(path, autodownload=False)
     except Exception as e:

@@ -96,13 +96,14 @@ def prepare(ab: Ablation) -> Ablation:
     """
     if ab.prepared:
         return ab
-    if ab.data_id.partition(":")[0] == SYNTHETIC:
+    name, _, root = ab.data_id.partition(":")
+    if name.startswith(SYNTHETIC) and root == Path(ab.data).parent.name:
         from attn_yolo.ablate.console import phase_line
         from attn_yolo.synthetic import default_data_yaml, default_root
 
-        if not (default_root() / "data.yaml").exists():  # generated once, then cached: said only when generated
-            print(phase_line("dataset", "generating the synthetic-shapes dataset (once, then cached) ..."), flush=True)
-        ab.data = ab.config["data"] = str(default_data_yaml())
+        if not (default_root(name) / "data.yaml").exists():  # generated once, then cached: said only when generated
+            print(phase_line("dataset", f"generating the {name} dataset (once, then cached) ..."), flush=True)
+        ab.data = ab.config["data"] = str(default_data_yaml(name))
     by_name = {v.name: v for v in ab.variants}
     base_dict = design.arm_dict(by_name[ab.baseline])
     problems = build_all(ab.variants, ab.nc, ab.imgsz, base_dict)

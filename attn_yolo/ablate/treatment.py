@@ -307,8 +307,8 @@ def likely_cause(fx: dict, health: dict) -> str:
     if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
         flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
         return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
-                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); on the embedded data no learning rate or "
-                "probe phase of the new blocks changed that (BENCHMARKS.md, section 12): data whose targets only "
-                "attention tells from their surroundings, or longer training, may")
+                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); blocks inserted into a trained start did "
+                "not learn to attend in any schedule tried, even where the data needs it (BENCHMARKS.md, section 12): "
+                "trained from scratch with the model (no `start`), on data where attention is needed, they did")
     return ("the model does not rely on the blocks by as much as this design resolves; more seeds (seeds.max) or "
             "more validation images narrow the interval")
