@@ -56,6 +56,7 @@ def config(name: str, out: Path) -> dict:
         {"name": arm, "base": "yolo11n.yaml", **spec} for arm, spec in arms.items()]
     cfg["train"].update(train)
     cfg["health"] = False
+    cfg.pop("start", None), cfg.pop("new_blocks", None)
     if start == "recipe":
         cfg["start"] = START
     elif start == "shared":

@@ -1,18 +1,18 @@
 """The warm-start study: which way of training new blocks from the shared start makes their attention matter.
 
-Each group is one ablation on the plain shapes' warm-start config (``configs/ablation/shapes-warmstart.yaml``, the
-default until the key data replaced it) from one shared start, with a fixed list of seeds, so that every choice in a
-group is paired with the same baseline runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each under every choice of
-its group (an arm's own ``new_blocks:``). Groups differ in what the baseline does too: a probe phase (the baseline held
-still for as many steps) and longer arms (the baseline longer too). Per block and choice the table gives the attention
-check's figures (``attn_yolo.ablate.treatment``): A, the mean-ablation effect (mean over seeds of |Δ mAP50-95| with the
-gates at their mean), the identity's and the re-initialised blocks' effects beside it, the gates' normalised entropy (1
-= flat) and the share of seeds with a block flagged ``uniform``, mean |γ|, Δ mAP50-95 against the group's baseline, the
-SD of Δ over seeds, the resolution (half-width of the fixed-n hierarchical 95 % interval at the study's seeds), whether
-A reaches it, and the mean seconds per run.
+Each group is one ablation on the default's data and train arguments (``attn_yolo.ablate.config.DEFAULT_CONFIG_YAML``)
+from one shared start, with a fixed list of seeds, so that every choice in a group is paired with the same baseline
+runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each under every choice of its group (an arm's own
+``new_blocks:``). Groups differ in what the baseline does too: a probe phase (the baseline held still for as many
+steps) and longer arms (the baseline longer too). Per block and choice the table gives the attention check's figures
+(``attn_yolo.ablate.treatment``): A, the mean-ablation effect (mean over seeds of |Δ mAP50-95| with the gates at their
+mean), the identity's and the re-initialised blocks' effects beside it, the gates' normalised entropy (1 = flat) and
+the share of seeds with a block flagged ``uniform``, mean |γ|, Δ mAP50-95 against the group's baseline, the SD of Δ
+over seeds, the resolution (half-width of the fixed-n hierarchical 95 % interval at the study's seeds), whether A
+reaches it, and the mean seconds per run.
 
     python scripts/warmstart_study.py                      # out=runs/study/warmstart, seeds 0..2 (~40 min, 2 cores)
-    python scripts/warmstart_study.py out=/tmp/w seeds=4 start=runs/ablate/synthetic-cbam/start/weights/best.pt
+    python scripts/warmstart_study.py out=/tmp/w seeds=4 start=runs/ablate/synthetic-quick/start/weights/best.pt
 
 ``start=``: a checkpoint to start every group from (default: the first group trains the default's start once and the
 others reuse it). A rerun with the same ``out`` reuses the finished runs (the ablation runner's resume).
@@ -47,9 +47,11 @@ GROUPS = (  # name, train overrides (every arm, baseline too), the design's new_
 
 
 def config(group: tuple, out: Path, seeds: int, start) -> dict:
-    """The warm-start ablation with the group's arms, seeds 0 .. seeds − 1."""
+    """The default ablation with the group's arms, seeds 0 .. seeds − 1."""
+    from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
+
     name, train, top, choices = group
-    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/ablation/shapes-warmstart.yaml").read_text())
+    cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
     cfg["variants"] = [cfg["variants"][0]] + [
         {"name": f"{b.lower()}-{c}", "base": "yolo11n.yaml", "module": b, "at": "backbone", "args": args,
          "new_blocks": {k: v for k, v in nb.items() if k != "blocks"}}

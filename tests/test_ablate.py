@@ -45,11 +45,12 @@ def test_default_config_is_the_repo_file():
 
     assert (REPO / "configs/ablation/synthetic-quick.yaml").read_text() == ablate.DEFAULT_CONFIG_YAML
     cfg = yaml.safe_load(ablate.DEFAULT_CONFIG_YAML)
-    assert cfg["data"] == "synthetic-key" and "start" not in cfg  # from scratch on the key data (BENCHMARKS §12)
+    assert cfg["data"] == "synthetic"
+    start = {**cfg["train"], **cfg["start"]}  # the shared start: `train` with the recipe's keys instead
     quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "epochs"}
-    assert quick.items() <= cfg["train"].items(), "the default's train args drifted from QUICK_TRAIN_ARGS"
-    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 5
-    assert cfg["variants"][1]["at"] == "neck"
+    assert quick.items() <= start.items(), "the default start's train args drifted from QUICK_TRAIN_ARGS"
+    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 1
+    assert cfg["new_blocks"] == {"lr_mult": 1.0, "gamma": 0.3}
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -190,8 +191,7 @@ def test_validation_builds_no_model_and_writes_no_dataset(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []  # no dataset, no out, nothing else
     assert [v.name for v in ab.variants] == ["baseline", "cbam"] and not ab.prepared
     assert [(v.params, v.gflops) for v in ab.variants] == [(None, None)] * 2
-    assert ab.data == str(synthetic.default_root("synthetic-key").resolve() / "data.yaml")
-    assert ab.nc == len(synthetic.CLASS_NAMES)
+    assert ab.data == str(synthetic.default_root().resolve() / "data.yaml") and ab.nc == len(synthetic.CLASS_NAMES)
     with pytest.raises(AssertionError, match="validate built a model"):  # the oracle can fail: prepare builds
         ablate.prepare(ab)
 
