@@ -1,4 +1,4 @@
-"""The yardstick as a standing positive control: did the design resolve the reference's change from the baseline?
+"""The yardstick as a standing positive control: whether the design resolved the reference's change from the baseline.
 
 An ablation with ``reference: {model: yolo11s.yaml}`` compares the next model scale with the baseline as one more
 arm. A gain of a model scale is larger than any the blocks are hoped to give, so a design that cannot call the
