@@ -121,12 +121,14 @@ def levels(arms: int, confidence: float) -> tuple[float, float]:
 def guarantee(rule: SearchRule, arms: int) -> str:
     """The guarantee, one sentence for the summary."""
     b, e = levels(arms, rule.confidence)
-    between = (f" and no arm dropped below another, or the returned arm's distance to the best, is wrong (each of "
-               f"the best arm's {arms - 1} one-sided bounds at {100 * (1 - e):.4g} %)" if arms > 1 else "")
+    between = (f", every drop below another arm and the returned arm's distance to the best (the best arm's "
+               f"{arms - 1} one-sided bounds, {100 * (1 - e):.4g} % each)" if arms > 1 else "")
+    kind = "Pocock" if rule.spending == "pocock" else "O'Brien–Fleming"
     return (f"With probability at least {rule.confidence:.0%}, every verdict of this search holds at once, whatever "
-            f"stopped it: each of the {arms} arms against the baseline (two-sided at {100 * (1 - b):.4g} %){between}, "
-            f"over the looks after {rule.planned()[0]} to {rule.max} paired seeds ({rule.spending} spending), "
-            "assuming every arm's seed spread of Δ is the same (it is pooled).")
+            f"stopped it: {'the arm' if arms == 1 else f'each of the {arms} arms'} against the baseline (two-sided, "
+            f"{100 * (1 - b):.4g} % before the looks' shares){between}, over the looks after "
+            f"{', '.join(map(str, rule.at(arms).planned()))} paired seeds ({kind}-type spending)"
+            + (", if every arm's seed spread of Δ is the same (it is pooled)." if arms > 1 else "."))
 
 
 def pooled_sd(d: np.ndarray, have: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
