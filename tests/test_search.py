@@ -145,7 +145,7 @@ def search_config(folder: Path, data: Path, **search) -> Path:
     ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds: {'max': 6, 'design': 'cs'}; expected {min: 3, max: 8}"),
     ({"seeds": {"max": 6, "spending": "linear"}}, "search.seeds.spending: 'linear'; expected obf"),
     ({"seeds": {"min": 3, "max": 6, "looks": [8]}}, "search.seeds.looks: [8]; expected increasing seed counts from "
-                                                    "seeds.min to seeds.max (6)"),
+                                                    "seeds.min (3) to seeds.max (6)"),
     ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an integer in [2, seeds.max]"),
     ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an integer >= 2"),
     ({"precision": 0}, "search.precision: 0; expected a number > 0"),
@@ -163,7 +163,8 @@ def test_bad_input_exits_2_naming_the_key_before_any_training(tmp_path, tiny_dat
 @pytest.mark.parametrize("command, override, key", [
     ("search", "search.seeds={min: 1, max: 8}", "search.seeds.min: 1; expected an integer in [2, seeds.max]"),
     ("search", "search.precision=-0.01", "search.precision: -0.01; expected a number > 0"),
-    ("search", "search.seeds={max: 9, looks: [1, 9]}", "search.seeds.looks: [1, 9]; expected increasing seed counts"),
+    ("search", "search.seeds={max: 9, looks: [2, 9]}", "search.seeds.looks: [2, 9]; expected increasing seed counts "
+                                                       "from seeds.min (3) to seeds.max (9)"),
     ("search", "search.confidence=0", "search.confidence: 0; expected a number in (0, 1)"),
     ("ablate", "seeds.confidence=1.5", "seeds.confidence must be a number in (0, 1), got 1.5"),
     ("ablate", "seeds.min=1", "seeds.min must be an integer >= 2"),

@@ -164,6 +164,12 @@ def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
     return (None if problems else rule), problems
 
 
+def default_rule() -> SearchRule:
+    """The embedded default search's rule (its ``search:`` section's seeds and precision), as the simulation reads
+    it (``attn_yolo.search.simulate``)."""
+    return _rule(yaml.safe_load(DEFAULT_YAML)["search"])[0]
+
+
 def arms_of(blocks: list, sites: list[Site]) -> list[Arm]:
     """Every block × site, named ``<block>.<site>`` (``cbam.C3k2-neck``)."""
     return [Arm(f"{b.lower()}.{s.slug}", b, a, s) for b, a in blocks for s in sites]

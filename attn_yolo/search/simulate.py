@@ -22,6 +22,7 @@ import numpy as np
 
 from attn_yolo.ablate.sequential import family_draws, radius_factor, tuned_tau2
 from attn_yolo.search.allpairs import PairsRule, replay_pairs
+from attn_yolo.search.config import default_rule
 from attn_yolo.search.rule import SearchRule, levels, pooled_sd, pooled_spread, replay
 
 W = 0.01  # the answer's resolution the issue asks for (mAP50-95)
@@ -104,12 +105,13 @@ def run_candidate(name: str, d: np.ndarray, rule: SearchRule, max_runs: int) -> 
 def simulate(deltas, sd: float, rule: SearchRule | None = None, searches: int = 1000, seed: int = 0,
              max_runs: int | None = None, candidates=None, spreads=None) -> dict:
     """Every candidate (``candidates``: names of ``CANDIDATES``, default all) on the same ``searches`` simulated
-    searches of arms with true Δ ``deltas`` (mAP50-95) and seed SD of Δ ``sd``, each within ``max_runs`` (default:
-    6 rounds of every arm and the baseline, the default search's budget). ``spreads`` (K,): each arm's own seed SD
+    searches of arms with true Δ ``deltas`` (mAP50-95) and seed SD of Δ ``sd``, under ``rule`` (default: the
+    embedded default search's, ``config.default_rule``), each within ``max_runs`` (default: 6 rounds of every arm and
+    the baseline, the default search's budget). ``spreads`` (K,): each arm's own seed SD
     of Δ in units of ``sd`` (unequal spreads; default all 1). Returns {candidate: ``outcome``}."""
     delta = np.asarray(deltas, np.float64)
     k = len(delta)
-    rule = rule or SearchRule()
+    rule = rule or default_rule()
     n = max(rule.max, 12)
     d = family_draws(delta, sd, n, searches, seed)
     if spreads is not None:  # unequal spreads: scale each arm's noise about its mean (the baseline's share too)
