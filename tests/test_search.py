@@ -380,6 +380,11 @@ def test_search_end_to_end_stopped_resumed_and_a_larger_budget(tmp_path, tiny_da
     assert calls and min(calls) >= 2  # only new seeds
     text = (out / "summary.md").read_text()
     assert "runs: 10 of" not in text and "**Returned: eca.sppf** (ECA at sppf): better than the baseline" in text
+    spread = next(line for line in text.splitlines() if line.startswith("- spread: "))
+    m = {(r["variant"], int(r["seed"])): float(r["map50_95"]) for r in read_csv(out / "results.csv")}
+    own = [np.std([m[(t["arm"], s)] - m[("baseline", s)] for s in range(int(t["seeds"]))], ddof=1)
+           for t in read_csv(out / "search.csv")]
+    assert f"each arm's own, {min(own):.4f} to {max(own):.4f}" in spread, spread
     from ultralytics import YOLO
 
     import attn_yolo  # noqa: F401  the blocks registered

@@ -106,6 +106,15 @@ def answer_line(ranked: list[dict], dec: dict, precision: float | None = None) -
     return "**No answer yet**: no look at the arms yet; a larger budget continues the search"
 
 
+def _own_spread(dec: dict) -> str:
+    """Each arm's own seed SD of Δ beside the pooled one (the pooling assumes them equal), or ''."""
+    own = [x for x in dec.get("own_sd", []) if math.isfinite(x)]
+    if len(own) < 2:
+        return ""
+    return (f"; each arm's own, {min(own):.4f} to {max(own):.4f} (the intervals assume one spread for every arm: "
+            "a far wider one would make its verdicts optimistic)")
+
+
 def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> str:
     """summary.md: the guarantee, why it stopped and the runs used, the best arm, the ranked table."""
     ab, rule, k = search.ab, search.rule, len(search.arm_names)
@@ -120,7 +129,7 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              f"- seeds: looks after {', '.join(map(str, rule.planned()))} paired seeds; the intervals cover the mean "
              "Δ over seeds on this validation set",
              f"- spread: the seed SD of Δ pooled over every arm, {_f(float(dec.get('sd', math.nan)), 4, False)} "
-             f"({int(dec.get('df', 0))} degrees of freedom)",
+             f"({int(dec.get('df', 0))} degrees of freedom){_own_spread(dec)}",
              "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
              "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
