@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import latency, readings, seqpower
+from attn_yolo.ablate import control, latency, readings, seqpower
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
@@ -202,7 +202,8 @@ def summary_markdown(ab: Ablation, rows: list[dict], stats: dict, boot: dict | N
     if cmp_:
         setup.append(f"- image bootstrap: {ab.bootstrap['resamples']} resamples (seed {ab.bootstrap['seed']}) of the "
                      f"{boot['n_images']} validation images, the same resamples for every run")
-    lines = [f"# Ablation `{ab.name}`", "", *readings.treatment_lines(ab, rows, boot, dec),
+    lines = [f"# Ablation `{ab.name}`", "", *control.positive_control(ab, rows, boot, dec),
+             *readings.treatment_lines(ab, rows, boot, dec),
              f"## Verdict: mAP50-95 vs `{ab.baseline}`", "",
              (f"Joint verdicts: {readings.joint_words(ab)}; an arm whose blocks failed the attention check is "
               "**not tested**, whatever its interval. "

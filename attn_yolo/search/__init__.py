@@ -9,15 +9,16 @@ backend, out, latency, ...) whose arms come from its ``search:`` section instead
       model: yolo11n.yaml              # the base: the baseline arm, and where every block is inserted
       blocks: [CBAM, {module: SE, args: [16]}]   # any names `attn-yolo modules` lists, with their args
       sites: auto                      # or [backbone, 4, sppf, neck, "C3k2:neck"] (attn_yolo.search.sites)
-      seeds: {min: 5, max: 20}         # paired seeds per arm (min: default, the first with bounded intervals)
-      precision: 0.01                  # stop once every interval left is narrower (optional)
-      max_runs: 200                    # budget: training runs at most, over all sessions (optional)
+      seeds: {min: 3, max: 8, looks: [3, 4, 6, 8]}   # paired seeds per arm; the looks at which arms are dropped
+      precision: 0.003                 # the answer's resolution w (mAP50-95); None: only a settled arm stops
+      max_runs: 54                     # budget: training runs at most, over all sessions (optional)
       minutes: 60                      # budget: wall minutes of this session (optional)
       placebo: false                   # true: a Placebo arm at each arm's sites (attn_yolo.nn.placebo)
 
 Every arm is the base with one block at one site, warm-started from the shared ``start`` as in an ablation, so the
-attention check applies (an arm whose blocks did not matter is *not tested*). Paired seeds run in rounds; an arm is
-dropped once its group-sequential interval (alpha spending over the looks) shows it cannot be the best
+attention check applies (an arm whose blocks did not matter is *not tested*). Paired seeds run in rounds; at each
+look an arm is dropped below the baseline or below the leader on the seeds' pooled spread, and the search answers:
+an arm returned (better than the baseline, within w of the best), or none better than the baseline beyond a bound
 (``attn_yolo.search.rule``: the verdicts hold jointly over all arms searched, whatever stopped the search).
 Outputs in ``out``: summary.md, search.csv (the ranked table), results.csv (every run), placement.png, best.yaml
 (+ best.pt with a start) for ``attn-yolo train``. Command

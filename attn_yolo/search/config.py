@@ -18,8 +18,7 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate.config import ConfigError, first_line
-from attn_yolo.ablate.sequential import SeedRule
-from attn_yolo.search.rule import SearchRule, family, first_bounded
+from attn_yolo.search.rule import SearchRule
 from attn_yolo.search.sites import Site, auto_sites, parse_site
 
 DEFAULT_NAME = "synthetic-search"
@@ -27,14 +26,17 @@ DEFAULT_YAML = """\
 # Default placement search: which of CBAM and ECA, at which of 4 sites, helps yolo11n on the synthetic shapes?
 # `attn-yolo search` (no config) runs exactly this (embedded in attn_yolo/search/config.py). yolo11n is trained once
 # (the shared start in out/start/); every arm, the start with one block inserted at one site (γ = 0.3, as the
-# default ablation), is fine-tuned from it for 1 epoch, paired seed by paired seed; arms are dropped by their joint
-# group-sequential intervals. Budget: 18 minutes of runs, on 2 CPU cores.
+# default ablation), is fine-tuned from it for 1 epoch, paired seed by paired seed; arms are dropped against the
+# baseline and the leader on the seeds' pooled spread. Budget: 54 runs (6 rounds of the 9) or 18 minutes, whichever
+# comes first: about 20 minutes on 2 CPU cores (BENCHMARKS.md section 16).
 data: synthetic
 search:
   model: yolo11n.yaml
   blocks: [CBAM, ECA]
   sites: [backbone, sppf, neck, "C3k2:neck"]
-  seeds: {min: 3, max: 12}
+  seeds: {min: 3, max: 8, looks: [3, 4, 6, 8]}
+  precision: 0.003
+  max_runs: 54
   minutes: 18
 start: {epochs: 5, fraction: 1.0, lr0: 0.003, warmup_epochs: 0.3, val: false}
 new_blocks: {lr_mult: 1.0, gamma: 0.3}
@@ -45,10 +47,11 @@ train: {epochs: 1, fraction: 0.5, imgsz: 128, batch: 8, nbs: 8, optimizer: AdamW
 out: runs/search/synthetic-search
 latency: {repeats: 20, warmup: 5}
 """
-SEEDS_KEYS = ("min", "max", "design", "spending", "looks")  # search.seeds: the ablation's seeds' design keys
+SEEDS_KEYS = ("min", "max", "spending", "looks")  # search.seeds
 SEARCH_KEYS = ("model", "blocks", "sites", "seeds", "precision", "confidence", "max_runs", "minutes", "placebo")
 NOT_IN_A_SEARCH = ("variants", "seeds", "reference", "placebo")  # set by the search section
 BASELINE = "baseline"
+DESIGN = "search: each arm against the baseline and the best, pooled spread"  # recorded as seeds.design
 
 
 @dataclasses.dataclass
@@ -141,26 +144,30 @@ def _budget(sec: dict, rule: SearchRule | None, arms: int) -> list[str]:
 def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
     seeds = sec.get("seeds", {})
     if not isinstance(seeds, dict) or set(seeds) - set(SEEDS_KEYS):
-        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 12}} (min optional; also "
+        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 8}} (min optional; also "
                       f"{', '.join(SEEDS_KEYS[2:])})"]
     problems = []
-    mx, mn = seeds.get("max", 20), seeds.get("min")
+    mx, mn = seeds.get("max", SearchRule.max), seeds.get("min")
     if not _number(mx, 2, True):
         problems.append(f"search.seeds.max: {mx!r}; expected an integer >= 2")
     if mn is not None and not (_number(mn, 2, True) and (not _number(mx, 2, True) or mn <= mx)):
         problems.append(f"search.seeds.min: {mn!r}; expected an integer in [2, seeds.max]")
-    p, c = sec.get("precision"), sec.get("confidence", 0.95)
+    p, c = sec.get("precision", SearchRule.precision), sec.get("confidence", 0.95)
     if p is not None and not (_number(p, 0) and p > 0):
-        problems.append(f"search.precision: {p!r}; expected a number > 0 (full interval width, mAP50-95)")
+        problems.append(f"search.precision: {p!r}; expected a number > 0 (the answer's resolution w, mAP50-95)")
     if not (_number(c, 0) and 0 < c < 1):
         problems.append(f"search.confidence: {c!r}; expected a number in (0, 1)")
-    design = {k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds}
-    if not problems:  # the design's own keys, checked as the ablation's seeds (SeedRule), named search.seeds.<key>
-        try:
-            SeedRule(min=mn or 2, max=mx, **design)
-        except ValueError as e:
-            problems += [f"search.{line}" for line in str(e).splitlines()]
-    return (None if problems else SearchRule(max=mx, min=mn, precision=p, confidence=c, **design)), problems
+    if problems:
+        return None, problems
+    rule = SearchRule(max=mx, min=mn, precision=p, confidence=c, **{k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds})
+    problems = rule.problems()
+    return (None if problems else rule), problems
+
+
+def default_rule() -> SearchRule:
+    """The embedded default search's rule (its ``search:`` section's seeds and precision), as the simulation reads
+    it (``attn_yolo.search.simulate``)."""
+    return _rule(yaml.safe_load(DEFAULT_YAML)["search"])[0]
 
 
 def arms_of(blocks: list, sites: list[Site]) -> list[Arm]:
@@ -192,9 +199,6 @@ def check_section(raw: dict) -> tuple[dict, list[Arm], SearchRule | None, list[S
     problems += _budget(sec, rule, n)
     if not isinstance(sec.get("placebo", False), bool):
         problems.append(f"search.placebo: {sec['placebo']!r}; expected true or false (a Placebo arm per arm)")
-    if rule is not None and n and first_bounded(rule.at(n).seeds(n)) is None:
-        problems.append(f"search.seeds.max: {rule.max}; the {family(n)} comparisons of {n} arms are unbounded at "
-                        f"every look up to {rule.max} seeds: raise seeds.max or search fewer arms")
     return sec, arms, rule, sites, problems
 
 
@@ -205,7 +209,7 @@ def ablation_raw(raw: dict, sec: dict, arms: list[Arm]) -> dict:
     out["variants"] = [{"name": BASELINE, "model": model}] + [
         {"name": a.name, "base": model, "module": a.site.module(a.block), "at": a.site.at,
          **({"args": a.args} if a.args is not None else {})} for a in arms]
-    out["seeds"] = list(range(sec.get("seeds", {}).get("max", 20)))
+    out["seeds"] = list(range(sec.get("seeds", {}).get("max", SearchRule.max)))
     if sec.get("placebo") is True:
         out["placebo"] = True
     return out
@@ -233,7 +237,8 @@ def validate(raw: dict, base: Path, name: str, source: str) -> Search:
     for v in ab.variants:
         v.key = f"search: arm {v.name}"
     rule = rule.at(len(ab.variants) - 1)
-    ab.config["seeds"] = dataclasses.asdict(rule)  # the design a rerun must keep (rerun.check_seed_design)
+    # the design a rerun must keep (rerun.check_seed_design), named apart from the ablation's and earlier searches'
+    ab.config["seeds"] = {**dataclasses.asdict(rule), "design": DESIGN}
     return Search(ab, str(sec.get("model", "yolo11n.yaml")), arms, rule, sites,
                   max_runs=sec.get("max_runs"), minutes=sec.get("minutes"), unbuildable=unbuildable)
 

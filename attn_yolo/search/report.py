@@ -21,8 +21,8 @@ from attn_yolo.search.rule import DROPS, STOPS, guarantee
 
 TABLE = ("rank", "arm", "block", "site", "delta", "lo", "hi", "verdict", "treatment", "seeds", "state", "params",
          "gflops", "latency_ms")
-WHY = {"settled": "one arm is settled as the best placement (or none beats the baseline)",
-       "precision": "every interval among the arms left is narrower than the requested precision",
+WHY = {"settled": "one arm is left, better than the baseline: settled as the best placement",
+       "answered": "it answered at the requested precision (search.precision)",
        "max": "the arms left reached seeds.max", "budget": "the budget is spent", "running": "it was interrupted"}
 
 
@@ -49,7 +49,7 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
         elif t["status"] == "failed":
             verdict = "not tested"
         by = int(dec["by"][k])
-        why = DROPS[state] if state != 2 else f"below {names[by]}"
+        why = DROPS[state] if state != 2 else f"not the best (below {names[by]})"
         block, site = sites[arm] if arm in sites else ("Placebo", sites.get(ab.placebos.get(arm), ("", ""))[1])
         out.append({"arm": arm, "block": block, "site": site, "delta": float(dec["mean"][k]), "lo": lo, "hi": hi,
                     "verdict": verdict, "treatment": t["status"], "treatment_words": readings.not_tested(t)
@@ -73,24 +73,63 @@ def _f(x, d: int = 4, sign: bool = True) -> str:
     return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
 
 
+def returned_arm(ranked: list[dict], dec: dict) -> dict | None:
+    """The arm the search returns: the leader (the first arm still in), when the rule's answer is an arm
+    (``rule.ANSWERS``) and its attention check passed (``best_arm``); else None."""
+    best = best_arm(ranked)
+    lead = next((r for r in ranked if r["state"] == "in"), None)
+    return best if int(dec.get("answer", 0)) == 1 and best is not None and best is lead else None
+
+
+def answer_line(ranked: list[dict], dec: dict, precision: float | None = None) -> str:
+    """The search's answer, from the rule's decision (``rule.ANSWERS``): the arm returned (better than the baseline,
+    within ``gap`` of the best arm searched; settled when it is the only arm left), or none better than the baseline
+    beyond the largest upper bound of the arms left (whatever stopped the search: the bound holds, ``precision`` said
+    where it was not reached); an arm whose attention check failed is never returned."""
+    answer, gap, bound = int(dec.get("answer", 0)), float(dec.get("gap", math.inf)), float(dec.get("bound", math.inf))
+    best = returned_arm(ranked, dec)
+    lead = next((r for r in ranked if r["state"] == "in"), None)
+    if best is not None:
+        within = ("settled: the only arm left" if dec.get("settled") else
+                  f"no arm searched is better than it by more than {gap:.4f}")
+        return (f"**Returned: {best['arm']}** ({best['block']} at {best['site']}): better than the baseline, "
+                f"Δ mAP50-95 {_f(best['delta'])} [{_f(best['lo'])}, {_f(best['hi'])}]; {within}")
+    if answer == 1 and lead is not None:
+        return (f"**No arm is returned**: the leader, {lead['arm']}, is better than the baseline "
+                f"[{_f(lead['lo'])}, {_f(lead['hi'])}] but its attention check did not pass (not tested)")
+    if answer == 2 and math.isfinite(bound):
+        early = dec.get("stop_reason", STOPS[int(dec.get("stop", 0))]) not in ("settled", "answered")
+        return (f"**None better than the baseline beyond {max(bound, 0.0):+.4f}** mAP50-95: no arm searched, the "
+                "dropped ones included, improves on it by more than that" + (
+                    f"; stopped before the requested precision ({_f(precision, 4, False)}): a larger budget narrows "
+                    "it" if early else ""))
+    return "**No answer yet**: no look at the arms yet; a larger budget continues the search"
+
+
+def _own_spread(dec: dict) -> str:
+    """Each arm's own seed SD of Δ beside the pooled one (the pooling assumes them equal), or ''."""
+    own = [x for x in dec.get("own_sd", []) if math.isfinite(x)]
+    if len(own) < 2:
+        return ""
+    return (f"; each arm's own, {min(own):.4f} to {max(own):.4f} (the intervals assume one spread for every arm: "
+            "a far wider one would make its verdicts optimistic)")
+
+
 def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> str:
     """summary.md: the guarantee, why it stopped and the runs used, the best arm, the ranked table."""
     ab, rule, k = search.ab, search.rule, len(search.arm_names)
     reason = dec.get("stop_reason", STOPS[int(dec["stop"])])
-    best = best_arm(ranked)
     full = (k + 1) * rule.max
-    settled = bool(dec["settled"]) and best is not None
-    head = (f"**Best: {best['arm']}** ({best['block']} at {best['site']}), Δ mAP50-95 {_f(best['delta'])} "
-            f"[{_f(best['lo'])}, {_f(best['hi'])}]" + (": settled as the best placement" if settled else
-            ": the highest Δ among the arms still in, not settled") if best else
-            "**No arm is returned**: none is left in with 2 paired seeds or more that passed its attention check")
+    head = answer_line(ranked, dec, rule.precision)
     lines = [f"# Placement search: {ab.name}", "", guarantee(rule, k), "", head, "",
              f"- stopped: {WHY[reason]}" + (f" ({dec['budget']})" if dec.get("budget") else "")
              + f", after {int(dec['rounds'])} paired seeds",
              f"- runs: {used} of the full design's {full} (every arm and the baseline to seeds.max {rule.max}); "
              f"wall {wall_s / 60:.1f} min",
-             f"- seeds: min {rule.min} before any arm is dropped, max {rule.max}; the intervals cover the mean Δ over "
-             "seeds on this validation set",
+             f"- seeds: looks after {', '.join(map(str, rule.planned()))} paired seeds; the intervals cover the mean "
+             "Δ over seeds on this validation set",
+             f"- spread: the seed SD of Δ pooled over every arm, {_f(float(dec.get('sd', math.nan)), 4, False)} "
+             f"({int(dec.get('df', 0))} degrees of freedom){_own_spread(dec)}",
              "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
              "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
@@ -152,7 +191,7 @@ def search_report(search):
         write_table(out / "search.csv", ranked)
         plot_placement(out / "placement.png", search, ranked)
         try:  # the table stands without the winner's files
-            best = write_best(search, best_arm(ranked))
+            best = write_best(search, returned_arm(ranked, dec))
         except Exception as e:  # noqa: BLE001  e.g. a start checkpoint deleted since the runs
             best = []
             print(f"attn-yolo search: warning: best.yaml not written: {type(e).__name__}: {e}")

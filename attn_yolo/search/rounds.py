@@ -38,11 +38,14 @@ def paired(search, rows: list[dict]) -> tuple[np.ndarray, np.ndarray, list[int]]
 
 
 def decide(search, rows: list[dict]) -> dict:
-    """The rule on the records so far: ``replay``'s result for the one search, with ``seeds`` (the paired seeds)."""
+    """The rule on the records so far: ``replay``'s result for the one search, with ``seeds`` (the paired seeds) and
+    ``own_sd`` (K,: each arm's own seed SD of Δ over the seeds it used, NaN below 2: the pooled spread's check)."""
     d, failed, seeds = paired(search, rows)
     r = replay(d, search.rule, failed)
+    n = r["n"][0]
+    own = [float(np.std(d[0, k, :m], ddof=1)) if m >= 2 else float("nan") for k, m in enumerate(n)]
     return {**{k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in r.items()}, "seeds": seeds,
-            "stop_reason": STOPS[int(r["stop"][0])]}
+            "stop_reason": STOPS[int(r["stop"][0])], "own_sd": own}
 
 
 def next_batch(search, s, dec: dict) -> list:

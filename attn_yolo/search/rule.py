@@ -1,22 +1,42 @@
-"""The placement search's rule: arms dropped in rounds by anytime-valid intervals that hold jointly.
+"""The placement search's rule: each arm against the baseline and against the best arm, on the seeds' pooled spread.
 
-The placement search's rule: paired seeds in rounds, arms dropped by anytime-valid intervals, verdicts that hold
-jointly over every arm searched.
+Data: per seed i, Δ_ki = mAP50-95(arm k, seed i) − mAP50-95(baseline, seed i), for K arms. The family (issue 45;
+the earlier one, every pair of arms at 1 − α/(K(K+1)/2), is ``attn_yolo.search.allpairs``) is
 
-Data: per seed i, Δ_ki = mAP50-95(arm k, seed i) − mAP50-95(baseline, seed i), for K arms. The family is every arm
-against the baseline (K comparisons) and every two arms against each other (K(K−1)/2; Δ_ki − Δ_ji, the same seeds).
-Each of these M = K(K+1)/2 comparisons gets the sequential design of ``attn_yolo.ablate.sequential`` (the ablation's
-``SeedRule``: alpha spending over the looks ``min`` .. ``max`` by default, or the tuned confidence sequence) at level
-1 − α/M (Bonferroni, ``family``): with probability ≥ 1 − α all M hold at every look at once, so every claim below is
-true together, whatever made the search stop (a settled best, the precision, ``max``, a budget of runs or minutes, a
-signal), and a rerun with a larger budget continues the same design (its ``max`` unchanged).
+- each arm against the baseline: K two-sided intervals, each at 1 − (2α/3)/K;
+- each arm against the best arm: Hsu's multiple comparisons with the best ("Constrained simultaneous confidence
+  intervals for multiple comparisons with the best", Ann. Statist. 1984). Arm i is dropped when an arm j still in
+  has a one-sided lower bound for δ_j − δ_i above 0, each bound at 1 − (α/3)/(K − 1). Whichever arm b is truly best,
+  only its K − 1 bounds decide whether it is dropped, so with probability ≥ 1 − α/3 it never is: a dropped arm is
+  never better than every arm left, and the leader L (the highest mean Δ among the arms left) is at most
+  g = max_j (Δ̄_j − Δ̄_L + h)⁺ below the best arm searched (h the one-sided bounds' margin, j over the arms left).
 
-After each round (one more paired seed for the baseline and every arm still in), from ``min`` seeds on, an arm is
-dropped when its interval shows it cannot be the best placement: its interval against the baseline lies below 0
-(the model without it is better), or its interval against another arm still in lies below 0 (that arm is better).
-The search stops when no arm is left, or one is left and its interval against the baseline excludes 0 (settled),
-when every interval among the arms left is narrower than ``precision``, or at ``max`` seeds. The rule is replayed
-from the per-seed Δ (``replay``), vectorised over many searches, so the simulation (``simulate``) and a real search
+By the union bound every verdict holds at once with probability ≥ 1 − α, whatever stopped the search.
+
+The spread: the arms' Δ share the baseline's run, so per seed Δ_·i ~ N(δ, σ²/2 · (I + J)) (every run's noise of
+variance σ²/2, σ the seed SD of Δ, assumed the same for every arm). σ² is pooled over every arm's seeds (the residual
+of the two-way layout run × seed, ``pooled_sd``), with Σ_k (n_k − 1) degrees of freedom: 16 for 8 arms at 3 seeds
+rather than each arm's 2. That, not the smaller family, is what lets 8 arms answer within 6 rounds (each arm on its
+own spread, the same family returns a 2-SD arm in 24 % of searches: ``attn_yolo.search.simulate``). Each interval
+is a t-interval on that spread. Unequal spreads (0.5–1.5 × σ) kept the false rate at 4.0–4.5 % in simulation.
+
+The looks: after ``min`` paired seeds and at ``looks`` (default every round) up to ``max``. Each look j is given the
+share α(t_j) − α(t_{j−1}) of every comparison's α (Lan–DeMets spending function ``spending``, t = seeds / ``max``,
+``attn_yolo.ablate.spending.spent``), and the looks are joined by the union bound: no joint law of the looks is
+needed, so the pooled spread's degrees of freedom may change with the arms left.
+
+A round adds one paired seed for the baseline and every arm still in. At each look an arm is dropped below the
+baseline (its interval lies below 0) or below another arm (that arm's bound over it lies above 0), and the answer so
+far is read:
+
+- an arm returned: the leader's interval against the baseline lies above 0 (it stops the search once g ≤
+  ``precision``, w, or it is the only arm left: *settled*);
+- else none better than the baseline beyond B, the largest upper bound of the arms left: no arm searched is better
+  by more than B, the dropped ones included (none is better than the best). It stops the search once B ≤ w, or no
+  arm is left.
+
+At ``max`` or the budget the answer so far stands with its B. The rule is replayed from the per-seed Δ (``replay``),
+vectorised over many searches, so the simulation (``attn_yolo.search.simulate``) and a real search
 (``attn_yolo.search.rounds``) run the same code, and a resumed search takes the same decisions.
 
 The intervals cover the mean Δ over seeds on this validation set (no image bootstrap: the arms' runs alone).
@@ -29,200 +49,237 @@ import math
 
 import numpy as np
 
-from attn_yolo.ablate.sequential import SeedRule, _intervals, first_bounded, joint_confidence
-from attn_yolo.ablate.sequential import family_draws as draws  # the ablation's simulated arms, as a search's
+from attn_yolo.ablate.spending import SPENDING, spent
 
-STOPS = ("running", "settled", "precision", "max", "budget")  # why a search stopped (budget: set by the caller)
+STOPS = ("running", "settled", "answered", "max", "budget")  # why a search stopped (budget: set by the caller)
 DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's state
+ANSWERS = ("none yet", "arm returned", "none better than the baseline beyond the bound")  # the answer so far
 
 
 @dataclasses.dataclass
 class SearchRule:
-    """Seeds of a search (config: ``search: {seeds: {min: 5, max: 20, design: spending}, precision: 0.01}``).
+    """Seeds of a search (config: ``search: {seeds: {min: 3, max: 8, looks: [3, 4, 6, 8]}, precision: 0.003}``).
 
     Args:
-        min: paired seeds before any arm is dropped (≥ 2; default: the first look from 3 seeds at which the joint
-            intervals are bounded, ``first_bounded``: a look at 2 seeds, one degree of freedom, would spend α on
-            intervals too wide to drop anything).
+        min: paired seeds before the first look (≥ 2; default 3).
         max: seeds at most for any arm (≥ min).
-        precision: stop once every interval among the arms left is narrower (full width, mAP50-95); None: never.
+        precision: w, the resolution at which the search stops (mAP50-95): an arm better than the baseline and
+            within w of the best arm, or none better than the baseline by more than w; None: only a settled arm, no
+            arm left, ``max`` or the budget stops. The default, 0.003, is the smallest gain users hope for.
         confidence: joint level of all the search's verdicts (0 < confidence < 1).
-        design, spending, looks: the sequential design, as the ablation's ``seeds`` (``SeedRule``); ``pocock`` by
-            default, not the ablation's ``obf``: stopped by its budget at half of ``max`` (the default search's 6 of
-            12 seeds), O'Brien–Fleming's interval is 3× Pocock's, which is no wider than the confidence sequence's
-            there and narrower at ``max`` (docs/guides/search.md).
+        spending: how α is shared over the looks: ``pocock`` (even; a search drops arms early) or ``obf``.
+        looks: the seed counts at which the rule looks (``max`` always one); None: every count from ``min``.
     """
 
-    max: int = 20
+    max: int = 8
     min: int | None = None
-    precision: float | None = None
+    precision: float | None = 0.003
     confidence: float = 0.95
-    design: str = "spending"
-    spending: str = "pocock"  # even spending: a search often stops by its budget before max, and drops arms early
+    spending: str = "pocock"
     looks: list[int] | None = None
 
     def at(self, arms: int) -> SearchRule:
-        """This rule for ``arms`` arms: ``min`` filled in."""
-        first = first_bounded(dataclasses.replace(self, min=min(3, self.max), looks=None).seeds(arms))
-        return dataclasses.replace(self, min=self.min or min(self.max, first or 3))
+        """This rule with ``min`` filled in (``arms``: kept for the callers' symmetry with the family's size)."""
+        return dataclasses.replace(self, min=self.min or min(3, self.max))
 
-    def seeds(self, arms: int) -> SeedRule:
-        """The design of each of the comparisons of ``arms`` arms: the ``SeedRule`` at ``level``."""
-        return SeedRule(min=self.min or 2, max=self.max, confidence=level(self.confidence, arms), design=self.design,
-                        spending=self.spending, looks=self.looks)
+    def planned(self) -> tuple[int, ...]:
+        """The looks: the seed counts at which the rule decides, ``max`` always among them."""
+        first = self.min or min(3, self.max)
+        return tuple(sorted({*(int(n) for n in (self.looks or range(first, self.max + 1))), int(self.max)}))
+
+    def shares(self) -> dict[int, float]:
+        """{look: the share of α it is given} (the spending function's increments; they sum to 1)."""
+        looks = self.planned()
+        a = spent(np.array(looks) / self.max, 1.0, self.spending)
+        return dict(zip(looks, np.diff(np.concatenate([[0.0], a])).tolist()))
+
+    def problems(self) -> list[str]:
+        """The rule's own values out of range, each naming its ``search.seeds`` key."""
+        if self.spending not in SPENDING:
+            return [f"search.seeds.spending: {self.spending!r}; expected obf (O'Brien–Fleming type) or pocock "
+                    "(Pocock type)"]
+        lk = self.looks
+        if lk is None:
+            return []
+        first = self.min or min(3, self.max)
+        ok = isinstance(lk, list) and lk and all(isinstance(n, int) and not isinstance(n, bool) for n in lk)
+        if not ok or lk != sorted(set(lk)) or lk[0] < first or lk[-1] > self.max:
+            return [f"search.seeds.looks: {lk!r}; expected increasing seed counts from seeds.min ({first}) to "
+                    f"seeds.max ({self.max}), such as [3, 4, 6, 8]"]
+        return []
 
 
-def family(arms: int) -> int:
-    """Comparisons whose verdicts hold jointly: every arm against the baseline and every two arms, K(K+1)/2."""
-    return max(1, arms * (arms + 1) // 2)
-
-
-def level(confidence: float, arms: int) -> float:
-    """The level of each comparison's interval (Bonferroni over ``family(arms)``)."""
-    return joint_confidence(confidence, family(arms))
+def levels(arms: int, confidence: float) -> tuple[float, float]:
+    """(α of each comparison with the baseline, two-sided; α of each one-sided bound between arms), before the
+    looks' shares: 2α/3 over K, α/3 over K − 1 (all of α to the baseline's when K = 1). The split was chosen by
+    simulation (``attn_yolo.search.simulate``; 1/2 returned the better arm about 1 % less often)."""
+    alpha = 1 - confidence
+    if arms <= 1:
+        return alpha, 0.0
+    return 2 * alpha / 3 / arms, alpha / 3 / (arms - 1)
 
 
 def guarantee(rule: SearchRule, arms: int) -> str:
     """The guarantee, one sentence for the summary."""
-    confidence = rule.confidence
-    return (f"With probability at least {confidence:.0%}, every verdict of this search holds at once (each arm "
-            f"against the baseline, and each arm dropped below another), over all {arms} arms searched and whatever "
-            f"stopped it: each of the {family(arms)} comparisons is an interval of {rule.seeds(arms).words()} at "
-            f"{100 * level(confidence, arms):.4g} %.")
+    b, e = levels(arms, rule.confidence)
+    between = (f", every drop below another arm and the returned arm's distance to the best (the best arm's "
+               f"{arms - 1} one-sided bounds, {100 * (1 - e):.4g} % each)" if arms > 1 else "")
+    kind = "Pocock" if rule.spending == "pocock" else "O'Brien–Fleming"
+    return (f"With probability at least {rule.confidence:.0%}, every verdict of this search holds at once, whatever "
+            f"stopped it: {'the arm' if arms == 1 else f'each of the {arms} arms'} against the baseline (two-sided, "
+            f"{100 * (1 - b):.4g} % before the looks' shares){between}, over the looks after "
+            f"{', '.join(map(str, rule.at(arms).planned()))} paired seeds ({kind}-type spending)"
+            + (", if every arm's seed spread of Δ is the same (it is pooled)." if arms > 1 else "."))
 
 
-def prefix_intervals(d: np.ndarray, each: SeedRule) -> tuple[np.ndarray, ...]:
-    """Intervals after every number of seeds under the design ``each`` (at its confidence): against the baseline
-    ``(E, K, N)`` and between arms ``(E, K, K, N)`` (``[e, i, j]``: arm i − arm j), from per-seed Δ ``d`` (E, K, N);
-    NaN seeds (not run) give unbounded intervals."""
+def pooled_sd(d: np.ndarray, have: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The seed SD of Δ pooled over every arm and its degrees of freedom, each (E,), from the per-seed Δ ``d``
+    (E, K, N) where ``have`` (E, K, N) marks the seeds counted; NaN where df = 0.
+
+    The residual mean square of the two-way layout run × seed (y_vi = μ_v + β_i + ε_vi, the baseline's cells at 0
+    with every seed: Δ is y less the baseline's, which the seed effects absorb), least squares on the cells observed,
+    so arms dropped after fewer seeds count with theirs: df = Σ_k (n_k − 1); SD of Δ = √(2 · RSS / df)."""
     e, k, n = d.shape
-    lo_b, hi_b = _flat(d.reshape(e * k, n), each)
-    pair = d[:, :, None, :] - d[:, None, :, :]
-    lo_p, hi_p = _flat(pair.reshape(e * k * k, n), each)
-    return (lo_b.reshape(e, k, n), hi_b.reshape(e, k, n), lo_p.reshape(e, k, k, n), hi_p.reshape(e, k, k, n))
+    w = np.concatenate([np.ones((e, 1, n)), have], 1)  # (E, V, N) observed cells, the baseline's every seed
+    y = np.concatenate([np.zeros((e, 1, n)), np.where(have, d, 0.0)], 1)
+    v, p = k + 1, k + n  # unknowns: μ_0..μ_K, β_1..β_{N−1} (β_0 = 0)
+    a = np.zeros((e, p, p))
+    cnt = w.sum(2)
+    a[:, np.arange(v), np.arange(v)] = np.where(cnt > 0, cnt, 1.0)  # an arm without seeds: μ = 0, no residual
+    a[:, :v, v:] = w[:, :, 1:]
+    a[:, v:, :v] = w[:, :, 1:].transpose(0, 2, 1)
+    a[:, np.arange(v, p), np.arange(v, p)] = w[:, :, 1:].sum(1)
+    rhs = np.concatenate([(w * y).sum(2), (w * y).sum(1)[:, 1:]], 1)
+    sol = np.linalg.solve(a, rhs[..., None])[..., 0]
+    beta = np.concatenate([np.zeros((e, 1)), sol[:, v:]], 1)
+    rss = (w * (y - sol[:, :v, None] - beta[:, None, :]) ** 2).sum((1, 2))
+    df = (w.sum((1, 2)) - (v + n - 1) + (cnt == 0).sum(1)).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(df > 0, np.sqrt(np.maximum(2 * rss, 0) / np.maximum(df, 1)), np.nan), df
 
 
-def _flat(x: np.ndarray, each: SeedRule) -> tuple[np.ndarray, np.ndarray]:
-    ok = np.isfinite(x)
-    lo, hi = _intervals(np.where(ok, x, 0.0), each.confidence, 0.0, naive=False, rule=each)
-    seen = np.cumsum(~ok, axis=1) == 0  # every seed up to here was run
-    return np.where(seen, lo, -np.inf), np.where(seen, hi, np.inf)
+def pooled_spread(d: np.ndarray, have: np.ndarray, n: int, share: float, rule: SearchRule, between: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The margins at a look of ``n`` seeds given the look's ``share`` of α: (half-width against the baseline (E, K),
+    margin h of the one-sided bounds between arms (E, K, K), pooled SD (E,), df (E,)); module docstring.
+    ``between=False``: no comparisons between arms (all of α to the K with the baseline); an arm is then dropped
+    below another only where their intervals against the baseline do not overlap (h = both half-widths)."""
+    from scipy.special import stdtrit
+
+    e, k, _ = d.shape
+    sd, df = pooled_sd(d, have)
+    a_b, a_e = levels(k, rule.confidence) if between else (levels(1, rule.confidence)[0] / k, 0.0)
+    with np.errstate(invalid="ignore"):
+        q_b = np.where(df > 0, stdtrit(np.maximum(df, 1), 1 - a_b * share / 2), np.inf)
+        q_e = np.where(df > 0, stdtrit(np.maximum(df, 1), 1 - a_e * share), np.inf) if between else 2 * q_b
+    se = np.where(np.isfinite(sd), sd / math.sqrt(n), np.inf)
+    return (np.broadcast_to((q_b * se)[:, None], (e, k)), np.broadcast_to((q_e * se)[:, None, None], (e, k, k)),
+            sd, df)
 
 
-def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None) -> dict:
+def replay(d: np.ndarray, rule: SearchRule, failed: np.ndarray | None = None, max_runs: int | None = None,
+           spread=pooled_spread) -> dict:
     """The search's decisions on per-seed Δ ``d`` (E searches, K arms, N seeds; NaN where a seed was not run).
 
     Seeds beyond what every arm still in has are not looked at (the search waits for them). ``failed`` (E, K):
-    arms whose run failed (out from then on, never called worse).
+    arms whose run failed (out from then on, never called worse). ``max_runs``: a round that would pass it is not
+    run (the simulation's budget; a real search's budget is ``attn_yolo.search.rounds.budget_left``). ``spread``:
+    the margins at a look (``pooled_spread``; the simulation's other candidates, ``attn_yolo.search.simulate``).
 
     Returns:
         ``state`` (E, K) index into ``DROPS``; ``n`` (E, K) the seeds each arm used; ``lo``, ``hi``, ``mean`` (E, K)
-        against the baseline at its last seed; ``by`` (E, K) the arm that beat it (−1: none or the baseline);
-        ``stop`` (E,) index into ``STOPS`` (0: still running: more seeds needed); ``rounds`` (E,) seeds run;
-        ``best`` (E,) the arm with the highest mean among those still in (−1: none left); ``settled`` (E,) whether
-        ``best`` is settled (the only arm left, better than the baseline).
+        against the baseline at its last look; ``by`` (E, K) the arm that beat it (−1: none or the baseline);
+        ``stop`` (E,) index into ``STOPS`` (0: more seeds needed); ``rounds`` (E,) seeds run; ``runs`` (E,) training
+        runs; ``best`` (E,) the leader (−1: none left); ``settled`` (E,); ``answer`` (E,) index into ``ANSWERS``;
+        ``gap`` (E,) how far below the best arm the leader may be; ``bound`` (E,) the most any arm may be better
+        than the baseline (the largest upper bound of the arms left); ``sd``, ``df`` (E,) the pooled spread.
     """
-    if d.shape[2] == 0:  # no paired seed yet
+    if d.shape[2] == 0:
         d = np.full((*d.shape[:2], 1), np.nan)
     e, k, n_max = d.shape
     rule = rule.at(k)
-    each = rule.seeds(k)
-    lo_b, hi_b, lo_p, hi_p = prefix_intervals(d, each)
-    state = np.where(failed, 3, 0) if failed is not None else np.zeros((e, k), np.int64)
-    n_used = np.zeros((e, k), np.int64)
-    by = np.full((e, k), -1)
-    stop = np.zeros(e, np.int64)
+    s = _State(e, k, failed)
+    shares = rule.shares()
     for n in range(1, n_max + 1):
-        live = stop == 0
-        alive = (state == 0) & live[:, None]
-        live &= (np.isfinite(d[:, :, n - 1]) | ~alive).all(axis=1)  # every arm still in has seed n
-        n_used = np.where((state == 0) & live[:, None], n, n_used)
+        alive = (s.state == 0) & (s.stop == 0)[:, None]
+        ready = (np.isfinite(d[:, :, n - 1]) | ~alive).all(1) & (s.stop == 0)
+        batch = (1 + alive.sum(1)) * (rule.min if n == rule.min else 1)
+        if max_runs is not None and n >= rule.min:
+            over = ready & (s.runs + batch > max_runs)
+            s.stop = np.where(over, 4, s.stop)
+            ready &= ~over
         if n >= rule.min:
-            state, by, stop = _round(n, rule, live, state, by, stop, (lo_b, hi_b, lo_p, hi_p))
-    rows = np.arange(e)[:, None], np.arange(k)[None]
-    last = np.maximum(n_used - 1, 0)
-    lo, hi = lo_b[rows[0], rows[1], last], hi_b[rows[0], rows[1], last]
-    csum = np.nancumsum(d, axis=2)
-    mean = np.where(n_used > 0, csum[rows[0], rows[1], last] / np.maximum(n_used, 1), np.nan)
-    left = state == 0
-    best = np.where(left.any(axis=1), np.argmax(np.where(left, mean, -np.inf), axis=1), -1)
-    settled = (left.sum(axis=1) == 1) & (np.where(left, lo, 0) > 0).any(axis=1)
-    return {"state": state, "n": n_used, "lo": lo, "hi": hi, "mean": mean, "by": by, "stop": stop,
-            "rounds": n_used.max(axis=1, initial=0), "best": best, "settled": settled, "rule": rule,
-            "level": each.confidence}  # fmt: skip
+            s.runs = np.where(ready, s.runs + batch, s.runs)
+        s.n = np.where(alive & ready[:, None], n, s.n)
+        if n in shares and n >= rule.min:
+            _look(d, n, rule, shares[n], ready, s, spread)
+    return s.result(d, rule)
 
 
-def _round(n: int, rule: SearchRule, live, state, by, stop, iv) -> tuple[np.ndarray, ...]:
-    """One round's decisions at ``n`` seeds for the searches ``live``: the drops (``state``, ``by``) and the stop."""
-    lo_b, hi_b, lo_p, hi_p = (x[..., n - 1] for x in iv)
-    alive = (state == 0) & live[:, None]
-    below_base = alive & (hi_b < 0)
-    beats = (lo_p > 0) & alive[:, :, None] & alive[:, None, :]  # [e, i, j]: arm i better than arm j
-    beaten = beats.any(axis=1) & alive
-    by = np.where(beaten & (by < 0), np.argmax(beats, axis=1), by)
-    state = np.where(below_base, 1, np.where(beaten, 2, state))
-    left = (state == 0) & live[:, None]
-    count = left.sum(axis=1)
-    settled = (count == 0) | ((count == 1) & (np.where(left, lo_b, 0) > 0).any(axis=1))
-    width = np.where(left, hi_b - lo_b, 0).max(axis=1, initial=0)
-    pw = np.where(left[:, :, None] & left[:, None, :], hi_p - lo_p, 0).max(axis=(1, 2), initial=0)
-    narrow = np.maximum(width, pw) < (rule.precision or -1)
-    code = np.where(settled, 1, np.where(narrow, 2, np.where(n >= rule.max, 3, 0)))
-    return state, by, np.where(live & (stop == 0), code, stop)
+class _State:
+    """The replay's running state over E searches of K arms."""
+
+    def __init__(self, e: int, k: int, failed):
+        self.state = np.where(failed, 3, 0) if failed is not None else np.zeros((e, k), np.int64)
+        self.n = np.zeros((e, k), np.int64)
+        self.by = np.full((e, k), -1)
+        self.stop, self.runs, self.answer = (np.zeros(e, np.int64) for _ in range(3))
+        self.lo, self.hi = np.full((e, k), -np.inf), np.full((e, k), np.inf)
+        self.mean = np.full((e, k), np.nan)
+        self.gap, self.sd, self.df = np.full(e, np.inf), np.full(e, np.nan), np.zeros(e, np.int64)
+
+    def result(self, d: np.ndarray, rule: SearchRule) -> dict:
+        left = self.state == 0
+        mean = _means(d, self.n)
+        best = np.where(left.any(1), np.argmax(np.where(left, mean, -np.inf), axis=1), -1)
+        bound = np.where(left.any(1), np.where(left, self.hi, -np.inf).max(1),
+                         np.where(self.n > 0, self.hi, -np.inf).max(1))
+        return {"state": self.state, "n": self.n, "lo": self.lo, "hi": self.hi, "mean": mean, "by": self.by,
+                "stop": self.stop, "rounds": self.n.max(1, initial=0), "runs": self.runs, "best": best,
+                "settled": (self.answer == 1) & (left.sum(1) == 1), "answer": self.answer, "gap": self.gap,
+                "bound": bound, "sd": self.sd, "df": self.df, "rule": rule}  # fmt: skip
 
 
-def naive_replay(d: np.ndarray, rule: SearchRule) -> dict:
-    """A naive search on the same data, to show what the rule guards against: from ``min`` seeds on, each round
-    drops the arms whose mean Δ is below the median of those still in (by point estimate), until one is left or
-    ``max``; each arm's verdict is its fixed-n t-interval at 95 % at its last seed (no correction for the looks or
-    for the K arms). Returns ``lo``, ``hi``, ``n``, ``best`` as ``replay``."""
-    e, k, n_max = d.shape
-    rule = rule.at(k)
-    lo_all, hi_all = _intervals(d.reshape(e * k, n_max), rule.confidence, 0.0, naive=True)
-    lo_all, hi_all = lo_all.reshape(e, k, n_max), hi_all.reshape(e, k, n_max)
-    mean_all = np.cumsum(d, axis=2) / np.arange(1, n_max + 1)
-    alive = np.ones((e, k), bool)
-    n_used = np.full((e, k), n_max)
-    for n in range(rule.min, n_max):
-        m = np.where(alive, mean_all[:, :, n - 1], np.nan)
-        med = np.nanmedian(m, axis=1)
-        going = alive.sum(axis=1) > 1
-        drop = alive & going[:, None] & (m < med[:, None])
-        n_used = np.where(drop, n, n_used)
-        alive &= ~drop
-    rows = np.arange(e)[:, None], np.arange(k)[None]
-    last = n_used - 1
-    mean = mean_all[rows[0], rows[1], last]
-    return {"lo": lo_all[rows[0], rows[1], last], "hi": hi_all[rows[0], rows[1], last], "n": n_used,
-            "best": np.argmax(np.where(alive, mean, -np.inf), axis=1)}
+def _means(d: np.ndarray, n_used: np.ndarray) -> np.ndarray:
+    have = np.arange(d.shape[2])[None, None] < n_used[..., None]
+    with np.errstate(invalid="ignore"):
+        return np.where(n_used > 0, np.where(have, d, 0.0).sum(2) / np.maximum(n_used, 1), np.nan)
 
 
-def simulate(deltas, sd: float, rule: SearchRule, searches: int = 500, seed: int = 0) -> dict:
-    """The rule and the naive rule on the same simulated searches with known arm effects ``deltas``.
+def _look(d: np.ndarray, n: int, rule: SearchRule, share: float, ready: np.ndarray, s: _State, spread) -> None:
+    """One look at ``n`` seeds for the searches ``ready``: intervals, drops, the answer and the stop (in ``s``)."""
+    have = (np.arange(d.shape[2])[None, None] < s.n[..., None]) & np.isfinite(d)
+    half, h, sd, df = spread(d, have, n, share, rule)
+    alive = (s.state == 0) & ready[:, None]
+    mean = _means(d, s.n)
+    s.lo, s.hi = np.where(alive, mean - half, s.lo), np.where(alive, mean + half, s.hi)
+    s.mean = np.where(alive, mean, s.mean)
+    s.sd, s.df = np.where(ready, sd, s.sd), np.where(ready, df, s.df)
+    lower = mean[:, :, None] - mean[:, None, :] - h  # [e, j, i]: one-sided lower bound of δ_j − δ_i
+    beats = (lower > 0) & alive[:, :, None] & alive[:, None, :]
+    beaten = beats.any(1) & alive
+    s.by = np.where(beaten & (s.by < 0), np.argmax(beats, axis=1), s.by)
+    s.state = np.where(alive & (s.hi < 0), 1, np.where(beaten, 2, s.state))
+    _answer(n, rule, ready, mean, h, s)
 
-    Returns:
-        ``found`` (rate at which the search's best is the arm of the largest δ, where one is largest),
-        ``settled`` (rate at which it is also settled), ``any_false`` (rate of searches with any false verdict:
-        an arm called better / worse than the baseline against the sign of its δ, or dropped below an arm that is
-        not better), ``runs`` (mean runs, the baseline's included) against ``full_runs`` (every arm and the
-        baseline to ``max``), and the naive rule's ``naive_found`` and ``naive_any_false`` (its verdicts' errors).
-    """
-    delta = np.asarray(deltas, np.float64)
-    rule = rule.at(len(delta))
-    d = draws(delta, sd, rule.max, searches, seed)
-    r, nv = replay(d, rule), naive_replay(d, rule)
-    top = int(np.argmax(delta)) if (delta == delta.max()).sum() == 1 else None
 
-    def wrong(lo, hi):
-        return np.where(delta > 0, hi < 0, np.where(delta < 0, lo > 0, (lo > 0) | (hi < 0)))
-
-    false_drop = (r["state"] == 2) & (r["by"] >= 0) & (delta[np.maximum(r["by"], 0)] <= delta[None])
-    false_base = (r["state"] == 1) & (delta[None] >= 0)
-    any_false = (wrong(r["lo"], r["hi"]) | false_drop | false_base).any(axis=1)
-    runs = r["n"].sum(axis=1) + r["rounds"]
-    return {"searches": searches, "arms": len(delta), "min": rule.min, "max": rule.max,
-            "found": float((r["best"] == top).mean()) if top is not None else math.nan,
-            "settled": float(((r["best"] == top) & r["settled"]).mean()) if top is not None else math.nan,
-            "any_false": float(any_false.mean()), "runs": float(runs.mean()), "full_runs": (len(delta) + 1) * rule.max,
-            "naive_found": float((nv["best"] == top).mean()) if top is not None else math.nan,
-            "naive_any_false": float(wrong(nv["lo"], nv["hi"]).any(axis=1).mean())}  # fmt: skip
+def _answer(n: int, rule: SearchRule, ready: np.ndarray, mean: np.ndarray, h: np.ndarray, s: _State) -> None:
+    """The answer at this look (module docstring) and the stop, for the searches ``ready``."""
+    left = (s.state == 0) & ready[:, None]
+    count = left.sum(1)
+    lead = np.argmax(np.where(left, mean, -np.inf), axis=1)
+    rows = np.arange(len(lead))
+    lead_mean = mean[rows, lead]
+    others = left.copy()
+    others[rows, lead] = False
+    margin = h[rows, :, lead]  # h of δ_j − δ_lead, for each j
+    gap = np.where(others, np.maximum(mean - lead_mean[:, None] + margin, 0.0), 0.0).max(1)
+    s.gap = np.where(ready, np.where(count > 0, gap, np.inf), s.gap)
+    w = rule.precision if rule.precision is not None else -math.inf
+    returned = (count > 0) & (s.lo[rows, lead] > 0)
+    better = (left & (s.lo > 0)).any(1)  # an arm better than the baseline: go on to return it, not "none better"
+    bound = np.where(left, s.hi, -np.inf).max(1)
+    done = (returned & ((count == 1) | (gap <= w))) | (count == 0) | ((bound <= w) & ~better)
+    code = np.where(done & returned & (count == 1), 1, np.where(done, 2, np.where(n >= rule.max, 3, 0)))
+    s.answer = np.where(ready & (s.stop == 0), np.where(returned, 1, 2), s.answer)
+    s.stop = np.where(ready & (s.stop == 0), code, s.stop)
