@@ -385,7 +385,8 @@ def train_starts(s: Session, data: str) -> bool:
                 print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "
                       "from it", file=sys.stderr, flush=True)
 
-        s.schedule([spec], begin, end)
+        with progress.epochs(Path(spec.run_dir), int(spec.train.get("epochs", 1))):
+            s.schedule([spec], begin, end)
     return ok
 
 
