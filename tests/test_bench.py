@@ -277,11 +277,16 @@ def test_sdpa_backend_rows_on_cpu():
     assert not math.isnan(float(by["MHSA fused, forced flash"][5]))
 
 
-def test_smoke_run_writes_report(tmp_path, capsys):
+def test_smoke_run_writes_report(tmp_path, capsys, monkeypatch):
+    import attn_yolo.progress
+
     out = tmp_path / "BENCHMARKS.md"
     argv = ["quick=True", "sections=attention,blocks,timm,train,gpu", "tokens=64", "variants=eca", "repeats=1",
             "rounds=1", "imgsz=64", "onnx=False", "openvino=False", "isolate=False", "threads=2", f"out={out}"]
+    monkeypatch.setattr(attn_yolo.progress, "is_terminal", lambda stream: True)  # stderr as a terminal: the bars
     assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert "bench attention" in cap.err and "bench blocks: building" in cap.err and "case" in cap.err
     text = out.read_text()
     for heading in ("# attn-yolo benchmarks", "## Targets", "## 1. Attention kernel", "## 2. Block overhead",
                     "## 3. Reference implementations", "## 4. Training throughput", "## 5. GPU"):
@@ -291,7 +296,7 @@ def test_smoke_run_writes_report(tmp_path, capsys):
     assert "| eca |" in text and "| baseline |" in text
     if not torch.cuda.is_available():
         assert "Skipped: no CUDA device" in text
-    printed = capsys.readouterr().out
+    printed = cap.out
     # the terminal: a short table with units, one row per section (its cases and seconds), not the tables
     assert "## 1. Attention kernel" not in printed and len(printed.splitlines()) <= 20, printed
     head = "| section | cases (table rows) | wall time (s) |"
