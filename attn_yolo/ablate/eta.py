@@ -201,52 +201,76 @@ def resolution_factor(ab, n: int) -> float:
 
 
 class Timetable:
-    """The runs' measured seconds by arm and the time left (``left_s``), on ``workers`` workers, by ``clock``."""
+    """The runs' measured seconds by arm and the time left (``left_s``), on ``workers`` workers, by ``clock``.
 
-    def __init__(self, workers: int, clock=time.perf_counter):
-        self.workers, self.clock = max(1, workers), clock
+    ``spawns``: every round starts its workers afresh (``scheduling.schedule_local`` with several devices), so the
+    first run on each worker of a round (*cold*) also pays the worker process's start (``spawn_s``, measured as cold
+    runs' excess over warm ones of the same arm)."""
+
+    def __init__(self, workers: int, clock=time.perf_counter, spawns: bool = False):
+        self.workers, self.clock, self.spawns = max(1, workers), clock, spawns
         self.cost: Cost | None = None  # before any arm run: the prior (one timed step), then the start's
         self.work: dict[str, Work] = {}  # arm -> its runs' Work
         self.measured: dict[str, list[float]] = {}
-        self.running: dict = {}  # key -> (arm, clock at its start)
+        self.cold: dict[str, list[bool]] = {}  # arm -> whether each measured run was its worker's first of a round
+        self.running: dict = {}  # key -> (arm, clock at its start, cold)
         self.after_s = 0.0  # the latency timing after the runs
         self.images = (0, 0)  # train, val images of the dataset
 
-    def started(self, key, arm: str | None) -> None:
-        """A run begins; ``arm`` None: a run whose time is not an arm's (a start)."""
-        self.running[key] = (arm, self.clock())
+    def started(self, key, arm: str | None, cold: bool = False) -> None:
+        """A run begins (``cold``: on a worker just started); ``arm`` None: a run whose time is not an arm's (a
+        start)."""
+        self.running[key] = (arm, self.clock(), cold)
 
     def ended(self, key) -> float:
         """The run's seconds, recorded under its arm."""
-        arm, t0 = self.running.pop(key, (None, self.clock()))
+        arm, t0, cold = self.running.pop(key, (None, self.clock(), False))
         s = self.clock() - t0
         if arm is not None:
             self.measured.setdefault(arm, []).append(s)
+            self.cold.setdefault(arm, []).append(cold)
         return s
 
+    def spawn_s(self) -> float:
+        """Seconds a worker's start adds to its first run of a round: over the arms with cold and warm runs, the mean
+        excess of the cold ones (0 when none has both)."""
+        gaps = []
+        for a, m in self.measured.items():
+            c = np.asarray(self.cold[a], bool)
+            if c.any() and not c.all():
+                gaps.append(np.mean(np.asarray(m)[c]) - np.mean(np.asarray(m)[~c]))
+        return max(0.0, float(np.mean(gaps))) if gaps and self.spawns else 0.0
+
     def run_s(self, arm: str) -> float | None:
-        """Expected seconds of a run of ``arm``: the mean of its measured runs; else its ``Work`` at the cost, scaled
-        by how the measured arms' runs compare with their own prediction (the machine's load now); None: unknown."""
+        """Expected seconds of a warm run of ``arm``: the mean of its measured runs (less the worker's start of cold
+        ones); else its ``Work`` at the cost, scaled by how the measured arms' runs compare with their own prediction
+        (the machine's load now); None: unknown."""
+        spawn = self.spawn_s()
         if self.measured.get(arm):
-            return float(np.mean(self.measured[arm]))
+            return float(np.mean(self.measured[arm]) - spawn * np.mean(self.cold[arm]))
         if self.cost is None or arm not in self.work:
             return None
         pred = self.cost.seconds(self.work[arm])
-        ratios = [np.mean(m) / self.cost.seconds(self.work[a]) for a, m in self.measured.items()
+        ratios = [self.run_s(a) / self.cost.seconds(self.work[a]) for a, m in self.measured.items()
                   if m and a in self.work]
         return pred * float(np.mean(ratios)) if ratios else pred
 
     def left_s(self, queue: list[str], rounds=None) -> float | None:
         """Seconds until the runs end and the latency is timed: the runs running (less their elapsed time), ``queue``
-        (arms, in plan order) and, per simulated continuation of the rule, its ``rounds`` (``future_rounds``), averaged.
-        None when a run's seconds are unknown."""
-        now = self.clock()
+        (arms, in plan order, on the workers running) and, per simulated continuation of the rule, its ``rounds``
+        (``future_rounds``; each on workers started afresh when ``spawns``), averaged. None when a run's seconds are
+        unknown."""
+        now, spawn = self.clock(), self.spawn_s()
         known = {a: self.run_s(a) for a in {*queue, *(a for r in rounds or [] for rr in r for a in rr),
-                                            *(a for a, _ in self.running.values() if a is not None)}}
+                                            *(a for a, _, _ in self.running.values() if a is not None)}}
         if any(v is None for v in known.values()):
             return None
-        busy = [max(0.0, known[a] - (now - t0)) for a, t0 in self.running.values() if a is not None]
+        busy = [max(0.0, known[a] + spawn * c - (now - t0)) for a, t0, c in self.running.values() if a is not None]
         t = makespan([known[a] for a in queue], self.workers, busy)
+
+        def round_s(arms: list[str]) -> float:
+            return makespan([known[a] + spawn * (i < self.workers) for i, a in enumerate(arms)], self.workers)
+
         if rounds:
-            t += float(np.mean([sum(makespan([known[a] for a in r], self.workers) for r in sim) for sim in rounds]))
+            t += float(np.mean([sum(round_s(r) for r in sim) for sim in rounds]))
         return t + self.after_s

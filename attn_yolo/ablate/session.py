@@ -46,6 +46,7 @@ class Session:
     timetable: object = None  # eta.Timetable: the runs' seconds and the time left (``plan_time``)
     batch: list = dataclasses.field(default_factory=list)  # the round being scheduled
     rounds: int = 0  # rounds of arm runs scheduled this session
+    in_batch: int = 0  # runs begun of the round being scheduled
     clock: object = time.perf_counter
     open_ended: bool = False  # rounds of their own (a search): the runs planned are the most it may run
 
@@ -78,7 +79,7 @@ class Session:
         start, done = start or self.on_start, done or self.on_done
         logged = console.LoggedRunner(self.runner, self.verbose)
         if arms:
-            self.batch = list(batch)
+            self.batch, self.in_batch = list(batch), 0
         if self.ab.backend == "ray":
             schedule_ray(batch, self.ab.ray_address, self.ab.resources, logged, start, done)
         else:
@@ -96,8 +97,9 @@ class Session:
             self.rows.pop(key, None)  # its old record went with the folder
         k = self.done_before + len(self.begun) + 1
         self.begun[key] = self.clock()
-        if self.timetable is not None:
-            self.timetable.started(key, spec.variant)
+        if self.timetable is not None:  # the first run of each worker of a round starts with its worker process
+            self.timetable.started(key, spec.variant, self.in_batch < self.n_workers)
+        self.in_batch += 1
         if self.ab.backend == "ray":
             self.progress.running(f"{len(self.begun)} run(s) submitted to Ray")
             return
@@ -109,7 +111,8 @@ class Session:
         """Before any training: the ``Timetable`` from one timed step of the first run (``eta.prior``), and the plan's
         lines: the runs, the expected wall time and the resolution the design will reach."""
         ab = self.ab
-        tt = self.timetable = eta.Timetable(self.n_workers if ab.backend != "ray" else 1, self.clock)
+        local = ab.backend != "ray"
+        tt = self.timetable = eta.Timetable(self.n_workers if local else 1, self.clock, local and len(ab.devices) > 1)
         first = self.todo[0] if self.todo else None
         if first is None:
             return []
@@ -160,7 +163,9 @@ class Session:
         n = ab.seed_rule.max
         res = (f"; at the measured seed SD of Δ ({max(sds):.4f}) the interval that decides will be "
                f"±{eta.resolution_factor(ab, n) * max(sds):.4f} at {n} paired seeds" if sds else "")
-        per = ", ".join(f"{a} {duration(float(np.mean(m)))}" for a, m in self.timetable.measured.items())
+        tt = self.timetable
+        spawn = f", a worker's start {duration(tt.spawn_s())}" if tt.spawn_s() else ""
+        per = ", ".join(f"{a} {duration(tt.run_s(a))}" for a in tt.measured) + spawn
         return (f"attn-yolo ablate: [runs] after the first round: {span(lo, hi)} left (runs measured: {per}; the "
                 f"seeds the rule still needs simulated from the measured Δ){res}")
 
