@@ -236,7 +236,7 @@ class Timetable:
         excess of the cold ones (0 when none has both)."""
         gaps = []
         for a, m in self.measured.items():
-            c = np.asarray(self.cold[a], bool)
+            c = np.asarray(self.cold.get(a, [False] * len(m)), bool)
             if c.any() and not c.all():
                 gaps.append(np.mean(np.asarray(m)[c]) - np.mean(np.asarray(m)[~c]))
         return max(0.0, float(np.mean(gaps))) if gaps and self.spawns else 0.0
@@ -247,7 +247,7 @@ class Timetable:
         (the machine's load now); None: unknown."""
         spawn = self.spawn_s()
         if self.measured.get(arm):
-            return float(np.mean(self.measured[arm]) - spawn * np.mean(self.cold[arm]))
+            return float(np.mean(self.measured[arm]) - spawn * np.mean(self.cold.get(arm, [False])))
         if self.cost is None or arm not in self.work:
             return None
         pred = self.cost.seconds(self.work[arm])
