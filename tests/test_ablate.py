@@ -110,19 +110,17 @@ def test_check_finite_loss():
 
 
 def test_first_run_eta_from_dataset_size_and_epochs():
-    """Run 1's ETA: training steps × epochs plus validation passes, against a hand count."""
-    from attn_yolo.ablate.train import estimate_run_s
+    """A run's work: training steps × epochs plus validation passes, against a hand count."""
+    from attn_yolo.ablate.eta import Cost, work
 
-    spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml",
-                          {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, "r", 1,
-                          0.1, "f")
-    # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 / 16 → 13 batches after each of 3 epochs + best.pt;
-    # latency is timed after all runs (ablate.latency), not in the run
-    assert estimate_run_s(spec, 1000, 200, step_s=0.5, val_s=0.2) == pytest.approx(125 * 3 * 0.5 + 4 * 13 * 0.2)
-    spec.train.update(val=False, fraction=0.1)  # 100 images → 13 steps per epoch; validated once + best.pt
-    assert estimate_run_s(spec, 1000, 200, 0.5, 0.2) == pytest.approx(13 * 3 * 0.5 + 2 * 13 * 0.2)
-    spec.train["epochs"] = 6  # twice the epochs: twice the training
-    assert estimate_run_s(spec, 1000, 200, 0.5, 0.2) == pytest.approx(13 * 6 * 0.5 + 2 * 13 * 0.2)
+    train = {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}
+    cost = Cost(0.0, 0.5, 0.2 / 16, "test")  # a validation batch of 16 images: 0.2 s
+    # 1000 images / batch 8 = 125 steps × 3 epochs; val: 200 images after each of 3 epochs + best.pt
+    assert cost.seconds(work(train, 1000, 200)) == pytest.approx(125 * 3 * 0.5 + 4 * 200 / 16 * 0.2)
+    train.update(val=False, fraction=0.1)  # 100 images → 13 steps per epoch; validated once + best.pt
+    assert cost.seconds(work(train, 1000, 200)) == pytest.approx(13 * 3 * 0.5 + 2 * 200 / 16 * 0.2)
+    train["epochs"] = 6  # twice the epochs: twice the training
+    assert cost.seconds(work(train, 1000, 200)) == pytest.approx(13 * 6 * 0.5 + 2 * 200 / 16 * 0.2)
 
 
 # ---------------------------------------------------------------------------------------------------- validation
@@ -384,8 +382,10 @@ def test_tiny_ablation_end_to_end(tmp_path, tiny_data, monkeypatch, capsys):
     monkeypatch.setattr(Model, "train", counting_train)
     assert cli_main(["ablate", str(cfg)]) == 1  # a run failed
     out = capsys.readouterr().out
-    assert re.search(r"attn-yolo ablate: \[runs\] 6 run\(s\) to go, ETA ~\d+m\d\ds \(estimated from 8 train / 4 val "
-                     r"images, 1 epoch; measured from run 1 on\)", out)  # the runs' phase, with its one time left
+    assert re.search(r"attn-yolo ablate: \[runs\] 6 run\(s\) to go, ETA ~\d+m\d\ds \(set-up per run not yet measured\)",
+                     out)  # the runs' phase, with its one time left
+    assert re.search(r"attn-yolo ablate: plan: 6 run\(s\) on 1 worker\(s\): expected ~\d+m\d\ds \(one timed step"
+                     r".*8 train / 4 val images\)", out)
     assert "[done 6/6] variant=nan seed=1: FAILED" in out
     assert sorted(trained) == sorted(f"{v}-seed{s}" for v in ("baseline", "cbam", "nan") for s in (0, 1))
 

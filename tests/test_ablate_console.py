@@ -129,13 +129,8 @@ def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
 
 
 def test_eta_counts_fraction():
-    """The first-run estimate trains on fraction × the train images."""
-    from attn_yolo.ablate.records import RunSpec
-    from attn_yolo.ablate.train import estimate_run_s
+    """A run's work trains on fraction × the train images."""
+    from attn_yolo.ablate.eta import work
 
-    def spec(**train):
-        return RunSpec("v", 0, "m.yaml", None, "d.yaml", {"epochs": 2, "batch": 10, "val": False, "imgsz": 64, **train},
-                       "r", 0, 0.0, "f")
-
-    full = estimate_run_s(spec(), 1000, 0, 1.0, 0.0)
-    assert full == 200 and estimate_run_s(spec(fraction=0.1), 1000, 0, 1.0, 0.0) == 20
+    train = {"epochs": 2, "batch": 10, "val": False, "imgsz": 64}
+    assert work(train, 1000, 0).steps == 200 and work({**train, "fraction": 0.1}, 1000, 0).steps == 20

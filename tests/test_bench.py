@@ -229,11 +229,15 @@ def test_export_cache_says_where_it_writes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(attn_yolo.export, "export_onnx", fake_export)
     monkeypatch.setattr(blocks, "build_detector", lambda yaml: None)
     cache = tmp_path / "cache"
-    f = blocks.export_onnx_cached("yolo11n-eca.yaml", 64, cache)
+    yamls = {"eca": "yolo11n-eca.yaml", "se": "yolo11n-se.yaml"}
+    files = blocks.exports_cached(blocks.export_onnx_cached, yamls, 64, cache, "ONNX")
+    f = files["eca"]
     assert f.parent == cache and f.read_bytes() == b"onnx"
-    out = capsys.readouterr().out
-    assert f"cached ONNX export {f} (cache folder {cache}" in out and "delete it to clear" in out
-    assert blocks.export_onnx_cached("yolo11n-eca.yaml", 64, cache) == f and capsys.readouterr().out == ""
+    out = capsys.readouterr().out  # one line for every export made, none per model
+    assert out.splitlines() == [f"attn-yolo bench: 2 ONNX export(s) made and cached in {cache} (reused by later runs; "
+                                "delete the folder to clear, or set cache=)"]
+    assert blocks.exports_cached(blocks.export_onnx_cached, yamls, 64, cache, "ONNX") == files
+    assert capsys.readouterr().out == ""
 
 
 def test_openvino_column_times_cached_exports(tmp_path, capsys):
@@ -250,10 +254,10 @@ def test_openvino_column_times_cached_exports(tmp_path, capsys):
     times, note = blocks._openvino_times(yamls, 64, 1, 2, tmp_path / "cache")
     assert set(times) == {"SE", "CBAM"} and all(len(t) == 2 and min(t) > 0 for t in times.values())
     assert "OpenVINO" in note and "inference precision f32" in note
-    assert "cached OpenVINO export" in capsys.readouterr().out
+    assert "2 OpenVINO export(s) made and cached in" in capsys.readouterr().out
     assert len(list((tmp_path / "cache").glob("*_openvino_model/*.xml"))) == 2
     blocks._openvino_times(yamls, 64, 1, 1, tmp_path / "cache")
-    assert "cached OpenVINO export" not in capsys.readouterr().out  # reused
+    assert "export(s) made" not in capsys.readouterr().out  # reused
 
 
 def test_every_variant_has_its_model_yaml():
@@ -273,11 +277,16 @@ def test_sdpa_backend_rows_on_cpu():
     assert not math.isnan(float(by["MHSA fused, forced flash"][5]))
 
 
-def test_smoke_run_writes_report(tmp_path, capsys):
+def test_smoke_run_writes_report(tmp_path, capsys, monkeypatch):
+    import attn_yolo.progress
+
     out = tmp_path / "BENCHMARKS.md"
     argv = ["quick=True", "sections=attention,blocks,timm,train,gpu", "tokens=64", "variants=eca", "repeats=1",
             "rounds=1", "imgsz=64", "onnx=False", "openvino=False", "isolate=False", "threads=2", f"out={out}"]
+    monkeypatch.setattr(attn_yolo.progress, "is_terminal", lambda stream: True)  # stderr as a terminal: the bars
     assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert "bench attention" in cap.err and "bench blocks: building" in cap.err and "case" in cap.err
     text = out.read_text()
     for heading in ("# attn-yolo benchmarks", "## Targets", "## 1. Attention kernel", "## 2. Block overhead",
                     "## 3. Reference implementations", "## 4. Training throughput", "## 5. GPU"):
@@ -287,10 +296,17 @@ def test_smoke_run_writes_report(tmp_path, capsys):
     assert "| eca |" in text and "| baseline |" in text
     if not torch.cuda.is_available():
         assert "Skipped: no CUDA device" in text
-    printed = capsys.readouterr().out
-    assert "## 1. Attention kernel" in printed  # tables are printed too
-    # every table, printed and written, carries the smoke-run mark; the report says so at its top
-    for doc in (text, printed):
+    printed = cap.out
+    # the terminal: a short table with units, one row per section (its cases and seconds), not the tables
+    assert "## 1. Attention kernel" not in printed and len(printed.splitlines()) <= 20, printed
+    head = "| section | cases (table rows) | wall time (s) |"
+    table = printed[printed.index(head):].split("\n\n")[0].splitlines()
+    assert [r.split(" | ")[0] for r in table[2:]] == ["| 1. Attention kernel", "| 2. Block overhead on yolo11n at 64 "
+                                                      "(batch 1)", "| 3. Reference implementations", "| 4. Training "
+                                                      "throughput at 64 (batch 2)", "| 5. GPU", "| total"]
+    assert all(float(r.split(" | ")[2].rstrip(" |")) >= 0 for r in table[2:]) and f"the tables: {out}" in printed
+    # every table written carries the smoke-run mark; the report says so at its top
+    for doc in (text,):
         lines = doc.splitlines()
         starts = [i for i, line in enumerate(lines) if line.startswith("|") and not lines[i - 1].startswith("|")]
         tables = [i for i in starts if not lines[i].startswith("| machine / software")]  # its `mode` row says QUICK

@@ -302,6 +302,19 @@ def test_changed_figure_shows_the_images_that_moved(explained, ablation):
                 assert im[1].get_array().shape == im[0].get_array().shape[:2]  # the map on the image
 
 
+def test_explain_shows_its_progress_on_a_terminal_only(ablation, explained, monkeypatch, capsys):
+    """explain (minutes on real runs): a bar over the runs' error decompositions and the variants, on stderr when it is
+    a terminal; nothing elsewhere."""
+    import attn_yolo.progress
+
+    explain(ablation, top=1, figures=False)
+    assert capsys.readouterr().err == ""  # not a terminal: silent
+    monkeypatch.setattr(attn_yolo.progress, "is_terminal", lambda stream: True)
+    explain(ablation, top=1, figures=False)
+    err = capsys.readouterr().err
+    assert "explain: errors of each run" in err and "explain: images and figures" in err
+
+
 def test_rerun_refuses_files_it_did_not_write(ablation, tmp_path, capsys):
     """A second run replaces its own files; a foreign explain.md or changed PNG stops it (exit 2, one line naming
     the file and overwrite=True) unless overwrite=True."""

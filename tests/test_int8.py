@@ -129,6 +129,23 @@ def check_every_conv_quantized_or_kept(block: str, folder: Path, data: Path, fmt
     assert not missing, f"{block} ({fmt}): modules with no node of their own (F.conv2d/F.linear?): {missing}"
 
 
+def test_int8_calibration_shows_its_batches_on_a_terminal_only(tmp_path, calib_data, monkeypatch, capsys):
+    """The calibration (minutes on a real dataset) under a bar on stderr when it is a terminal, silent elsewhere; the
+    export checks likewise (one bar over their cases)."""
+    import attn_yolo.progress
+    from attn_yolo.export import verify_onnx
+
+    y = tiny("SE", tmp_path)
+    f, _ = export_int8(y, "onnx", 64, str(calib_data), out=tmp_path / "a.onnx")
+    assert "INT8 calibration" not in capsys.readouterr().err
+    monkeypatch.setattr(attn_yolo.progress, "is_terminal", lambda stream: True)
+    export_int8(y, "onnx", 64, str(calib_data), out=tmp_path / "b.onnx")
+    err = capsys.readouterr().err
+    assert "INT8 calibration" in err and "batch" in err
+    verify_onnx(tmp_path / "b.onnx", y)
+    assert "verify onnx" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("block", FAST_BLOCKS)
 def test_every_conv_of_a_block_is_quantized_or_kept_float_onnx(block, tmp_path, calib_data):
     check_every_conv_quantized_or_kept(block, tmp_path, calib_data, "onnx")

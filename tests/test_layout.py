@@ -41,7 +41,7 @@ LAYERS = {
     "ultralytics_api": 0.5,  # the seam to Ultralytics' internals: imports nothing else of attn_yolo
     "conventions": 1, "row_readings": 1, "signatures": 1, "csp": 1,
     "registry": 2,
-    "args": 3, "checkpoint": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3,
+    "args": 3, "checkpoint": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3, "progress": 3,
     "insertion": 4, "heatmap": 4, "health": 4, "capture": 4,
     "ablate": 5, "bench": 5, "export": 5,  # export's INT8 check reuses the ablation's per-image bootstrap
     "explain": 5.5, "search": 5.5,

@@ -270,3 +270,26 @@ def test_a_dataset_that_vanishes_after_the_config_check_is_one_line(gone, tmp_pa
                           "checked): ") and err.endswith("; restore it, or give data= a dataset that stays")
     assert (f"'{data}' does not exist" if gone == "data.yaml" else f"missing path '{data.parent / 'images'}") in err
     assert not (tmp_path / "out" / "runs").exists()  # nothing trained
+
+
+@pytest.mark.parametrize("argv, head", [
+    (["ablate", "train.epochs=x"], "error: the default config of attn-yolo ablate "
+                                   "(configs/ablation/synthetic-quick.yaml): train.epochs: "),
+    (["ablate", "data=DATA", "seeds.min=x"], "error: the default config of attn-yolo ablate "
+                                             "(configs/ablation/synthetic-quick.yaml): seeds.min: "),
+    (["search", "seeds=3"], "error: the default config of attn-yolo search: seeds: "),
+    (["search", "budget.x=1"], "error: attn-yolo search: unknown key 'budget.x'"),
+    (["search", "nope.yaml"], "error: attn-yolo search: config file not found: nope.yaml"),
+])
+def test_the_embedded_defaults_problems_name_the_default_config_and_the_tool(argv, head, tiny_data, capsys,
+                                                                             monkeypatch, tmp_path):
+    """A problem of the embedded default config is named by what it is (the tool's default config, and the file of the
+    same text), never by its own name (`<default synthetic-quick>` for a run on other data); a search's own problems
+    name `attn-yolo search`; a key given on the command line says so, dotted ones too."""
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("DATA", str(tiny_data)) for a in argv]
+    assert cli_main(argv) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(head) and "synthetic-quick>" not in err and "<default" not in err, err
+    if "." in argv[1] and "=" in argv[1] and "budget" not in argv[1]:
+        assert err.endswith(f"(from the command line: {argv[-1]})"), err

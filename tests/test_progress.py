@@ -69,3 +69,39 @@ def test_phase_names_are_checked():
         assert "dataset" in str(e)
     else:
         raise AssertionError("an unknown phase was accepted")
+
+
+def test_the_start_shows_its_epochs_on_the_bar_and_nothing_off_a_terminal(tmp_path):
+    """The shared start trains for minutes: its epochs and the time left appear on the bar's line as Ultralytics
+    writes results.csv; off a terminal nothing at all."""
+    import time
+
+    def train(stream):
+        p = console.Progress(4, file=stream)
+        p.enter("start", "training the shared start once (start)")
+        with p.epochs(tmp_path, 3, every_s=0.05):
+            for k in (1, 2):
+                with open(tmp_path / "results.csv", "a") as f:
+                    f.write("epoch,time\n" * (k == 1) + f"{k},{30.0 * k}\n")
+                time.sleep(0.4)
+        p.close()
+        (tmp_path / "results.csv").unlink()
+        return stream.getvalue()
+
+    shown = train(Terminal())
+    frames = [f for chunk in shown.split("\n") for f in chunk.split("\r")]
+    assert any("epoch 1/3, ~01:00 left" in f for f in frames) and any("epoch 2/3, ~00:30 left" in f for f in frames)
+    assert "epoch" not in train(io.StringIO())
+
+
+def test_a_bar_is_one_redrawn_line_on_a_terminal_and_nothing_elsewhere():
+    """attn_yolo.progress.bar (explain, bench, INT8, export checks): tqdm frames on one line of a terminal, cleared at
+    the end; not a character into a log or a pipe."""
+    from attn_yolo.progress import bar
+
+    term = Terminal()
+    assert list(bar(range(3), "explain: errors of each run", unit="run", file=term)) == [0, 1, 2]
+    raw = term.getvalue()
+    assert "explain: errors of each run" in raw and "\r" in raw and "\n" not in raw.rstrip("\n")
+    plain = io.StringIO()
+    assert list(bar(range(3), "x", file=plain)) == [0, 1, 2] and plain.getvalue() == ""

@@ -86,6 +86,7 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   report       summary.md (and the plots beside it)
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
+#   eta          the expected wall time: each run's cost, the schedule's rounds, the seeds the rule still needs
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
 #   session      one locked run of the plan: its runs, their records, the scheduler that records each as it ends
 #   runner       the lock, dataset preparation, and the steps: plan, resume, check, execute, report

@@ -114,7 +114,7 @@ class Ablation:
     """A validated ablation config with resolved paths (``validate``); ``prepare`` makes it ready to run: the dataset
     generated, every arm built and sized, the placebo arms added."""
 
-    source: str  # config file, or "<default synthetic-quick>"
+    source: str  # config file, or the embedded default's ``default_source``
     name: str
     data: str  # dataset YAML (absolute)
     data_id: str  # fingerprint of the dataset YAML
@@ -162,7 +162,7 @@ def train_imgsz(train: dict) -> int:
 # --------------------------------------------------------------------------------------------------- config loading
 
 
-def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
+def load_config(path: str | Path | None, tool: str = "ablate") -> tuple[dict, Path, str, str]:
     """Read an ablation config.
 
     Args:
@@ -176,11 +176,11 @@ def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
     """
     if path is None:
         text, base, name = DEFAULT_CONFIG_YAML, Path.cwd(), DEFAULT_CONFIG_NAME
-        source = f"<default {DEFAULT_CONFIG_NAME}>"
+        source = default_source("ablate", f"configs/ablation/{DEFAULT_CONFIG_NAME}.yaml")
     else:
         p = Path(path).expanduser()
         if not p.is_file():
-            raise UsageError(f"attn-yolo ablate: config file not found: {path}")
+            raise UsageError(f"attn-yolo {tool}: config file not found: {path}")
         text, base, name, source = p.read_text(), p.resolve().parent, p.stem, str(path)
     try:
         raw = yaml.safe_load(text)
@@ -189,6 +189,13 @@ def load_config(path: str | Path | None) -> tuple[dict, Path, str, str]:
     if not isinstance(raw, dict):
         raise UsageError(f"{source}: expected a mapping with keys {', '.join(CONFIG_KEYS)}, got {type(raw).__name__}")
     return raw, base, name, source
+
+
+def default_source(tool: str, text_at: str = "") -> str:
+    """What a problem of a tool's embedded default config is named by (``ConfigError``'s source): the tool's default
+    config, not the name of what it runs (``data=`` and overrides change that), with the file holding the same text
+    (``configs/ablation/synthetic-quick.yaml``) where there is one."""
+    return f"the default config of attn-yolo {tool}" + (f" ({text_at})" if text_at else "")
 
 
 def override_value(text: str):
@@ -208,7 +215,7 @@ def override_value(text: str):
     return list(v) if isinstance(v, tuple) else v
 
 
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> dict:
     """Apply command-line ``key=value`` overrides: top-level config keys, one key of a mapping (``seeds.max=12``,
     ``start.epochs=3``, ``new_blocks.gamma=0.1``, a search's ``search.max_runs=9``), or Ultralytics train args (into
     ``train``). A value in braces or brackets is YAML (``seeds={min: 3, max: 12}``). ``device=`` replaces the
@@ -216,7 +223,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
     Raises:
         UsageError: a token without ``=``, ``variants=...``, a dotted key into a value that is not a mapping, or a
-            key that is neither (naming the closest key).
+            key that is neither (naming the closest key); each line names ``attn-yolo <tool>``.
     """
     from ultralytics.cfg import DEFAULT_CFG_DICT
 
@@ -224,15 +231,15 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     for tok in overrides:
         key, eq, value = tok.partition("=")
         if not eq or not key:
-            raise UsageError(f"attn-yolo ablate: expected key=value after the config, got {tok!r}")
+            raise UsageError(f"attn-yolo {tool}: expected key=value after the config, got {tok!r}")
         if key == "variants":
-            raise UsageError("attn-yolo ablate: variants cannot be overridden on the command line; edit the config")
+            raise UsageError(f"attn-yolo {tool}: variants cannot be overridden on the command line; edit the config")
         v = override_value(value)
         head, dot, sub = key.partition(".")
         if dot and sub and (head in CONFIG_KEYS or isinstance(raw.get(head), dict)):  # seeds.max=12, search.max_runs=9
             node = raw.get(head)
             if node is not None and not isinstance(node, dict):
-                raise UsageError(f"attn-yolo ablate: {tok}: {head} is {node!r} in the config, not a mapping; give "
+                raise UsageError(f"attn-yolo {tool}: {tok}: {head} is {node!r} in the config, not a mapping; give "
                                  f"it whole ({head}=...)")
             raw[head] = {**(node or {}), sub: v}
             continue
@@ -251,7 +258,8 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             close = difflib.get_close_matches(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT], n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise UsageError(
-                f"attn-yolo ablate: unknown key {key!r}.{hint} Keys: {', '.join(CONFIG_KEYS)}, or any Ultralytics "
+                f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {', '.join(CONFIG_KEYS)}"
+                f"{', search.<key>' if tool == 'search' else ''}, or any Ultralytics "
                 "train argument (goes into `train`)"
             )
     return raw
@@ -265,7 +273,7 @@ def from_command_line(problems: list[str], overrides: list[str]) -> list[str]:
         head = p.split(":", 1)[0]
         for tok in overrides:
             k = tok.partition("=")[0]
-            key = k if k in CONFIG_KEYS else f"train.{k}"
+            key = k if re.split(r"[.\[]", k)[0] in CONFIG_KEYS else f"train.{k}"  # seeds.min, train.epochs: as given
             if head == key or head.startswith((f"{key}.", f"{key}[")):
                 p = f"{p} (from the command line: {tok})"
                 break

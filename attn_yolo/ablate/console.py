@@ -166,6 +166,36 @@ class Progress:
         elif self.verbose:
             self.line(text)
 
+    @contextlib.contextmanager
+    def epochs(self, run_dir: Path, total: int, every_s: float = 0.5):
+        """While a run trains into ``run_dir`` (the shared start: minutes), its epochs on the bar: ``epoch 2/5, ~01:30
+        left`` (mm:ss) from the rows Ultralytics adds to its results.csv at each epoch's end (the time left at the
+        mean epoch so far), read every ``every_s`` seconds by a thread. Off a terminal nothing is shown."""
+        if self.bar is None:
+            yield
+            return
+        import threading
+
+        from attn_yolo.ablate.records import epoch_table
+
+        stop = threading.Event()
+
+        def watch():
+            while not stop.wait(every_s):
+                ends = [t for t in epoch_table(Path(run_dir) / "results.csv").get("time", []) if t == t]
+                left = ends[-1] / len(ends) * (total - len(ends)) if ends else None
+                left = f", ~{self.bar.format_interval(left)} left" if left is not None else ""
+                self.bar.set_postfix_str(f"epoch {len(ends)}/{total}{left}")
+
+        t = threading.Thread(target=watch, name="attn-yolo-epochs", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+            self.bar.set_postfix_str("")
+
     def done(self, text: str) -> None:
         """One line for a finished run, and the bar moved on."""
         self.line(text)

@@ -296,9 +296,12 @@ def execute(s: Session, rounds) -> int:
                                                                      ab.out) if s.uri else {}) for sp in s.todo]
     write_results(s.csv_path, s.ordered_rows())
     s.progress = console.Progress(len(s.todo), s.verbose)
+    s.open_ended = rounds is not ablation_rounds  # a search's own rounds: the plan's runs are a most
     code = 0
     try:
-        if not train_starts(ab, data, s.progress, s.schedule):
+        for line in s.plan_time(data, [start_spec(ab, st, data) for st in pending(ab)]):
+            s.progress.line(line)
+        if not train_starts(s, data):
             code = 1
         elif why := too_weak(ab):  # before any arm: nothing could be compared
             s.progress.close()
@@ -353,30 +356,37 @@ def finish(s: Session, code: int, text: str, where: str) -> int:
     return code
 
 
-def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
+def train_starts(s: Session, data: str) -> bool:
     """Train the recipe starts that have no usable record yet (``attn_yolo.ablate.start``) before any arm, through the
-    same scheduler as the arms; False when one failed (no arm can start from it)."""
-    ok = True
+    same scheduler as the arms, each measuring the cost of a run (``Session.start_line``); False when one failed (no
+    arm can start from it)."""
+    ok, ab, progress = True, s.ab, s.progress
     for st in pending(ab):
         spec = dataclasses.replace(start_spec(ab, st, data), data=data)
 
         def begin(spec: RunSpec, device, st=st) -> None:
             claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})
+            if s.timetable is not None:
+                s.timetable.started(spec.run_dir, None)  # its own cost: not an arm's runs
             progress.enter("start", f"training the {'shared ' * (not st.arm)}start once ({spec.variant})")
 
         def end(row: dict, spec=spec, st=st) -> None:
             nonlocal ok
             row = complete({**row, "run_dir": spec.run_dir})
             write_record(row)
+            wall = s.timetable.ended(spec.run_dir) if s.timetable is not None else None
             if row["status"] == "ok":
                 progress.line(f"[{row['variant']}] trained once: mAP50-95 {row['map50_95']:.4f}; reused by every arm "
                               f"and rerun while its settings (fingerprint {st.fingerprint}) stay the same")
+                if wall is not None and (line := s.start_line(spec, wall)):
+                    progress.line(line)
             else:
                 ok = False
                 print(f"[{row['variant']}] FAILED: {row['error']} (see {spec.run_dir}/error.txt); no arm can start "
                       "from it", file=sys.stderr, flush=True)
 
-        schedule([spec], begin, end)
+        with progress.epochs(Path(spec.run_dir), int(spec.train.get("epochs", 1))):
+            s.schedule([spec], begin, end)
     return ok
 
 

@@ -63,35 +63,10 @@ def count_images(split) -> int:
     return n
 
 
-def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s: float) -> float:
-    """Seconds one run should take, from the dataset size and the epochs, before any run has finished.
-
-    ``ceil(n_train · fraction / batch)`` training steps per epoch × ``epochs``, plus validation batches (twice the
-    training batch, as Ultralytics validates) after every epoch (``val: false``: after the last one only) and once
-    more for best.pt (latency is timed after all runs: ``attn_yolo.ablate.latency``). Data loading, augmentation,
-    NMS and start-up are not counted, so it is a lower estimate; the ETA after run 1 uses measured run times.
-
-    Args:
-        spec: the run (``train`` args ``epochs``, ``batch``, ``fraction``, ``val``).
-        n_train, n_val: images in the train and val splits.
-        step_s: seconds of one training step (forward + backward) of a batch; ``val_s``: of one validation
-            forward of a batch of twice that size.
-    """
-    from ultralytics.cfg import DEFAULT_CFG_DICT
-
-    tr = {**DEFAULT_CFG_DICT, **spec.train}
-    batch = tr["batch"] if isinstance(tr["batch"], int) and tr["batch"] > 0 else 16  # auto batch: Ultralytics' 16
-    frac = tr["fraction"]  # a share in (0, 1], or a whole number of images
-    used = frac if isinstance(frac, int) and not isinstance(frac, bool) and frac > 1 else round(n_train * frac)
-    steps = math.ceil(max(1, min(used, n_train)) / batch) * tr["epochs"]
-    vals = (tr["epochs"] if tr["val"] else 1) + 1
-    return steps * step_s + vals * math.ceil(n_val / (2 * batch)) * val_s
-
-
 def time_steps(spec: RunSpec, nc: int, device=None) -> tuple[float, float]:
-    """``(step_s, val_s)`` for ``estimate_run_s``: one timed forward + backward of the run's model on a random
-    training batch (``batch × 3 × imgsz²``), and one forward without gradients of twice that batch, after one
-    untimed step each. No weights are saved; the run itself builds its own model."""
+    """``(step_s, val_s)`` for the first estimate of a run (``eta.prior``): one timed forward + backward of the run's
+    model on a random training batch (``batch × 3 × imgsz²``), and one forward without gradients of twice that batch,
+    after one untimed step each. No weights are saved; the run itself builds its own model."""
     import torch
     from ultralytics.nn.tasks import DetectionModel
     from ultralytics.utils.torch_utils import select_device
@@ -127,19 +102,6 @@ def time_steps(spec: RunSpec, nc: int, device=None) -> tuple[float, float]:
         sync()
         out.append(time.perf_counter() - t0)
     return out[0], out[1]
-
-
-def first_run_estimate(spec: RunSpec, nc: int, device=None) -> tuple[float, str]:
-    """``(seconds, basis)``: ``estimate_run_s`` of ``spec`` with its dataset's image counts and ``time_steps`` measured
-    now; ``basis`` says what it rests on, e.g. ``"1000 train / 200 val images, 2 epochs"``."""
-    from ultralytics.data.utils import check_det_dataset
-
-    info = check_det_dataset(spec.data, autodownload=False)
-    n_train, n_val = count_images(info["train"]), count_images(info.get("val") or [])
-    epochs, frac = spec.train.get("epochs", 100), spec.train.get("fraction", 1.0)
-    seconds = estimate_run_s(spec, n_train, n_val, *time_steps(spec, nc, device))
-    used = f" (fraction={frac}: {frac if frac > 1 else round(n_train * frac)} used)" if frac != 1.0 else ""
-    return seconds, f"{n_train} train{used} / {n_val} val images, {epochs} epoch{'s' * (epochs != 1)}"
 
 
 @contextlib.contextmanager
@@ -230,6 +192,9 @@ def _validate(spec: RunSpec, model, args: dict, on_batch=None):
     if on_batch is not None:
         validator.add_callback("on_val_batch_start", on_batch)
     return box_metrics(validator(model=model)), validator
+
+
+CHECK_PASSES = 4  # validations of best.pt by the attention check (``attention_figures``), after the run's own
 
 
 def attention_figures(spec: RunSpec, best: Path, train: dict) -> dict:

@@ -57,7 +57,7 @@ from attn_yolo.bench.attention import attention_section
 from attn_yolo.bench.blocks import VARIANTS, blocks_section
 from attn_yolo.bench.common import SMOKE_WARNING, Section, default_mem_limit_gb
 from attn_yolo.bench.gpu import gpu_section
-from attn_yolo.bench.report import has_regions, report, write_regions
+from attn_yolo.bench.report import has_regions, quick_table, report, write_regions
 from attn_yolo.bench.timm_compare import timm_section
 from attn_yolo.bench.train import train_section
 from attn_yolo.bench.ultralytics_attn import ultralytics_section
@@ -186,9 +186,12 @@ def run(cfg: dict, argv: list[str] | None = None) -> tuple[list[Section], str]:
         ts = time.perf_counter()
         s = RUNNERS[name](cfg)
         s.seconds, s.smoke = time.perf_counter() - ts, bool(cfg["quick"])
-        print("\n" + s.markdown(), flush=True)
+        if not cfg["quick"]:  # a quick run: one short table at the end
+            print("\n" + s.markdown(), flush=True)
         sections.append(s)
     text = report(sections, cfg, argv or [], time.perf_counter() - t0)
+    if cfg["quick"]:
+        print("\n" + quick_table(sections, time.perf_counter() - t0, cfg["out"]), flush=True)
     if cfg["out"] and has_regions(cfg["out"]):  # BENCHMARKS.md: each section into its own region, the rest kept
         write_regions(cfg["out"], dict(zip(cfg["sections"], sections)), cfg, argv or [])
         print(f"attn-yolo bench: updated the sections {', '.join(cfg['sections'])} of {cfg['out']} "

@@ -27,6 +27,7 @@ from attn_yolo.bench.common import (
     timed,
 )
 from attn_yolo.nn import MHSA, BiLevelRoutingAttention
+from attn_yolo.progress import bar
 
 C, HEADS = 128, 4  # attention benchmark: 4 heads × head width 32
 ULTRA_ATTN_RATIO = 1.0  # Ultralytics Attention(128, 4, attn_ratio=1.0): key_dim = head_dim = 32 for q, k and v
@@ -189,19 +190,20 @@ def attention_section(cfg: dict) -> Section:
     s = Section("1. Attention kernel: fused SDPA vs explicit softmax(QKᵀ)V")
     limit = int(cfg["mem_limit_gb"] * 2**30)
     results = {}
-    for n in cfg["tokens"]:
-        for kind in ATTN_KINDS:
-            spec = dict(
-                kind=kind,
-                n=n,
-                repeats=cfg["repeats"],
-                warmup=cfg["warmup"],
-                case_budget_s=cfg["case_budget_s"],
-                threads=cfg["threads"],
-                mem_limit_bytes=limit,
-            )
-            r = results[kind, n] = bench_attention_case(spec, isolate=cfg["isolate"])
-            brief = [f"{p}: {fmt((r.get(p) or {}).get('ms')) or (r.get(p) or r).get('error')}" for p in PASSES]
+    for n, kind in bar([(n, k) for n in cfg["tokens"] for k in ATTN_KINDS], "bench attention", unit="case"):
+        spec = dict(
+            kind=kind,
+            n=n,
+            repeats=cfg["repeats"],
+            warmup=cfg["warmup"],
+            case_budget_s=cfg["case_budget_s"],
+            threads=cfg["threads"],
+            mem_limit_bytes=limit,
+        )
+        r = results[kind, n] = bench_attention_case(spec, isolate=cfg["isolate"])
+        if not cfg["quick"]:  # a full run logs each case (a quick one: its table at the end)
+            ms = {p: fmt((r.get(p) or {}).get("ms")) for p in PASSES}
+            brief = [f"{p}: {ms[p]} ms" if ms[p] else f"{p}: {(r.get(p) or r).get('error')}" for p in PASSES]
             print(f"  attention {kind:<14} N={n:<6} " + "  ".join(brief), flush=True)
     method = next((r["memory_method"] for r in results.values() if "memory_method" in r), "?")
     where = "each case in a fresh subprocess" if cfg["isolate"] else "all cases in one process (isolate=False)"

@@ -17,6 +17,7 @@ import torch
 
 from attn_yolo.args import UsageError
 from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ci, median_ms, paired_ratio
+from attn_yolo.progress import bar
 
 PACKAGE = Path(__file__).resolve().parent.parent  # attn_yolo/
 
@@ -194,11 +195,6 @@ def export_onnx_cached(yaml: str, imgsz: int, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp, contextlib.chdir(tmp), _quiet_ultralytics():
         f = export_onnx(build_detector(yaml), imgsz=imgsz)
         shutil.move(str(Path(tmp) / f), dst)
-    print(
-        f"attn-yolo bench: cached ONNX export {dst} (cache folder {cache}: reused by later runs; delete it to clear, "
-        "or set cache=)",
-        flush=True,
-    )
     return dst
 
 
@@ -216,9 +212,22 @@ def export_openvino_cached(yaml: str, imgsz: int, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp, _quiet_ultralytics():
         f = export_openvino(build_detector(yaml), imgsz=imgsz, out=Path(tmp) / dst.name)
         shutil.move(str(f.parent), dst)
-    print(f"attn-yolo bench: cached OpenVINO export {dst} (cache folder {cache}: reused by later runs; delete it to "
-          "clear, or set cache=)", flush=True)
     return next(dst.glob("*.xml"))
+
+
+def exports_cached(export, yamls: dict, imgsz: int, cache: Path, what: str) -> dict:
+    """``{name: export(yaml, imgsz, cache)}`` for every model, under a progress bar; one line when some were made
+    (the cache folder, reused by later runs)."""
+    made = 0
+    files = {}
+    for k, y in bar(yamls.items(), f"bench {what} exports", total=len(yamls), unit="model"):
+        before = cache.is_dir() and any(cache.glob(f"{Path(y).stem}-{imgsz}-{_cache_key(y, imgsz)}*"))
+        files[k] = export(y, imgsz, cache)
+        made += not before
+    if made:
+        print(f"attn-yolo bench: {made} {what} export(s) made and cached in {cache} (reused by later runs; delete the "
+              "folder to clear, or set cache=)", flush=True)
+    return files
 
 
 def _openvino_times(yamls: dict, imgsz: int, threads: int, rounds: int, cache: Path) -> tuple[dict, str]:
@@ -230,7 +239,7 @@ def _openvino_times(yamls: dict, imgsz: int, threads: int, rounds: int, cache: P
         from attn_yolo.export import OpenVINORuntime
     except ImportError as e:
         return {}, f"OpenVINO not measured: {e} (pip install 'attn-yolo[openvino]')"
-    files = {k: export_openvino_cached(y, imgsz, cache) for k, y in yamls.items()}
+    files = exports_cached(export_openvino_cached, yamls, imgsz, cache, "OpenVINO")
     torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
     x = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
     rts = {k: OpenVINORuntime(f, "f32", threads) for k, f in files.items()}
@@ -286,7 +295,7 @@ def blocks_section(cfg: dict) -> Section:
     s = Section(f"2. Block overhead on yolo11n at {imgsz} (batch 1)")
     yamls = detector_yamls(cfg["variants"])
     models, info = {}, {}
-    for name, y in yamls.items():
+    for name, y in bar(yamls.items(), "bench blocks: building", total=len(yamls), unit="model"):
         m = build_detector(y).model.eval()
         m.fuse(verbose=False)
         info[name] = (sum(p.numel() for p in m.parameters()), get_flops(m, imgsz))
@@ -303,7 +312,7 @@ def blocks_section(cfg: dict) -> Section:
 
             from attn_yolo.export import ort_session
 
-            files = {k: export_onnx_cached(y, imgsz, Path(cfg["cache"])) for k, y in yamls.items()}
+            files = exports_cached(export_onnx_cached, yamls, imgsz, Path(cfg["cache"]), "ONNX")
             torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
             xn = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
             sessions = {}

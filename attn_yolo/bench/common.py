@@ -34,6 +34,10 @@ class Section:
     seconds: float = 0.0
     smoke: bool = False
 
+    def cases(self) -> int:
+        """Rows of the section's tables (body entries that start with ``|``), header and rule lines not counted."""
+        return sum(max(0, len(b.splitlines()) - 2) for b in self.body if b[:1] == "|")
+
     def markdown(self) -> str:
         body = self.body
         if self.smoke:  # tables are body entries that start with "|"

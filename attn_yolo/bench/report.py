@@ -75,6 +75,16 @@ def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) 
     return "\n".join(lines)
 
 
+def quick_table(sections: list[Section], seconds: float, out: str = "") -> str:
+    """What a quick run prints: the smoke warning and one row per section, its cases (rows of its tables) and its wall
+    time in seconds, then the total; the tables themselves go to ``out`` when given."""
+    rows = [[s.title.split(":")[0], s.cases(), f"{s.seconds:.1f}"] for s in sections]
+    rows.append(["total", sum(s.cases() for s in sections), f"{seconds:.1f}"])
+    where = f"the tables: {out}" if out else "the tables: out=<file.md>; timings that mean something: attn-yolo bench"
+    return "\n".join([f"attn-yolo bench: {SMOKE_WARNING.strip('*')}", "",
+                      md_table(["section", "cases (table rows)", "wall time (s)"], rows), "", where])
+
+
 def region_markers(name: str) -> tuple[str, str]:
     """The markers of section ``name``'s region in ``BENCHMARKS.md`` (``<!-- bench:blocks:begin -->`` ...)."""
     return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"

@@ -23,6 +23,7 @@ from attn_yolo.bench.common import (
     short_error,
     timed,
 )
+from attn_yolo.progress import bar
 from attn_yolo.sdpa import CPU_MIN_TOKENS, attention_layers, fuse_attention, kernel_for
 from attn_yolo.ultralytics_api.layers import instance_forward, split_v
 
@@ -181,15 +182,17 @@ def ultralytics_section(cfg: dict) -> Section:
     sizes, batch, rounds = ((64,), 2, 1) if quick else ((640, 1280), 2, cfg["ultra_rounds"])
     s = Section("6. Ultralytics' own attention on SDPA (`attn_yolo.fuse_attention`): yolo11n, yolo12n")
     results = {}
-    for yaml in ("yolo12n.yaml", "yolo11n.yaml"):  # yolo12n first: the targets are on it
-        for imgsz in sizes:
-            spec = dict(yaml=yaml, imgsz=imgsz, batch=batch, rounds=rounds, threads=cfg["threads"], force=quick)
-            r = results[yaml, imgsz] = bench_model_case(spec, isolate=cfg["isolate"])
-            brief = r.get("error") or "  ".join(
-                f"{p}: {fmt(median_ms(r[p]['stock']['times']))} / {fmt(median_ms(r[p]['fused']['times']))} ms, "
-                f"{fmt(_median(r[p]['stock']['peaks']))} / {fmt(_median(r[p]['fused']['peaks']))} MiB (stock / fused)"
-                for p in PASSES)
-            print(f"  ultralytics {yaml} {imgsz}: {brief}", flush=True)
+    cases = [(y, i) for y in ("yolo12n.yaml", "yolo11n.yaml") for i in sizes]  # yolo12n first: the targets are on it
+    for yaml, imgsz in bar(cases, "bench ultralytics", unit="case"):
+        spec = dict(yaml=yaml, imgsz=imgsz, batch=batch, rounds=rounds, threads=cfg["threads"], force=quick)
+        r = results[yaml, imgsz] = bench_model_case(spec, isolate=cfg["isolate"])
+        if quick:  # a quick run: its table at the end
+            continue
+        brief = r.get("error") or "  ".join(
+            f"{p}: {fmt(median_ms(r[p]['stock']['times']))} / {fmt(median_ms(r[p]['fused']['times']))} ms, "
+            f"{fmt(_median(r[p]['stock']['peaks']))} / {fmt(_median(r[p]['fused']['peaks']))} MiB (stock / fused)"
+            for p in PASSES)
+        print(f"  ultralytics {yaml} {imgsz}: {brief}", flush=True)
     rows = []
     for (yaml, imgsz), r in results.items():
         for p, label in PASSES.items():

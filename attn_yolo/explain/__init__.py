@@ -40,6 +40,7 @@ from attn_yolo.explain import decompose
 from attn_yolo.explain.changed import changed_images
 from attn_yolo.explain.health import health_rows
 from attn_yolo.explain.inputs import REPORT_NAME, TOOL, Runs, check_writes, read_runs
+from attn_yolo.progress import bar
 
 __all__ = ["DEFAULTS", "SCHEMA", "Runs", "explain", "main", "read_runs"]
 
@@ -95,9 +96,10 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     wt = decompose.resample_weights(first.n_images, runs.resamples, runs.boot_seed)
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
         keys = list(runs.records)
-        maps = dict(zip(keys, ex.map(lambda k: decompose.fixed_maps(runs.records[k], wt), keys)))
+        done = ex.map(lambda k: decompose.fixed_maps(runs.records[k], wt), keys)
+        maps = dict(zip(keys, bar(done, "explain: errors of each run", total=len(keys), unit="run")))
     results, written = {}, []
-    for v in runs.variants:
+    for v in bar(runs.variants, "explain: images and figures", unit="variant"):
         seeds = runs.seeds[v]
         dec = decompose.decompose(maps, v, runs.baseline, seeds)
         up, down = changed_images(runs.records, v, runs.baseline, seeds, top)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_yolo.explain.changed import ChangedImage
+from attn_yolo.progress import bar
 
 DRAW_CONF = 0.25  # detections drawn: Ultralytics' predict default
 MAX_MAPS = 6  # attention-map columns at most (the first ones in layer order)
@@ -119,7 +120,8 @@ def changed_figure(runs, variant: str, images: list[ChangedImage], cam: str | No
     if cam and importlib.util.find_spec("pytorch_grad_cam") is None:
         cam = None
     models: dict = {}
-    heat = [heat_items(runs, variant, im, cam, models) for im in images]
+    shown = bar(images, f"explain: {variant}'s maps", unit="image")
+    heat = [heat_items(runs, variant, im, cam, models) for im in shown]
     n_maps = max((len(h[variant].maps) - bool(cam) for h in heat), default=0)
     cols = 2 + 2 * bool(cam) + n_maps
     fig = Figure(figsize=(cols * PANEL_IN + 0.8, max(1, len(images)) * (PANEL_IN + 0.6) + 0.95), dpi=100)

@@ -29,7 +29,8 @@ import torch
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.nn.declaration import Declaration
-from attn_yolo.ultralytics_api.int8 import extra_float
+from attn_yolo.progress import bar
+from attn_yolo.ultralytics_api.int8 import calibration_progress, extra_float
 
 SQUASH = {"onnx": {"Sigmoid", "Softmax", "HardSigmoid"}, "openvino": {"Sigmoid", "SoftMax", "Softmax", "HSigmoid"}}
 """Op types of a gate's or an attention row's squashing function, per graph kind."""
@@ -248,7 +249,7 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it
     with tempfile.TemporaryDirectory(prefix="attn-yolo-int8-") as tmp:
         try:
-            with api.export_named(yolo, Path(tmp) / "model.pt"), \
+            with api.export_named(yolo, Path(tmp) / "model.pt"), calibration_progress(calibration_bar), \
                     extra_float(lambda f: nodes(onnx_graph(f)), lambda m: nodes(openvino_graph(m))):
                 f = Path(yolo.export(format=fmt, imgsz=imgsz, quantize=8, data=data, fraction=fraction, split="train",
                                      batch=1, dynamic=False, device="cpu"))
@@ -265,6 +266,11 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
             xml.with_suffix(ext).rename(xml.with_name(stem + ext))
         shutil.move(str(f), out)
         return openvino_xml(out).resolve(), kept
+
+
+def calibration_bar(loader, n: int):
+    """The calibration batches under a progress bar (one terminal line; silent elsewhere)."""
+    return bar(loader, "INT8 calibration", total=n, unit="batch")
 
 
 def default_int8_path(yolo, fmt: str) -> Path:

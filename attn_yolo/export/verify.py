@@ -21,6 +21,7 @@ from attn_yolo.export.checks import IOU_MIN, RAW_SCALE, TOLERANCE, Check, compar
 from attn_yolo.export.report import VerifyReport
 from attn_yolo.export.runtime import open_runtime
 from attn_yolo.images import default_images, read_image, read_sources
+from attn_yolo.progress import bar
 
 
 def load_images(source=None) -> list[tuple[str, np.ndarray]]:
@@ -140,7 +141,7 @@ def verify_exported(
     if fmt == "openvino":  # OpenVINO's own load step passed: read + compile
         report.checks.append(Check(step, "", True, detail={"message": "read_model + compile_model(CPU) ok"},
                                    label=rt.label))
-    for batch, hw in cases:
+    for batch, hw in bar(cases, f"verify {fmt}", unit="case"):
         groups = [[im] for _, im in images] if batch == 1 else [[images[i % len(images)][1] for i in range(batch)]]
         case = f"b{batch} {hw[0]}x{hw[1]}" + (f" ({len(groups)} images)" if batch == 1 else "")
         ref, out = [], []

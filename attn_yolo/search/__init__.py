@@ -46,7 +46,7 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
     started = time.perf_counter()
     overrides, flags = split_flags(list(overrides))
     raw, base, name, source = load(config)
-    raw = apply_overrides(raw, overrides)
+    raw = apply_overrides(raw, overrides, "search")
     try:
         search = validate(raw, base, name, source)
     except ConfigError as e:

@@ -277,8 +277,8 @@ def arm_key(problem: str) -> str:
 
 def load(path: str | Path | None) -> tuple[dict, Path, str, str]:
     """Read a search config (None: the embedded default); as ``attn_yolo.ablate.config.load_config``."""
-    from attn_yolo.ablate.config import load_config
+    from attn_yolo.ablate.config import default_source, load_config
 
     if path is not None:
-        return load_config(path)
-    return yaml.safe_load(DEFAULT_YAML), Path.cwd(), DEFAULT_NAME, f"<default {DEFAULT_NAME}>"
+        return load_config(path, "search")
+    return yaml.safe_load(DEFAULT_YAML), Path.cwd(), DEFAULT_NAME, default_source("search")

@@ -11,15 +11,18 @@ Ultralytics' own rule (the contract: ``INT8_CALLS``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 INT8_CALLS = {
     "ultralytics.utils.export.onnx:onnx_int8_quantize": ("from onnxruntime.quantization import quantize_static",
                                                           "nodes_to_exclude="),
     "ultralytics.utils.export.openvino:torch2openvino": ("nncf.quantize(", "ignored_scope="),
+    "ultralytics.engine.exporter:Exporter": ("def get_int8_calibration_dataloader(self, prefix",
+                                             "self.get_int8_calibration_dataloader(prefix)"),
 }
-"""Ultralytics function → text its source must hold: it looks the quantizer up at call time and passes the
-exclusions by that keyword (checked by the contract)."""
+"""Ultralytics function (or class) → text its source must hold: it looks the quantizer up at call time and passes the
+exclusions by that keyword; the exporter builds its calibration batches in one method (``calibration_progress``)
+(checked by the contract)."""
 
 
 @contextlib.contextmanager
@@ -59,3 +62,38 @@ def extra_float(onnx_nodes: Callable[[str], list[str]] | None = None,
         yield added
     finally:
         ortq.quantize_static, nncf.quantize = quantize_static, quantize
+
+
+class _Shown:
+    """Ultralytics' calibration dataloader, its batches iterated through ``wrap(loader, n_batches)``; every other
+    attribute the loader's."""
+
+    def __init__(self, loader, wrap):
+        self.loader, self.wrap = loader, wrap
+
+    def __iter__(self):
+        return iter(self.wrap(self.loader, len(self.loader)))
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+@contextlib.contextmanager
+def calibration_progress(wrap: Callable[[Iterable, int], Iterable]) -> Iterator[None]:
+    """Within the block, the batches Ultralytics' INT8 export calibrates on (ONNX Runtime's reader, NNCF's dataset:
+    ``Exporter.get_int8_calibration_dataloader``) pass through ``wrap(loader, n_batches)``, e.g. a progress bar."""
+    from ultralytics.engine.exporter import Exporter
+
+    get = Exporter.get_int8_calibration_dataloader
+
+    def shown(self, prefix=""):
+        return _Shown(get(self, prefix), wrap)
+
+    Exporter.get_int8_calibration_dataloader = shown
+    try:
+        yield
+    finally:
+        Exporter.get_int8_calibration_dataloader = get
