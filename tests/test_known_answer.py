@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_yolo.cli import main as cli_main
+from attn_yolo_console import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
