@@ -10,8 +10,9 @@ it: the logits a gate's sigmoid squashes come out of an INT8 conv, and the softm
 an INT8 MatMul. The keep-float list (``keep_float_scopes``) is derived from each block's declaration: every gate it
 applies (its declaration's ``gates``) and, for a block with explicit attention weights (``attention_weights``), its
 softmax. In a graph (``keep_float_nodes``) a gate keeps float the weighted nodes that produce its input (walked back
-inside the block, through element-wise ops), the gate itself and the product applying it; a softmax also keeps the
-weighted node its rows feed (the AV MatMul). Everything else is quantized as Ultralytics does.
+inside the block, through element-wise ops, which are kept too: OpenVINO would quantize an Add's inputs, the logits),
+the gate itself and the product applying it; a softmax also keeps the weighted node its rows feed (the AV MatMul)
+and the nodes between. Everything else is quantized as Ultralytics does.
 
 Calibration: ``fraction`` of the training split (``split=train``) of the dataset the model was trained on
 (``train_args["data"]`` of the checkpoint) unless ``data=`` is given; ``fraction=1.0`` (Ultralytics' default) takes
@@ -140,24 +141,24 @@ def _consumers(prod: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def _walk(g: Graph, start: str, block: str, step: dict[str, list[str]]) -> set[str]:
     """Weighted nodes reached from ``start`` along ``step`` (producers or consumers) through unweighted nodes of
-    ``block``, and the unweighted nodes passed."""
+    ``block``, and the unweighted nodes passed (a gate's logits summed in an ``Add``: left out, OpenVINO quantizes
+    the Add's inputs, the logits themselves)."""
     seen, stack, out = {start}, list(step.get(start, [])), set()
     while stack:
         n = stack.pop()
         if n in seen or not g.in_scope(n, block) or g.op.get(n) in ("Constant", "Parameter", "Initializer"):
             continue
         seen.add(n)
-        if g.op.get(n) in WEIGHTED[g.kind]:
-            out.add(n)
-        else:
+        out.add(n)
+        if g.op.get(n) not in WEIGHTED[g.kind]:
             stack += step.get(n, [])
     return out
 
 
 def keep_float_nodes(g: Graph, scopes: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """``{module path: graph nodes kept float}`` for each keep-float scope (``_scopes``): each squashing node in the
-    scope, the weighted nodes producing its input (inside the block), its direct consumers (the gate's product) and,
-    for a softmax, the weighted nodes it feeds (AV); OpenVINO's fused ``ScaledDotProductAttention`` of an attention
+    scope, the weighted nodes producing its input (inside the block) and the nodes between, its direct consumers (the
+    gate's product) and, for a softmax, the weighted nodes it feeds (AV) and the nodes between; OpenVINO's fused ``ScaledDotProductAttention`` of an attention
     scope, alone. A scope without a squashing node (an Identity gate: LSKA's and
     MLCA's unsquashed maps) keeps nothing."""
     out = {}

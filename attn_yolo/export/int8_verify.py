@@ -142,7 +142,8 @@ def paired_latency(runtimes: dict, x: np.ndarray, rounds: int = 5, repeats: int 
 def latency(fmt: str, int8_file, yolo, imgsz, threads: int | None = None) -> dict:
     """INT8 vs fp32 latency of ``fmt`` (onnxruntime / OpenVINO CPU) at ``imgsz``, batch 1, paired in one run: the
     fp32 file is exported here with Ultralytics' exporter into a temporary folder. ``{"fp32", "int8", "ratio",
-    "load"}`` (ms; ratio = INT8 / fp32)."""
+    "load", "cpu"}`` (ms; ratio = INT8 / fp32; cpu: ``attn_yolo.export.cpu.cpu_info``, its name, VNNI and AMX)."""
+    from attn_yolo.export.cpu import cpu_info
     from attn_yolo.export.onnx_export import export_onnx
     from attn_yolo.export.openvino_export import export_openvino
     from attn_yolo.export.runtime import open_runtime
@@ -156,7 +157,7 @@ def latency(fmt: str, int8_file, yolo, imgsz, threads: int | None = None) -> dic
         h, w = (imgsz, imgsz) if isinstance(imgsz, int) else imgsz
         x = np.random.default_rng(0).random((1, 3, h, w), dtype=np.float32)
         t = paired_latency(rts, x)
-    return {**t, "ratio": t["int8"] / t["fp32"]}
+    return {**t, "ratio": t["int8"] / t["fp32"], "cpu": cpu_info()}
 
 
 def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP, source=None, conf: float = 0.25,
@@ -166,8 +167,10 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
     Returns:
         VerifyReport: precision ``int8``; checks: the format's load check, ``raw`` per head and ``nms`` on the
         ``source`` images (default: 2 val images of the model's dataset), ``map`` on the validation split of
-        ``data``; ``report.int8``: the map figures and, if ``timing``, the paired latency.
+        ``data``; ``report.int8``: the map figures, what ran in INT8 per attention block (``ran_in_int8``:
+        ``attn_yolo.export.int8_graph``) and, if ``timing``, the paired latency.
     """
+    from attn_yolo.export.int8_graph import as_dicts, ran_in_int8
     from attn_yolo.export.onnx_export import onnx_info
     from attn_yolo.export.openvino_export import openvino_info
     from attn_yolo.export.verify import _onnx_checker, verify_exported
@@ -184,8 +187,10 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
         as_val = val_map(yolo, data, list(shape), folder or tmp)
     check = map_check(recs, max_drop, n_boot)
     report.checks.append(check)
-    report.int8 = {k: check.detail[k] for k in ("fp32", "int8", "drop", "lo", "hi", "n_images", "n_boot")}
+    report.int8 = {"format": fmt, **{k: check.detail[k] for k in ("fp32", "int8", "drop", "lo", "hi", "n_images",
+                                                                    "n_boot")}}
     report.int8["fp32_val"] = as_val
+    report.int8["ran_in_int8"] = as_dicts(ran_in_int8(fmt, path, yolo.model))
     if timing:
         report.int8["latency"] = latency(fmt, path, yolo, list(shape))
     return report
