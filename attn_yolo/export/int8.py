@@ -158,9 +158,9 @@ def _walk(g: Graph, start: str, block: str, step: dict[str, list[str]]) -> set[s
 def keep_float_nodes(g: Graph, scopes: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """``{module path: graph nodes kept float}`` for each keep-float scope (``_scopes``): each squashing node in the
     scope, the weighted nodes producing its input (inside the block) and the nodes between, its direct consumers (the
-    gate's product) and, for a softmax, the weighted nodes it feeds (AV) and the nodes between; OpenVINO's fused ``ScaledDotProductAttention`` of an attention
-    scope, alone. A scope without a squashing node (an Identity gate: LSKA's and
-    MLCA's unsquashed maps) keeps nothing."""
+    gate's product) and, for a softmax, the weighted nodes it feeds (AV) and the nodes between; OpenVINO's fused
+    ``ScaledDotProductAttention`` of an attention scope, alone. A scope without a squashing node (an Identity gate:
+    LSKA's and MLCA's unsquashed maps) keeps nothing."""
     out = {}
     for path, block, _ in scopes:
         keep = set()
