@@ -217,7 +217,7 @@ def calibration_count(n_train: int, fraction) -> int:
 
 # ---------------------------------------------------------------------------------------------------------- export
 def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool = False, out=None,
-                overwrite: bool = False) -> tuple[Path, dict]:
+                overwrite: bool = False, keep_head: bool = False) -> tuple[Path, dict]:
     """Export ``yolo`` to INT8 with Ultralytics' exporter (``quantize=8``, ``split=train``), static, on CPU.
 
     Args:
@@ -225,6 +225,8 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
         data: the dataset YAML (``calibration_data``); its training split calibrates.
         fraction: Ultralytics' ``fraction`` of the training split (default 1.0: all).
         keep_float: also keep the nodes of ``keep_float_scopes`` float.
+        keep_head: also keep float the detection head's own ops (``attn_yolo.export.end2end.head_decode_nodes``: an
+            end-to-end head's decode and top-k), under the key ``"head"`` of the returned ``kept``.
         out: the ``.onnx`` / ``*_openvino_model`` folder; None: Ultralytics' name next to the checkpoint
             (``best_int8.onnx``, ``best_int8_openvino_model/``).
 
@@ -244,6 +246,10 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
 
     def nodes(g):
         kept.update(keep_float_nodes(g, scopes))
+        if keep_head:
+            from attn_yolo.export.end2end import head_decode_nodes
+
+            kept["head"] = head_decode_nodes(g, yolo.model)
         return sorted({n for v in kept.values() for n in v})
 
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it

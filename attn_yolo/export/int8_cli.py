@@ -18,6 +18,7 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
+from attn_yolo.export.end2end import use_end2end
 from attn_yolo.export.int8 import (
     INT8_FORMATS,
     Int8Error,
@@ -73,6 +74,7 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
         if a["source"] is not None:
             load_images(a["source"])
         yolo = load_yolo(a["model"], "model", trust=a["trust"])
+        use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
         data, n_train, _ = calibration_data(yolo, a["data"])
     except (ValueError, Int8Error) as e:
         raise UsageError(f"attn-yolo export: {e}") from None
