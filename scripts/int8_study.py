@@ -25,7 +25,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", nargs="*", default=None, help="blocks (default: every block of attn_yolo.registry)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="fixed paired seeds of the ablation")
-    ap.add_argument("--out", default="runs/study/int8", help="the study folder: the ablation in ablation/, INT8 in int8/")
+    ap.add_argument("--out", default="runs/study/int8", help="study folder: ablation/, int8/")
     ap.add_argument("--page", default=str(ROOT / "docs" / "benchmarks" / "int8.md"))
     ap.add_argument("--fraction", type=float, default=1.0, help="share of the training split that calibrates")
     ap.add_argument("--n-boot", type=int, default=1000)

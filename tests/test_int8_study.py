@@ -16,10 +16,10 @@ CPU = {"name": "Example CPU 9000", "cores": 2, "isa": "AVX2", "vnni": [], "amx":
 
 
 def test_study_config_is_the_default_ablation_with_one_arm_per_block(tmp_path):
+    import yaml
+
     from attn_yolo import ablate
     from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
-
-    import yaml
 
     default = yaml.safe_load(DEFAULT_CONFIG_YAML)
     cfg = study_config(tmp_path / "ab", ["CBAM", "MHSA"], [0, 1], devices="cpu", start={"epochs": 3})

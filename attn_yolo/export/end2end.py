@@ -13,8 +13,8 @@ The checks (``end2end_checks``), on the same images as for a raw head:
   ``max|torch boxes|``. Row order is not compared: two scores within the tolerance may swap places in the top-k;
 * ``nms`` (the end-to-end detections): rows above ``conf`` matched one-to-one (Hungarian on IoU, same class), a match
   needs IoU ≥ ``iou_min``; a detection left unmatched is excused only when its score is within the measured score
-  difference (at most the tolerance) of ``conf`` (``borderline``). Passes with none left (fp32), or at most ``max_unmatched`` of either side
-  (INT8).
+  difference (at most the tolerance) of ``conf`` (``borderline``). Passes with none left (fp32), or at most
+  ``max_unmatched`` of either side (INT8).
 """
 
 from __future__ import annotations
