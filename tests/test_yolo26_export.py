@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 import attn_yolo_console as cli
