@@ -32,6 +32,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--data", default=None, help="dataset (default: the ablation default's, synthetic)")
     ap.add_argument("--imgsz", type=int, default=None, help="default: the ablation default's (128)")
     ap.add_argument("--start-epochs", type=int, default=None, help="default: the ablation default's recipe (5)")
+    ap.add_argument("--start", default=None, help="a trained checkpoint as the shared start instead of the recipe")
     ap.add_argument("--devices", default=None, help="e.g. cpu (one worker); default: the ablation default's")
     return ap.parse_args(argv)
 
@@ -39,7 +40,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     a = parse(argv)
     os.environ.setdefault("YOLO_OFFLINE", "1")
-    from attn_yolo.export.int8_study import MARKERS, render, run_study, study_config
+    from attn_yolo.export.int8_study import MARKERS, StudyError, render, run_study, study_config
     from attn_yolo.export.matrix import write_section
     from attn_yolo.registry import MODULES
 
@@ -55,10 +56,16 @@ def main(argv: list[str]) -> int:
         over["train"] = {"imgsz": a.imgsz}
     if a.start_epochs:
         over["start"] = {"epochs": a.start_epochs}
+    if a.start:
+        over["start"] = str(Path(a.start).resolve())
     if a.devices:
         over["devices"] = a.devices
     out = Path(a.out).resolve()
-    res = run_study(study_config(out / "ablation", blocks, a.seeds, **over), out, a.fraction, a.n_boot)
+    try:
+        res = run_study(study_config(out / "ablation", blocks, a.seeds, **over), out, a.fraction, a.n_boot)
+    except StudyError as e:
+        print(f"int8_study: {e}", file=sys.stderr)
+        return 2
     body = render(res, "python scripts/int8_study.py " + shlex.join(argv))
     write_section(a.page, body, MARKERS, "INT8 per block on trained detectors (`scripts/int8_study.py`)")
     print(body)

@@ -83,16 +83,16 @@ def test_script_refuses_an_unknown_block_with_exit_2(tmp_path):
 
 @pytest.mark.slow
 def test_the_study_on_two_blocks_with_tiny_settings(tmp_path):
-    """The whole study, 2 blocks, 1 seed, 200 images at 64 px, a 3-epoch start (about 10 min on 2 cores): the page has
+    """The whole study, 2 blocks, 1 seed, 400 images at 96 px, a 3-epoch start (about 25 min on 2 cores): the page has
     both blocks and the baseline in both runtimes, each drop equals fp32 − INT8, each excess equals the block's drop
     minus the baseline's and lies in its interval."""
     from attn_yolo.synthetic import generate
 
-    data = generate(tmp_path / "data", n_train=200, n_val=40, imgsz=64, seed=0)
+    data = generate(tmp_path / "data", n_train=400, n_val=60, imgsz=96, seed=0)
     page = tmp_path / "int8.md"
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, str(root / "scripts" / "int8_study.py"), "--blocks", "CBAM", "MHSA", "--seeds", "0",
-           "--out", str(tmp_path / "run"), "--page", str(page), "--data", str(data), "--imgsz", "64",
+           "--out", str(tmp_path / "run"), "--page", str(page), "--data", str(data), "--imgsz", "96",
            "--start-epochs", "3", "--devices", "cpu", "--n-boot", "200"]
     assert subprocess.run(cmd, cwd=root).returncode == 0
     res = json.loads((tmp_path / "run" / "int8-study.json").read_text())

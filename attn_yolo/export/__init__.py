@@ -28,7 +28,7 @@ from pathlib import Path
 from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
-from attn_yolo.export.end2end import end2end_checks, use_end2end
+from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.int8 import export_int8, keep_float_scopes
 from attn_yolo.export.int8_cli import run_int8
 from attn_yolo.export.onnx_export import (
@@ -251,6 +251,8 @@ def main(argv: list[str]) -> int:
     tol = TOLERANCE["fp16" if a["half"] else "fp32"]
     report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"],
                          compare=end2end_checks(tol) if e2e else None)
+    if e2e:
+        report.tolerance["raw_definition"] = E2E_RAW_SCALE
     path = report.save(overwrite=a["overwrite"])
     print(report.summary())
     print(f"Report saved to {path}")

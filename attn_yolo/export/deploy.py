@@ -18,7 +18,7 @@ from pathlib import Path
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE
-from attn_yolo.export.end2end import end2end_checks, use_end2end
+from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.report import report_path
 
 
@@ -111,6 +111,8 @@ def run_format(fmt: str, a: dict, imgsz) -> int:
         report = verify_openvino(f, yolo, **kw) if fmt == "openvino" else verify_engine(f, yolo, **kw)
     except ValueError as e:  # not an OpenVINO IR / Ultralytics engine
         raise UsageError(f"attn-yolo export: {e}") from None
+    if e2e:
+        report.tolerance["raw_definition"] = E2E_RAW_SCALE
     path = report.save(overwrite=a["overwrite"])
     print(report.summary())
     print(f"Report saved to {path}")

@@ -23,6 +23,10 @@ import numpy as np
 
 from attn_yolo.export.checks import Check
 
+E2E_RAW_SCALE = ("end-to-end rows (x1, y1, x2, y2, score, class): scores sorted per image, max|exported - torch| "
+                 "(scale 1); boxes of matched detections / max|torch boxes|")
+"""The ``raw`` check's definition for an end-to-end head (the report's ``tolerance["raw_definition"]``)."""
+
 
 def has_end2end(model) -> bool:
     """Whether the detection model (``yolo.model``) has a one-to-one (NMS-free) head."""

@@ -40,10 +40,15 @@ FP32_FLOOR = 40.0
 """fp32 mAP50-95 (points) every model of the study should reach: a detector worth deploying (issue 47)."""
 
 
+class StudyError(RuntimeError):
+    """The study's ablation stopped before its arms (a refused config, a start that detects nothing)."""
+
+
 def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
     """The ablation of the study: the embedded default with one arm per block (at ``backbone``, the block's default
     args) beside the baseline, ``seeds`` fixed, into ``out``. ``over``: top-level keys replaced (``data``,
-    ``devices``) or, for ``start`` and ``train``, merged into the default's."""
+    ``devices``, ``start`` given as a checkpoint path) or, for a ``start`` or ``train`` mapping, merged into the
+    default's."""
     from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
 
     cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
@@ -61,7 +66,11 @@ def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
 
 def train_arms(cfg: dict, folder: Path):
     """Run the study's ablation (written to ``folder/study.yaml``; a rerun reuses finished runs) and read it back:
-    ``(ablation, ok rows, {arm: attention check})``, each check ``readings.treated`` of the arm's reading."""
+    ``(ablation, ok rows, {arm: attention check})``, each check ``readings.treated`` of the arm's reading.
+
+    Raises:
+        StudyError: the ablation stopped before its arms (exit 2; it printed why).
+    """
     from attn_yolo import ablate
     from attn_yolo.ablate import readings
     from attn_yolo.ablate.report import analyze
@@ -72,7 +81,7 @@ def train_arms(cfg: dict, folder: Path):
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     code = ablate.run(str(path))
     if code == 2:  # refused (bad config, or a start that detects nothing): the ablation printed why
-        raise RuntimeError(f"the study's ablation {path} stopped before its arms (exit 2); see its message above")
+        raise StudyError(f"the study's ablation {path} stopped before its arms (exit 2): see its message above")
     raw, base, name, source = ablate.load_config(path)
     ab = ablate.prepare(ablate.validate(raw, base, name, source))
     rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]

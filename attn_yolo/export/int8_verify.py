@@ -176,7 +176,7 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
         ``data``; ``report.int8``: the map figures, what ran in INT8 per attention block (``ran_in_int8``:
         ``attn_yolo.export.int8_graph``) and, if ``timing``, the paired latency.
     """
-    from attn_yolo.export.end2end import end2end_checks
+    from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks
     from attn_yolo.export.int8_graph import as_dicts, ran_in_int8
     from attn_yolo.export.onnx_export import onnx_info
     from attn_yolo.export.openvino_export import openvino_info
@@ -190,8 +190,9 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
                else int8_checks(shape, strides))
     report = verify_exported(fmt, path, info, yolo, source=source, conf=conf, iou=iou, tol=tol["raw_rel"],
                              load_check=_onnx_checker if fmt == "onnx" else None, compare=compare)
+    e2e = getattr(yolo.model, "end2end", False)
     report.tolerance.update(iou_min=INT8_TOLERANCE["iou_min"], unmatched=INT8_TOLERANCE["unmatched"],
-                            raw_definition=RAW_SCALE + ", per head", int8_max_drop=max_drop)
+                            raw_definition=E2E_RAW_SCALE if e2e else RAW_SCALE + ", per head", int8_max_drop=max_drop)
     with tempfile.TemporaryDirectory(prefix="attn-yolo-int8-val-") as tmp:
         recs = records(yolo, path, data, list(shape), folder or tmp)
         as_val = val_map(yolo, data, list(shape), folder or tmp)
