@@ -158,6 +158,7 @@ def test_slower_note_names_the_cpu_and_the_faster_runtime():
 
     c = cpu_info(CPUINFO)
     assert slower_note("onnx", 0.8, c) == ""
+    assert "no faster than fp32" in slower_note("onnx", 1.0, c) and "SLOWER" not in slower_note("onnx", 1.0, c)
     note = slower_note("onnx", 1.7, c, {"openvino": 0.6})
     assert "SLOWER" in note and "×1.70" in note and "Example CPU 9000" in note and "VNNI yes" in note
     assert "OpenVINO (NNCF) INT8 ran ×0.60" in note and "format=openvino quantize=8" in note

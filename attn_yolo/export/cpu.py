@@ -16,6 +16,9 @@ from pathlib import Path
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "avx_vnni_int8")
 AMX_FLAGS = ("amx_int8", "amx_tile")
 RUNTIMES = {"onnx": "ONNX Runtime (QDQ)", "openvino": "OpenVINO (NNCF)"}
+NO_GAIN = 0.95
+"""An INT8/fp32 latency ratio above this is no gain (within 5 %, about the spread of repeated medians here); above
+its inverse, INT8 is slower."""
 
 
 def cpu_info(cpuinfo: str | None = None) -> dict:
@@ -56,19 +59,22 @@ def cpu_line(info: dict | None = None) -> str:
 
 
 def slower_note(fmt: str, ratio: float, info: dict | None = None, others: dict | None = None) -> str:
-    """A sentence for an INT8 export that ran slower than fp32 (``ratio`` = INT8 / fp32 > 1), else ``""``: the CPU,
+    """A sentence for an INT8 export that ran no faster than fp32 (``ratio`` = INT8 / fp32 > ``NO_GAIN``; "SLOWER"
+    above ``1 / NO_GAIN``), else ``""``: the CPU,
     its INT8 instructions, and the faster choice on it. ``others``: ``{format: INT8/fp32 ratio}`` measured for the
     other runtimes on the same machine; the fastest one below 1 is named with its figure, else (none measured) the
     other runtime is pointed to, and fp32 is always the fallback."""
-    if not ratio > 1:
+    if not ratio > NO_GAIN:
         return ""
     c = cpu_info() if info is None else info
+    how = f"SLOWER than fp32 in {RUNTIMES[fmt]} on this CPU" if ratio > 1 / NO_GAIN else \
+        f"no faster than fp32 in {RUNTIMES[fmt]} on this CPU (within {1 - NO_GAIN:.0%})"
     why = ("it has neither VNNI nor AMX, so 8-bit products are emulated with wider instructions"
            if c["vnni"] == [] and c["amx"] == [] else
            "it has 8-bit instructions, yet the runtime's quantize/dequantize steps between the ops it fused cost more "
            "than its 8-bit kernels saved at this size" if fmt == "onnx" else
            "it has 8-bit instructions, yet the runtime's 8-bit kernels saved less than they cost at this size")
-    faster = {k: v for k, v in (others or {}).items() if k != fmt and v < 1}
+    faster = {k: v for k, v in (others or {}).items() if k != fmt and v <= NO_GAIN}
     if faster:
         k = min(faster, key=faster.get)
         point = f"{RUNTIMES[k]} INT8 ran ×{faster[k]:.2f} its fp32 time on this CPU: deploy format={k} quantize=8"
@@ -78,5 +84,5 @@ def slower_note(fmt: str, ratio: float, info: dict | None = None, others: dict |
         other = "openvino" if fmt == "onnx" else "onnx"
         point = (f"try {RUNTIMES[other]} (format={other} quantize=8: its report measures its own ratio), or deploy "
                  f"fp32 (format={fmt})")
-    return (f"INT8 is SLOWER than fp32 in {RUNTIMES[fmt]} on this CPU (×{ratio:.2f}): {c['name']}, VNNI "
+    return (f"INT8 is {how} (×{ratio:.2f}): {c['name']}, VNNI "
             f"{_has(c['vnni'])}, AMX {_has(c['amx'])}; {why}. {point[0].upper()}{point[1:]}.")

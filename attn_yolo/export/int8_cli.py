@@ -98,10 +98,8 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
           f"{a['keep_float']} ({len(scopes)} keep-float scopes)")
 
     def attempt(keep: bool, target: Path):
-        f, kept = export_int8(yolo, fmt, imgsz, data, a["fraction"], keep, out=target, overwrite=True,
-                              keep_head=keep and e2e)
-        r = verify_int8(fmt, f, yolo, data, max_drop, a["source"], a["conf"], a["iou"])
-        return f, kept, r
+        f, kept = export_int8(yolo, fmt, imgsz, data, a["fraction"], keep, target, True, keep_head=keep and e2e)
+        return f, kept, verify_int8(fmt, f, yolo, data, max_drop, a["source"], a["conf"], a["iou"])
 
     f, kept, report = attempt(a["keep_float"] is True, out)
     note, drops = "", {("with" if a["keep_float"] is True else "without"): report.int8["drop"]}
