@@ -27,7 +27,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="fixed paired seeds of the ablation")
     ap.add_argument("--out", default="runs/study/int8", help="study folder: ablation/, int8/")
     ap.add_argument("--page", default=str(ROOT / "docs" / "benchmarks" / "int8.md"))
-    ap.add_argument("--fraction", type=float, default=1.0, help="share of the training split that calibrates")
+    ap.add_argument("--fraction", type=lambda v: int(v) if v.isdigit() and int(v) > 1 else float(v), default=1.0,
+                    help="share (0, 1] of the training split that calibrates, or a count of images (an int > 1)")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--data", default=None, help="dataset (default: the ablation default's, synthetic)")
     ap.add_argument("--imgsz", type=int, default=None, help="default: the ablation default's (128)")
