@@ -68,6 +68,10 @@ def test_notes_flag_the_floor_the_failed_checks_and_the_slower_runtime():
     onnx = next(ln for ln in text.splitlines() if ln.startswith("- ONNX Runtime"))
     assert "median INT8/fp32 latency 1.80" in onnx and "SLOWER" in onnx and "Example CPU 9000" in onnx
     assert "VNNI no" in onnx and "OpenVINO (NNCF) INT8 ran ×0.60" in onnx  # the faster runtime, measured here
+    assert "not decided" not in text
+    r = results()
+    r["arms"]["cbam"]["check"] = {"status": "n/a", "why": "the deciding interval is still unbounded"}
+    assert "- Attention check not decided (n/a: no bounded interval, e.g. one seed): CBAM." in notes(r)
     ov = next(ln for ln in text.splitlines() if ln.startswith("- OpenVINO"))
     assert "SLOWER" not in ov
     page = render(results(), "python scripts/int8_study.py --blocks CBAM SE")

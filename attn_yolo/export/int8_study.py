@@ -236,8 +236,12 @@ def notes(res: dict) -> list[str]:
              is not None else "- Shared start: its record has no mAP."]
     lines.append(f"- fp32 mAP50-95 below {FP32_FLOOR:g}: {', '.join(low)}." if low else
                  f"- Every model's fp32 mAP50-95 is at least {FP32_FLOOR:g}.")
+    undecided = sorted(a["block"] for a in arms.values() if (a.get("check") or {}).get("status") == "n/a")
     lines.append(f"- Attention check failed (their INT8 figures describe a block whose attention did not matter): "
                  f"{', '.join(failed)}." if failed else "- No block failed the attention check.")
+    if undecided:
+        lines.append(f"- Attention check not decided (n/a: no bounded interval, e.g. one seed): "
+                     f"{', '.join(undecided)}.")
     for f in FORMATS:
         if f in ratio:
             note = slower_note(f, ratio[f], res["cpu"], ratio)
