@@ -87,9 +87,9 @@ def test_script_refuses_an_unknown_block_with_exit_2(tmp_path):
 
 @pytest.mark.slow
 def test_the_study_on_two_blocks_with_tiny_settings(tmp_path):
-    """The whole study, 2 blocks, 1 seed, 400 images at 96 px, a 3-epoch start (its command took 51 min on 2 busy cores): the page has
-    both blocks and the baseline in both runtimes, each drop equals fp32 − INT8, each excess equals the block's drop
-    minus the baseline's and lies in its interval."""
+    """The whole study, 2 blocks, 1 seed, 400 images at 96 px, a 3-epoch start (its command took 51 min on 2 busy
+    cores): the page has both blocks and the baseline in both runtimes, each drop equals fp32 − INT8, each excess
+    equals the block's drop minus the baseline's and lies in its interval."""
     from attn_yolo.synthetic import generate
 
     data = generate(tmp_path / "data", n_train=400, n_val=60, imgsz=96, seed=0)
