@@ -161,8 +161,9 @@ def test_every_conv_of_every_block_is_quantized_or_kept_float(fmt, tmp_path, cal
 
 
 def test_keep_float_nodes_walk_back_to_the_gate_producers(tmp_path, calib_data):
-    """CBAM's channel gate keeps float the two MLP output convs (avg and max path) feeding its sigmoid, the sigmoid
-    and its product, and nothing of the first MLP layer; read off the fp32 graph by hand."""
+    """CBAM's channel gate keeps float the two MLP output convs (avg and max path) feeding its sigmoid, the Add
+    summing them (the logits), the sigmoid and its product, and nothing of the first MLP layer; read off the fp32
+    graph by hand."""
     from attn_yolo.export.onnx_export import export_onnx
 
     y = tiny("CBAM", tmp_path)
@@ -173,7 +174,8 @@ def test_keep_float_nodes_walk_back_to_the_gate_producers(tmp_path, calib_data):
     sig = next(n for n, t in g.op.items() if t == "Sigmoid" and "/channel/gate/" in n)
     convs = [n for n in g.op if g.op[n] == "Conv" and "/channel/mlp/mlp.2" in n]
     muls = [n for n in g.consumers[sig]]
-    assert len(convs) == 2 and set(kept) == {sig, *convs, *muls}
+    add = [n for n in g.op if g.op[n] == "Add" and n.startswith(f"/{blk}/channel/")]
+    assert len(convs) == 2 and len(add) == 1 and set(kept) == {sig, *convs, *muls, *add}
 
 
 def _report(path: Path) -> dict:

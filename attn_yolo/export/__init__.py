@@ -28,6 +28,7 @@ from pathlib import Path
 from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
+from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.int8 import export_int8, keep_float_scopes
 from attn_yolo.export.int8_cli import run_int8
 from attn_yolo.export.onnx_export import (
@@ -229,6 +230,7 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"attn-yolo export: {e}") from None
     if a["sdpa"]:
         fuse_attention(yolo)  # the exporter's deep copy keeps it (attn_yolo.sdpa); check_opset sees it
+    e2e = use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
     if not a["onnx"]:
         f = Path(a["out"]) if a["out"] is not None else default_onnx_path(yolo)
     targets = ([] if a["onnx"] else [(f, "the ONNX file")]) + ([(report_path(f), "the report")] if a["verify"] else [])
@@ -246,7 +248,11 @@ def main(argv: list[str]) -> int:
     if not a["verify"]:
         print(f"Exported {f} (not verified: verify=False)")
         return 0
-    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"])
+    tol = TOLERANCE["fp16" if a["half"] else "fp32"]
+    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"],
+                         compare=end2end_checks(tol) if e2e else None)
+    if e2e:
+        report.tolerance["raw_definition"] = E2E_RAW_SCALE
     path = report.save(overwrite=a["overwrite"])
     print(report.summary())
     print(f"Report saved to {path}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
 from attn_yolo.export.checks import TOLERANCE
+from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.report import report_path
 
 
@@ -71,6 +72,7 @@ def run_format(fmt: str, a: dict, imgsz) -> int:
         yolo = load_yolo(a["model"], "model", trust=a["trust"])
     except ValueError as e:
         raise UsageError(f"attn-yolo export: {e}") from None
+    e2e = use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
     if existing is None:
         target = Path(a["out"]) if a["out"] is not None else (
             default_openvino_path(yolo) if fmt == "openvino" else default_engine_path(yolo))
@@ -103,10 +105,14 @@ def run_format(fmt: str, a: dict, imgsz) -> int:
         print(f"Exported {f} (not verified: verify=False)")
         return 0
     kw = {"source": a["source"], "conf": a["conf"], "iou": a["iou"]}
+    if e2e:
+        kw["compare"] = end2end_checks(TOLERANCE["fp16" if a["half"] else "fp32"])
     try:
         report = verify_openvino(f, yolo, **kw) if fmt == "openvino" else verify_engine(f, yolo, **kw)
     except ValueError as e:  # not an OpenVINO IR / Ultralytics engine
         raise UsageError(f"attn-yolo export: {e}") from None
+    if e2e:
+        report.tolerance["raw_definition"] = E2E_RAW_SCALE
     path = report.save(overwrite=a["overwrite"])
     print(report.summary())
     print(f"Report saved to {path}")

@@ -10,8 +10,9 @@ it: the logits a gate's sigmoid squashes come out of an INT8 conv, and the softm
 an INT8 MatMul. The keep-float list (``keep_float_scopes``) is derived from each block's declaration: every gate it
 applies (its declaration's ``gates``) and, for a block with explicit attention weights (``attention_weights``), its
 softmax. In a graph (``keep_float_nodes``) a gate keeps float the weighted nodes that produce its input (walked back
-inside the block, through element-wise ops), the gate itself and the product applying it; a softmax also keeps the
-weighted node its rows feed (the AV MatMul). Everything else is quantized as Ultralytics does.
+inside the block, through element-wise ops, which are kept too: OpenVINO would quantize an Add's inputs, the logits),
+the gate itself and the product applying it; a softmax also keeps the weighted node its rows feed (the AV MatMul)
+and the nodes between. Everything else is quantized as Ultralytics does.
 
 Calibration: ``fraction`` of the training split (``split=train``) of the dataset the model was trained on
 (``train_args["data"]`` of the checkpoint) unless ``data=`` is given; ``fraction=1.0`` (Ultralytics' default) takes
@@ -141,26 +142,26 @@ def _consumers(prod: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def _walk(g: Graph, start: str, block: str, step: dict[str, list[str]]) -> set[str]:
     """Weighted nodes reached from ``start`` along ``step`` (producers or consumers) through unweighted nodes of
-    ``block``, and the unweighted nodes passed."""
+    ``block``, and the unweighted nodes passed (a gate's logits summed in an ``Add``: left out, OpenVINO quantizes
+    the Add's inputs, the logits themselves)."""
     seen, stack, out = {start}, list(step.get(start, [])), set()
     while stack:
         n = stack.pop()
         if n in seen or not g.in_scope(n, block) or g.op.get(n) in ("Constant", "Parameter", "Initializer"):
             continue
         seen.add(n)
-        if g.op.get(n) in WEIGHTED[g.kind]:
-            out.add(n)
-        else:
+        out.add(n)
+        if g.op.get(n) not in WEIGHTED[g.kind]:
             stack += step.get(n, [])
     return out
 
 
 def keep_float_nodes(g: Graph, scopes: list[tuple[str, str, str]]) -> dict[str, list[str]]:
     """``{module path: graph nodes kept float}`` for each keep-float scope (``_scopes``): each squashing node in the
-    scope, the weighted nodes producing its input (inside the block), its direct consumers (the gate's product) and,
-    for a softmax, the weighted nodes it feeds (AV); OpenVINO's fused ``ScaledDotProductAttention`` of an attention
-    scope, alone. A scope without a squashing node (an Identity gate: LSKA's and
-    MLCA's unsquashed maps) keeps nothing."""
+    scope, the weighted nodes producing its input (inside the block) and the nodes between, its direct consumers (the
+    gate's product) and, for a softmax, the weighted nodes it feeds (AV) and the nodes between; OpenVINO's fused
+    ``ScaledDotProductAttention`` of an attention scope, alone. A scope without a squashing node (an Identity gate:
+    LSKA's and MLCA's unsquashed maps) keeps nothing."""
     out = {}
     for path, block, _ in scopes:
         keep = set()
@@ -217,7 +218,7 @@ def calibration_count(n_train: int, fraction) -> int:
 
 # ---------------------------------------------------------------------------------------------------------- export
 def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool = False, out=None,
-                overwrite: bool = False) -> tuple[Path, dict]:
+                overwrite: bool = False, keep_head: bool = False) -> tuple[Path, dict]:
     """Export ``yolo`` to INT8 with Ultralytics' exporter (``quantize=8``, ``split=train``), static, on CPU.
 
     Args:
@@ -225,6 +226,8 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
         data: the dataset YAML (``calibration_data``); its training split calibrates.
         fraction: Ultralytics' ``fraction`` of the training split (default 1.0: all).
         keep_float: also keep the nodes of ``keep_float_scopes`` float.
+        keep_head: also keep float the detection head's own ops (``attn_yolo.export.end2end.head_decode_nodes``: an
+            end-to-end head's decode and top-k), under the key ``"head"`` of the returned ``kept``.
         out: the ``.onnx`` / ``*_openvino_model`` folder; None: Ultralytics' name next to the checkpoint
             (``best_int8.onnx``, ``best_int8_openvino_model/``).
 
@@ -244,6 +247,10 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
 
     def nodes(g):
         kept.update(keep_float_nodes(g, scopes))
+        if keep_head:
+            from attn_yolo.export.end2end import head_decode_nodes
+
+            kept["head"] = head_decode_nodes(g, yolo.model)
         return sorted({n for v in kept.values() for n in v})
 
     threads = torch.get_num_threads()  # Ultralytics' select_device("cpu") resets it

@@ -6,7 +6,9 @@
 
 ``keep_float=auto`` (default) exports with Ultralytics' own rules first; only if that drops more than
 ``int8_max_drop`` and the model has a keep-float list (``attn_yolo.export.int8.keep_float_scopes``) is it exported
-again with the list, and the export with the smaller drop is kept: the report gives both drops. ``True`` always
+again with the list, and the export with the smaller drop is kept: the report gives both drops. For a model with an
+end-to-end head (yolo26) the list also keeps the head's own ops float (its decode and top-k:
+``attn_yolo.export.end2end.head_decode_nodes``), named ``head`` in the report. ``True`` always
 applies the list, ``False`` never. Exit codes: 0 within the threshold, 1 not (the file is kept), 2 bad input.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_yolo
+from attn_yolo.export.end2end import use_end2end
 from attn_yolo.export.int8 import (
     INT8_FORMATS,
     Int8Error,
@@ -73,6 +76,7 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
         if a["source"] is not None:
             load_images(a["source"])
         yolo = load_yolo(a["model"], "model", trust=a["trust"])
+        e2e = use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
         data, n_train, _ = calibration_data(yolo, a["data"])
     except (ValueError, Int8Error) as e:
         raise UsageError(f"attn-yolo export: {e}") from None
@@ -88,19 +92,18 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
             raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it, or out= "
                              f"another name")
         check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
-    scopes = keep_float_scopes(yolo.model)
+    scopes = keep_float_scopes(yolo.model)  # an end-to-end head's decode and top-k join the list (``keep_head``)
     calib = {"data": data, "images": calibration_count(n_train, a["fraction"]), "fraction": a["fraction"]}
     print(f"quantize=8: {fmt} INT8 calibrated on {calib['images']} training images of {data}; keep_float="
           f"{a['keep_float']} ({len(scopes)} keep-float scopes)")
 
     def attempt(keep: bool, target: Path):
-        f, kept = export_int8(yolo, fmt, imgsz, data, a["fraction"], keep, out=target, overwrite=True)
-        r = verify_int8(fmt, f, yolo, data, max_drop, a["source"], a["conf"], a["iou"])
-        return f, kept, r
+        f, kept = export_int8(yolo, fmt, imgsz, data, a["fraction"], keep, target, True, keep_head=keep and e2e)
+        return f, kept, verify_int8(fmt, f, yolo, data, max_drop, a["source"], a["conf"], a["iou"])
 
     f, kept, report = attempt(a["keep_float"] is True, out)
     note, drops = "", {("with" if a["keep_float"] is True else "without"): report.int8["drop"]}
-    if a["keep_float"] == "auto" and not report.passed and scopes:
+    if a["keep_float"] == "auto" and not report.passed and (scopes or e2e):
         with tempfile.TemporaryDirectory(prefix="attn-yolo-kf-") as tmp:
             f2, kept2, r2 = attempt(True, Path(tmp) / out.name)
             drops["with"] = r2.int8["drop"]

@@ -75,10 +75,16 @@ def records(yolo, file, data: str, imgsz, folder) -> dict:
     file = Path(file).parent if Path(file).suffix == ".xml" else Path(file)  # Ultralytics loads an IR by its folder
     for key, model in (("fp32", copy.deepcopy(yolo.model)), ("int8", str(file))):
         args = {"data": data, "imgsz": imgsz, "batch": 1, "rect": False, "device": "cpu", "plots": False,
-                "mode": "val", "split": "val", "project": str(folder), "name": key, "exist_ok": True, "verbose": False}
+                "mode": "val", "split": "val", "project": str(folder), "name": key, "exist_ok": True, "verbose": False,
+                **_head_args(yolo)}
         v = RecordingValidator(args=args)
         out[key] = record_from_validator(v, box_metrics(v(model=model)))
     return out
+
+
+def _head_args(yolo) -> dict:
+    """Validator arguments selecting the head the export used: ``nms=False`` for an end-to-end (yolo26) head."""
+    return {"nms": False} if getattr(yolo.model, "end2end", False) else {}
 
 
 VAL_SETTINGS = {"rect": True}
@@ -98,7 +104,7 @@ def val_map(yolo, data: str, imgsz, folder) -> dict:
     size = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(set(imgsz)) == 1 else imgsz
     args = {"data": data, "imgsz": size, "batch": DEFAULT_CFG_DICT["batch"], **VAL_SETTINGS, "device": "cpu",
             "plots": False, "mode": "val", "split": "val", "project": str(folder), "name": "fp32-val",
-            "exist_ok": True, "verbose": False}
+            "exist_ok": True, "verbose": False, **_head_args(yolo)}
     m = box_metrics(DetectionValidator(args=args)(model=copy.deepcopy(yolo.model)))
     return {"map50_95": 100 * float(m["map50_95"]), "batch": args["batch"], "rect": True, "imgsz": size}
 
@@ -142,7 +148,8 @@ def paired_latency(runtimes: dict, x: np.ndarray, rounds: int = 5, repeats: int 
 def latency(fmt: str, int8_file, yolo, imgsz, threads: int | None = None) -> dict:
     """INT8 vs fp32 latency of ``fmt`` (onnxruntime / OpenVINO CPU) at ``imgsz``, batch 1, paired in one run: the
     fp32 file is exported here with Ultralytics' exporter into a temporary folder. ``{"fp32", "int8", "ratio",
-    "load"}`` (ms; ratio = INT8 / fp32)."""
+    "load", "cpu"}`` (ms; ratio = INT8 / fp32; cpu: ``attn_yolo.export.cpu.cpu_info``, its name, VNNI and AMX)."""
+    from attn_yolo.export.cpu import cpu_info
     from attn_yolo.export.onnx_export import export_onnx
     from attn_yolo.export.openvino_export import export_openvino
     from attn_yolo.export.runtime import open_runtime
@@ -156,7 +163,7 @@ def latency(fmt: str, int8_file, yolo, imgsz, threads: int | None = None) -> dic
         h, w = (imgsz, imgsz) if isinstance(imgsz, int) else imgsz
         x = np.random.default_rng(0).random((1, 3, h, w), dtype=np.float32)
         t = paired_latency(rts, x)
-    return {**t, "ratio": t["int8"] / t["fp32"]}
+    return {**t, "ratio": t["int8"] / t["fp32"], "cpu": cpu_info()}
 
 
 def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP, source=None, conf: float = 0.25,
@@ -166,8 +173,11 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
     Returns:
         VerifyReport: precision ``int8``; checks: the format's load check, ``raw`` per head and ``nms`` on the
         ``source`` images (default: 2 val images of the model's dataset), ``map`` on the validation split of
-        ``data``; ``report.int8``: the map figures and, if ``timing``, the paired latency.
+        ``data``; ``report.int8``: the map figures, what ran in INT8 per attention block (``ran_in_int8``:
+        ``attn_yolo.export.int8_graph``) and, if ``timing``, the paired latency.
     """
+    from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks
+    from attn_yolo.export.int8_graph import as_dicts, ran_in_int8
     from attn_yolo.export.onnx_export import onnx_info
     from attn_yolo.export.openvino_export import openvino_info
     from attn_yolo.export.verify import _onnx_checker, verify_exported
@@ -175,17 +185,23 @@ def verify_int8(fmt: str, path, yolo, data: str, max_drop: float = INT8_MAX_DROP
     info = dict(onnx_info(path) if fmt == "onnx" else openvino_info(path), precision="int8")
     shape = tuple(info["imgsz"])
     strides = [int(s) for s in yolo.model.stride]
-    report = verify_exported(fmt, path, info, yolo, source=source, conf=conf, iou=iou, tol=INT8_TOLERANCE["raw_rel"],
-                             load_check=_onnx_checker if fmt == "onnx" else None, compare=int8_checks(shape, strides))
+    tol = INT8_TOLERANCE
+    compare = (end2end_checks(tol["raw_rel"], tol["iou_min"], tol["unmatched"]) if getattr(yolo.model, "end2end", False)
+               else int8_checks(shape, strides))
+    report = verify_exported(fmt, path, info, yolo, source=source, conf=conf, iou=iou, tol=tol["raw_rel"],
+                             load_check=_onnx_checker if fmt == "onnx" else None, compare=compare)
+    e2e = getattr(yolo.model, "end2end", False)
     report.tolerance.update(iou_min=INT8_TOLERANCE["iou_min"], unmatched=INT8_TOLERANCE["unmatched"],
-                            raw_definition=RAW_SCALE + ", per head", int8_max_drop=max_drop)
+                            raw_definition=E2E_RAW_SCALE if e2e else RAW_SCALE + ", per head", int8_max_drop=max_drop)
     with tempfile.TemporaryDirectory(prefix="attn-yolo-int8-val-") as tmp:
         recs = records(yolo, path, data, list(shape), folder or tmp)
         as_val = val_map(yolo, data, list(shape), folder or tmp)
     check = map_check(recs, max_drop, n_boot)
     report.checks.append(check)
-    report.int8 = {k: check.detail[k] for k in ("fp32", "int8", "drop", "lo", "hi", "n_images", "n_boot")}
+    report.int8 = {"format": fmt, **{k: check.detail[k] for k in ("fp32", "int8", "drop", "lo", "hi", "n_images",
+                                                                    "n_boot")}}
     report.int8["fp32_val"] = as_val
+    report.int8["ran_in_int8"] = as_dicts(ran_in_int8(fmt, path, yolo.model))
     if timing:
         report.int8["latency"] = latency(fmt, path, yolo, list(shape))
     return report

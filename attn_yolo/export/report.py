@@ -103,7 +103,8 @@ class VerifyReport:
 
 
 def int8_text(d: dict, t: dict) -> str:
-    """The INT8 lines of the printed report: tolerances, calibration, what was kept float, latency."""
+    """The INT8 lines of the printed report: tolerances, calibration, what was kept float, what ran in INT8 per
+    attention block, latency."""
     lines = [f"INT8 tolerance: raw per head {t['raw_rel']}, matched IoU >= {t['iou_min']}, at most "
              f"{t['unmatched']:.0%} of either side's detections unmatched; mAP50-95 drop <= {t['int8_max_drop']} "
              f"points (int8_max_drop)."]
@@ -122,10 +123,19 @@ def int8_text(d: dict, t: dict) -> str:
         drops = ", ".join(f"{k} the list {v:+.2f}" for k, v in kf.get("drops", {}).items())
         lines.append(f"Keep-float: {kf['mode']}, {'applied: ' + ', '.join(kept) if kept else 'not applied'}"
                      + (f"; {kf['note']}" if kf.get("note") else "") + (f"; mAP50-95 drop {drops}" if drops else ""))
+    if "ran_in_int8" in d:
+        from attn_yolo.export.int8_graph import ran_in_int8_text
+
+        lines.append(ran_in_int8_text(d["ran_in_int8"]))
     if "latency" in d:
         la = d["latency"]
         lines.append(f"Latency (batch 1, paired): fp32 {la['fp32']:.2f} ms, INT8 {la['int8']:.2f} ms, INT8/fp32 "
                      f"{la['ratio']:.2f} (load {la['load']:.1f})")
+        if "cpu" in la:
+            from attn_yolo.export.cpu import cpu_line, slower_note
+
+            fmt = d.get("format", "onnx")
+            lines.append(slower_note(fmt, la["ratio"], la["cpu"]) or f"CPU: {cpu_line(la['cpu'])}.")
     return "\n".join(lines)
 
 
