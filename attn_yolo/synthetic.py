@@ -403,22 +403,10 @@ def generate(
     try:
         for split, n in (("train", n_train), ("val", n_val)):
             _write_split(tmp, split, n, seed, imgsz=imgsz, size_range=size_range, clutter=clutter, key=key)
-        meta = {
-            "path": str(root),
-            "train": "images/train",
-            "val": "images/val",
-            "names": dict(enumerate(CLASS_NAMES)),
-            "attn_yolo": {  # provenance; ignored by Ultralytics
-                "generator": f"attn_yolo.synthetic v{VERSION}",
-                "seed": seed,
-                "n_train": n_train,
-                "n_val": n_val,
-                "imgsz": imgsz,
-                "size_range": list(size_range),
-                "clutter": clutter,
-                "key": key,
-            },
-        }
+        meta = {"path": str(root), "train": "images/train", "val": "images/val", "names": dict(enumerate(CLASS_NAMES)),
+                "attn_yolo": {"generator": f"attn_yolo.synthetic v{VERSION}", "seed": seed, "n_train": n_train,
+                              "n_val": n_val, "imgsz": imgsz, "size_range": list(size_range), "clutter": clutter,
+                              "key": key}}  # attn_yolo: provenance, ignored by Ultralytics
         (tmp / "data.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         if overwrite and root.exists():
             shutil.rmtree(root)
