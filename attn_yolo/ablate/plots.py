@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from attn_yolo.ablate.records import epoch_table
-from attn_yolo.ablate.stats import BOOT_METRICS, CONFIDENCE, PRIMARY
+from attn_yolo.ablate.stats import BOOT_METRICS, PRIMARY
 from attn_yolo.checkpoint import atomic_write
 
 PLOT_TAG = "attn-yolo"  # PNG text key in every plot the runner writes: only such a plot is ever deleted
@@ -39,24 +39,22 @@ def is_own_plot(path) -> bool:
         return False
 
 
-def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, deciding: str = "hierarchical",
-                  note: str = ""):
+def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, note: str = ""):
     """What the user decides on: per variant its Δ mAP50-95 to the baseline with the interval that decides its verdict
     (y) against its extra cost (x): GFLOPs in % of the baseline's, and, where it was timed apart from training
-    (``attn_yolo.ablate.latency``), latency Δ in ms with its interval. One point per variant, its name next to it; the
-    baseline is the origin; the band ±``stats.TARGET_DELTA`` is where an interval reads "no difference beyond ±w".
-    Returns the matplotlib Figure.
+    (``attn_yolo.ablate.latency``), latency Δ in ms with its interval. One point per variant, its name, interval kind
+    and level next to it; the baseline is the origin; the band ±``stats.TARGET_DELTA`` is where an interval reads "no
+    difference beyond ±w". An arm without a verdict from its interval (not tested, learned nothing, n/a) is drawn as
+    such: a grey cross on a strip above the band, labelled with its status, never inside the band. Returns the
+    matplotlib Figure.
 
     Args:
-        points: ``{"variant", "delta", "lo", "hi", "gflops_pct", "latency": (Δ ms, lo, hi) | None, "words"}`` per
-            variant; an unbounded interval (lo or hi infinite) is drawn as the point alone, said in its label.
-        deciding: the name of the interval that decides (axis label).
+        points: ``report.tradeoff_points``: ``{"variant", "delta", "lo", "hi", "gflops_pct", "latency": (Δ ms, lo, hi)
+            | None, "interval", "level", "status", "words"}`` per variant; an unbounded interval (lo or hi infinite)
+            is drawn as the point alone, said in its label.
         note: a line under the axes (e.g. why latency is not drawn).
     """
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    from attn_yolo.ablate.stats import TARGET_DELTA
 
     timed = [p for p in points if p.get("latency") is not None]
     fig = Figure(figsize=(12 if timed else 7, 5), dpi=120)
@@ -66,29 +64,8 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
         panels.append((axes[1], f"latency Δ to {baseline} (ms, batch 1, interval of the repeats)",
                        lambda p: (p["latency"][0], p["latency"][1:]) if p.get("latency") else (None, None)))
     for ax, xlabel, x_of in panels:
-        ax.axhspan(-TARGET_DELTA, TARGET_DELTA, color="0.85", alpha=0.6, zorder=0,
-                   label=f"±{TARGET_DELTA}: \"no difference beyond ±w\" when the interval lies inside")
-        ax.axhline(0, color="0.3", lw=0.8, ls="--", zorder=1)
-        ax.plot(0, 0, "s", color="0.2", ms=7, zorder=4)
-        ax.annotate(baseline if "baseline" in baseline.lower() else f"{baseline} (baseline)", (0, 0),
-                    textcoords="offset points", xytext=(6, -12), fontsize=9)
-        for i, p in enumerate(points):
-            x, xerr = x_of(p)
-            if x is None or not math.isfinite(x) or not math.isfinite(p["delta"]):
-                continue
-            bounded = math.isfinite(p["lo"]) and math.isfinite(p["hi"])
-            yerr = [[p["delta"] - p["lo"]], [p["hi"] - p["delta"]]] if bounded else None
-            xe = [[x - xerr[0]], [xerr[1] - x]] if xerr is not None and all(map(math.isfinite, xerr)) else None
-            ax.errorbar(x, p["delta"], yerr=yerr, xerr=xe, fmt="o", ms=7, capsize=5, elinewidth=1.6,
-                        color=f"C{i % 10}", zorder=3)
-            ax.annotate(p["variant"] + ("" if bounded else " (interval unbounded)"), (x, p["delta"]),
-                        textcoords="offset points", xytext=(6, 6), fontsize=9, color=f"C{i % 10}")
+        _tradeoff_panel(ax, points, x_of, baseline)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"Δ mAP50-95 (variant − {baseline}), {deciding} interval")
-        ax.grid(alpha=0.3)
-        ax.margins(x=0.25, y=0.15)
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
     axes[0].legend(fontsize=8, loc="lower right")
     fig.suptitle("Δ mAP50-95 with the interval that decides, against the extra cost", fontsize=11)
     if note:
@@ -96,6 +73,63 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, dec
     fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
     save_figure(fig, path)
     return fig
+
+
+def _deciding(p: dict) -> bool:
+    """Whether a point's interval decides a verdict (an arm compared and tested)."""
+    from attn_yolo.ablate.verdicts import COMPARED
+
+    return p.get("status", "better") in COMPARED
+
+
+def _tradeoff_panel(ax, points: list[dict], x_of, baseline: str) -> None:
+    """One panel of ablation.png: the band, the baseline, each compared arm with its deciding interval, and the arms
+    without a verdict on a strip above the band."""
+    from matplotlib.ticker import MaxNLocator
+    from matplotlib.transforms import blended_transform_factory
+
+    from attn_yolo.ablate.stats import TARGET_DELTA
+    from attn_yolo.ablate.verdicts import level_words
+
+    ax.axhspan(-TARGET_DELTA, TARGET_DELTA, color="0.85", alpha=0.6, zorder=0,
+               label=f"±{TARGET_DELTA}: \"no difference beyond ±w\" when the interval lies inside")
+    ax.axhline(0, color="0.3", lw=0.8, ls="--", zorder=1)
+    ax.plot(0, 0, "s", color="0.2", ms=7, zorder=4)
+    ax.annotate(baseline if "baseline" in baseline.lower() else f"{baseline} (baseline)", (0, 0),
+                textcoords="offset points", xytext=(6, -12), fontsize=9)
+    apart = []
+    for i, p in enumerate(points):
+        x, xerr = x_of(p)
+        if x is None or not math.isfinite(x):
+            continue
+        if not _deciding(p):
+            apart.append((x, p))
+            continue
+        if not math.isfinite(p["delta"]):
+            continue
+        bounded = math.isfinite(p["lo"]) and math.isfinite(p["hi"])
+        yerr = [[p["delta"] - p["lo"]], [p["hi"] - p["delta"]]] if bounded else None
+        xe = [[x - xerr[0]], [xerr[1] - x]] if xerr is not None and all(map(math.isfinite, xerr)) else None
+        ax.errorbar(x, p["delta"], yerr=yerr, xerr=xe, fmt="o", ms=7, capsize=5, elinewidth=1.6,
+                    color=f"C{i % 10}", zorder=3)
+        kind = f"{p['interval']} {level_words(p['level'])}" if p.get("interval") else ""
+        ax.annotate(p["variant"] + (f" ({kind})" if kind else "") + ("" if bounded else " (interval unbounded)"),
+                    (x, p["delta"]), textcoords="offset points", xytext=(6, 6), fontsize=9, color=f"C{i % 10}")
+    ax.set_ylabel(f"Δ mAP50-95 (variant − {baseline}), the interval that decides")
+    ax.grid(alpha=0.3)
+    ax.margins(x=0.25, y=0.15)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+    if apart:  # a strip above the band: y in axes units, above 2.5 × the band's edge in data units
+        lo, hi = ax.get_ylim()
+        lo = min(lo, -2.5 * TARGET_DELTA)
+        hi = max(hi, 2.5 * TARGET_DELTA, (2 * TARGET_DELTA - 0.05 * lo) / 0.95)  # axes 0.95 at >= 2 × the edge
+        ax.set_ylim(lo, hi + 0.15 * (hi - lo))
+        strip = blended_transform_factory(ax.transData, ax.transAxes)
+        for x, p in apart:
+            ax.plot(x, 0.95, "X", color="0.45", ms=8, transform=strip, zorder=4)
+            ax.annotate(f"{p['variant']}: {p['words']}", (x, 0.95), xycoords=strip, textcoords="offset points",
+                        xytext=(6, -4), fontsize=9, color="0.35")
 
 
 METRIC_COLUMNS = (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))  # results.csv's, as shown
@@ -211,27 +245,26 @@ INTERVALS = (("t", "seeds only (t)", "C0"), ("image", "images only (bootstrap)",
 DECIDING_COLOR = "C2"
 
 
-def _delta_rows(ax, compare: dict, key: str, kinds: list, decider: str | None, deciding: dict | None) -> list:
-    """Draw each variant's intervals of one metric (``kinds``; ``decider`` thick and capped) and its mean; returns
-    every drawn x (for the limits)."""
+def _delta_rows(ax, compare: dict, key: str, kinds: list, verdicts: dict, primary: bool) -> list:
+    """Draw each variant's intervals of one metric (``kinds``; on the primary panel the one that decides thick and
+    capped, none for an arm without a verdict) and its mean; returns every drawn x (for the limits)."""
     span = []
-    variants = list(compare)
-    for i, v in enumerate(variants):
-        c = compare[v].get(key)
-        if c is None:
+    for i, v in enumerate(verdicts):
+        c = compare.get(v, {}).get(key)
+        x = verdicts[v]
+        if c is None or (primary and not x.compared):
             continue
         mean = c["hier"]["mean"]
         for j, (kind, name, color) in enumerate(kinds):
             if kind == "seq":
-                lo, hi = deciding.get(v, (math.nan, math.nan))
+                lo, hi = (x.interval.lo, x.interval.hi) if x.interval.kind not in _BOOT_KINDS else (math.nan,) * 2
             else:
                 lo, hi = (c[kind]["lo"], c[kind]["hi"]) if kind != "image" else c["image"]
             y = i + (j - (len(kinds) - 1) / 2) * 0.2
-            decides = kind == decider  # the verdict's interval: thick, opaque, capped; the others thin and faint
+            decides = primary and _decides(kind, x)  # the verdict's interval: thick, opaque, capped
             if math.isfinite(lo) and math.isfinite(hi):
                 ax.hlines(y, lo, hi, color=color, lw=6 if decides else 1.5, alpha=1.0 if decides else 0.45,
-                          zorder=3 if decides else 2,
-                          label=(name + " (decides)" * decides) if i == 0 else None)
+                          zorder=3 if decides else 2, label=(name + " (decides)" * decides))
                 if decides:
                     ax.plot([lo, hi], [y, y], "|", color=color, ms=14, mew=2.5, zorder=3)
                 span += [lo, hi]
@@ -240,8 +273,17 @@ def _delta_rows(ax, compare: dict, key: str, kinds: list, decider: str | None, d
     return span
 
 
-def _delta_axis(ax, span: list, primary: bool, label: str, baseline: str, variants: list) -> None:
-    """Limits, at most 4 short tick labels, labels and title of one metric's panel."""
+_BOOT_KINDS = {"hierarchical": "hier", "seeds-only": "t", "images-only": "image"}
+
+
+def _decides(kind: str, x) -> bool:
+    """Whether the drawn interval ``kind`` (``INTERVALS``' key, or ``seq``) is the one that decides verdict ``x``."""
+    return _BOOT_KINDS.get(x.interval.kind, "seq") == kind
+
+
+def _delta_axis(ax, span: list, primary: bool, label: str, baseline: str, verdicts: dict) -> None:
+    """Limits, at most 4 short tick labels, labels and title of one metric's panel; each arm's tick says its verdict
+    where it has none from its interval (not tested, learned nothing, n/a)."""
     from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
     lo, hi = min(span), max(span)
@@ -253,47 +295,46 @@ def _delta_axis(ax, span: list, primary: bool, label: str, baseline: str, varian
     ax.set_xlabel(f"Δ {label} (variant − {baseline})")
     ax.set_title(f"{label} (verdict)" if primary else f"{label} (exploratory, uncorrected)")
     ax.grid(axis="x", alpha=0.3)
-    ax.set_yticks(range(len(variants)), variants)
-    ax.set_ylim(len(variants) - 0.5, -0.5)
+    ax.set_yticks(range(len(verdicts)), [v if x.compared else f"{v} ({x.label})" for v, x in verdicts.items()])
+    ax.set_ylim(len(verdicts) - 0.5, -0.5)
 
 
-def plot_delta(path: Path, compare: dict, baseline: str, confidence: float = CONFIDENCE,
-               deciding: dict | None = None, kind: str = "group-sequential"):
-    """Forest plot: per metric one panel, per variant Δ (variant − baseline, mean over seeds) with its seeds-only,
+def plot_delta(path: Path, compare: dict, baseline: str, confidence: float, verdicts: dict):
+    """Forest plot: per metric one panel, per arm Δ (arm − baseline, mean over seeds) with its seeds-only,
     images-only and hierarchical intervals; a line marks Δ = 0. The mAP50-95 panel holds the verdicts: the interval
-    that decides is drawn thick and capped (the hierarchical one, or ``deciding``'s sequential interval with seeds
-    chosen by the data), and the band ±``stats.TARGET_DELTA`` shows where a deciding interval that contains 0 reads
-    "no difference beyond ±w". The other metrics' panels are exploratory (titled so). Tick labels are at most 4 per
-    axis, short, so that they never run into each other. Returns the matplotlib Figure.
+    that decides each (``verdicts.Verdict.interval``: the hierarchical one, or the sequential one with seeds chosen by
+    the data) is drawn thick and capped, and the band ±``stats.TARGET_DELTA`` shows where a deciding interval that
+    contains 0 reads "no difference beyond ±w"; an arm without a verdict from its interval (not tested, learned
+    nothing, n/a) has no interval there, its tick label says why. The other metrics' panels are exploratory (titled
+    so). Tick labels are at most 4 per axis, short, so that they never run into each other. Returns the Figure.
 
     Args:
-        deciding: ``{variant: (lo, hi)}``, the sequential interval that decides (None: the hierarchical one).
-        kind: its name in the legend (``sequential.kind``: group-sequential or anytime-valid).
+        compare: ``stats.bootstrap_compare``'s result. confidence: each interval's level (the joint level).
+        verdicts: ``verdicts.all_verdicts``: every arm, in the order drawn.
     """
     from matplotlib.figure import Figure
 
     from attn_yolo.ablate.stats import TARGET_DELTA
 
-    variants = list(compare)
-    metrics = [(k, label) for k, label in BOOT_METRICS if any(k in compare[v] for v in variants)]
+    metrics = [(k, label) for k, label in BOOT_METRICS if any(k in c for c in compare.values())]
     cols = min(3, len(metrics))
     rows = -(-len(metrics) // cols)
-    fig = Figure(figsize=(4.6 * cols + 1.2, rows * (1.5 + 0.9 * len(variants)) + 1.1), dpi=120)
+    fig = Figure(figsize=(4.6 * cols + 1.2, rows * (1.5 + 0.9 * len(verdicts)) + 1.1), dpi=120)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(metrics):]:
         ax.set_visible(False)
+    seq = sorted({x.interval.kind for x in verdicts.values() if x.compared and x.interval.kind not in _BOOT_KINDS})
     for ax, (key, label) in zip(axes, metrics):
         primary = key == PRIMARY
-        kinds = list(INTERVALS) + ([("seq", kind, DECIDING_COLOR)] if primary and deciding else [])
-        decider = ("seq" if deciding else "hier") if primary else None
+        kinds = list(INTERVALS) + ([("seq", seq[0], DECIDING_COLOR)] if primary and seq else [])
         ax.axvline(0.0, color="0.3", lw=1, ls="--", zorder=1)
         span = [0.0]
         if primary:
             ax.axvspan(-TARGET_DELTA, TARGET_DELTA, color="0.88", zorder=0,
                        label=f"±{TARGET_DELTA}: within it, an interval with 0 reads \"no difference beyond ±w\"")
             span += [-TARGET_DELTA, TARGET_DELTA]
-        span += _delta_rows(ax, compare, key, kinds, decider, deciding)
-        _delta_axis(ax, span, primary, label, baseline, variants)
+        span += _delta_rows(ax, compare, key, kinds, verdicts, primary)
+        _delta_axis(ax, span, primary, label, baseline, verdicts)
     handles = {}
     for ax in axes[: len(metrics)]:
         for h, lab in zip(*ax.get_legend_handles_labels()):

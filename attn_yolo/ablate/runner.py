@@ -328,9 +328,9 @@ def ablation_rounds(s: Session) -> None:
 def ablation_report(s: Session, wall_s: float) -> tuple[str, str]:
     """Step 5, report: summary.md and the plots from the current records; returns what the terminal shows (the
     summary's lead) and where the results are."""
-    text = write_report(s.ab, s.current(), wall_s)
+    text, head = write_report(s.ab, s.current(), wall_s)
     plots = ", ".join(p for p in ("ablation.png", "curves.png", "delta.png") if is_own_plot(s.ab.out / p))
-    return "\n" + (text if s.verbose else lead(text)), (
+    return "\n" + (text if s.verbose else head), (
         f"attn-yolo ablate: results in {s.ab.out} (results.csv, summary.md{', ' + plots if plots else ''}; each run's "
         f"full Ultralytics output: runs/<run>/{console.LOG_NAME})")
 
@@ -440,10 +440,3 @@ def run(config: str | Path | None = None, overrides: list[str] = (), runner=exec
         except ConfigError as e:  # say which problems came from the command line, not from the file
             raise ConfigError(source, from_command_line(e.problems, overrides)) from None
     return run_ablation(ab, runner=runner, started=started, **flags)
-
-
-def lead(summary: str) -> str:
-    """The head of summary.md for the terminal: the title, setup and verdicts with their power, up to the first
-    table (the rest is in summary.md)."""
-    head = summary.split("\n## Results")[0].rstrip()
-    return head + "\n\n(tables, per-class Δ and how the intervals are made: summary.md)"

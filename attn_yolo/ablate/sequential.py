@@ -310,15 +310,15 @@ def _decision(x: np.ndarray, rule: SeedRule, lo: float, hi: float) -> dict:
     n = len(x)
     reason = REASONS[int(_reason_codes(lo, hi, n, rule))]
     iv = _fmt(lo, hi)
+    from attn_yolo.ablate.stats import verdict as one_rule  # the one rule (stats imports config, which imports this)
+
     settled = lo > 0 or hi < 0
-    verdict = ("better" if lo > 0 else "worse") if settled else "no detectable difference"
-    if n < 2:
-        verdict = "n/a (needs >= 2 paired seeds)"
+    verdict = one_rule({"n": n, "lo": lo, "hi": hi})
     if reason == "settled":
         text = f"stopped after {n} seeds: {iv} excludes 0 ({verdict})"
     elif reason == "precision":
         text = (f"stopped after {n} seeds: {iv} is {hi - lo:.4f} wide, narrower than the requested precision "
-                f"{rule.precision:g}, and includes 0 (no detectable difference)")
+                f"{rule.precision:g}, and includes 0")
     elif reason == "max":
         text = f"stopped at the maximum of {rule.max} seeds: {iv}" + (
             "" if not math.isfinite(hi - lo) else " excludes 0" if settled else " includes 0")

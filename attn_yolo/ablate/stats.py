@@ -78,8 +78,9 @@ def _number(x) -> bool:
     return x is not None and not math.isnan(x)
 
 
-def summarize(rows: list[dict], variants: list[str], baseline: str) -> dict:
-    """Per-variant statistics over the ``ok`` runs, and paired differences to the baseline.
+def summarize(rows: list[dict], variants: list[str], baseline: str, confidence: float = CONFIDENCE) -> dict:
+    """Per-variant statistics over the ``ok`` runs, and paired differences to the baseline (intervals at
+    ``confidence``: the ablation's joint level, ``readings.joint_level``, in its reports).
 
     Returns:
         ``{"variants": {name: {"n", "runs", "failed", "params", "gflops", metric: (mean, std)}}, "diffs": {name:
@@ -106,7 +107,7 @@ def summarize(rows: list[dict], variants: list[str], baseline: str) -> dict:
                 if sense == 0:
                     continue
                 pairs = [(ok[v][k].get(key), ok[baseline][k].get(key)) for k in seeds]
-                d = paired_difference([a - b for a, b in pairs if _number(a) and _number(b)])
+                d = paired_difference([a - b for a, b in pairs if _number(a) and _number(b)], confidence)
                 out["diffs"][v][key] = {**d, "verdict": verdict(d, sense)}
     return out
 

@@ -7,9 +7,9 @@ attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
     attn-yolo explain out=runs/ablate/mine variants=cbam,se top=5     # these variants; 5 images each way
 
 Writes into the ablation's ``out``: ``explain.md`` (per variant: Δ mAP50-95 decomposed by TIDE error type -
-classification, localisation, both, duplicate, background, missed - each part with the summary's hierarchical 95%
-interval and the parts summing to the summary's Δ; the same by object size and by class; the images whose AP moved
-most each way over the seeds; each run's Δ beside its blocks' last-epoch health and how knock-out and entropy moved
+classification, localisation, both, duplicate, background, missed - each part with a hierarchical interval at the
+summary's level, under the summary's verdict it explains, the parts summing to the summary's Δ; the same by object
+size and by class; the images whose AP moved most each way over the seeds; each run's Δ beside its blocks' last-epoch health and how knock-out and entropy moved
 in training) and ``changed-<variant>.png`` (those images: both models' recorded detections, the baseline's and the
 variant's CAM, the variant's attention maps, same image and seed, on the heatmap tool's fixed [0, 1] scale).
 
@@ -91,6 +91,9 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path
 
+    from attn_yolo.ablate.verdicts import VERDICTS_NAME, read_verdicts
+
+    verdicts, level = read_verdicts(runs.out / VERDICTS_NAME) or ({}, 0.95)  # the summary's, computed once
     first = next(iter(runs.records.values()))
     wt = decompose.resample_weights(first.n_images, runs.resamples, runs.boot_seed)
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
@@ -99,7 +102,7 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     results, written = {}, []
     for v in runs.variants:
         seeds = runs.seeds[v]
-        dec = decompose.decompose(maps, v, runs.baseline, seeds)
+        dec = decompose.decompose(maps, v, runs.baseline, seeds, level)
         up, down = changed_images(runs.records, v, runs.baseline, seeds, top)
         res = {"decomposition": dec, "images": (up, down), "figure": None, "no_figure": "",
                "health": health_rows(runs, v, dict(zip(seeds, dec["per_seed"]["total"]))),
@@ -118,7 +121,7 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
             res["figure"] = figure_path(runs, v).name
             written.append(figure_path(runs, v))
         results[v] = res
-    text = explain_markdown(runs, results, first.names)
+    text = explain_markdown(runs, results, first.names, verdicts, level)
     atomic_write(runs.out / REPORT_NAME, lambda p: Path(p).write_text(text))
     return {"runs": runs, "results": results, "text": text, "paths": [runs.out / REPORT_NAME, *written]}
 

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from attn_yolo.ablate import latency, readings
-from attn_yolo.ablate.report import verdict_words
+from attn_yolo.ablate.verdicts import NOT_TESTED, judge
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
@@ -42,12 +42,8 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
         lo, hi, n, state = float(dec["lo"][k]), float(dec["hi"][k]), int(dec["n"][k]), int(dec["state"][k])
         v = next(x for x in ab.variants if x.name == arm)
         t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
-        verdict = verdict_words("better" if lo > 0 else "worse" if hi < 0 else "no detectable difference", lo, hi,
-                                math.nan)
-        if n < 2:
-            verdict = "n/a (needs >= 2 paired seeds)"
-        elif t["status"] == "failed":
-            verdict = "not tested"
+        status, words = judge(lo, hi, n, t)  # the ablation's one rule and word list (attn_yolo.ablate.verdict)
+        verdict = NOT_TESTED if status == NOT_TESTED else words
         by = int(dec["by"][k])
         why = DROPS[state] if state != 2 else f"below {names[by]}"
         block, site = sites[arm] if arm in sites else ("Placebo", sites.get(ab.placebos.get(arm), ("", ""))[1])
