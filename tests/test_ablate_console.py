@@ -118,9 +118,11 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
 
 def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
     from attn_yolo.ablate.plots import plot_delta
+    from attn_yolo.ablate.verdicts import Interval, Verdict
 
     c = {"hier": {"mean": 0.01, "lo": -0.02, "hi": 0.04}, "t": {"lo": -0.03, "hi": 0.05}, "image": (0.0, 0.02)}
-    fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline")
+    v = Verdict("cbam", "inconclusive", "inconclusive", 0.01, 3, Interval("hierarchical", 0.95, -0.02, 0.04, True))
+    fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline", 0.95, {"cbam": v})
     ax = fig.axes[0]
     widths = {col.get_label(): (col.get_linewidth()[0], col.get_alpha()) for col in ax.collections}
     hier = widths.pop("hierarchical (decides)")

@@ -251,8 +251,9 @@ def arm_verdict(ab: Ablation, rows: list[dict], stats: dict, boot: dict, dec: di
     else:
         mde = math.nan if seq is not None else detectable_from_t(t["lo"], t["hi"], t["n"], level)
         mean, n = t["mean"], t["n"]
-    if seq is not None:
+    if seq is not None:  # its Δ and n are those of the look the rule stopped at
         deciding = Interval(kind(ab.seed_rule), level, seq["lo"], seq["hi"], True)
+        mean, n = seq["mean"], seq["n"]
     else:
         deciding = replace(others.pop(0), deciding=True)
     check = readings.treated(ab, rows, v, {"lo": deciding.lo, "hi": deciding.hi, "n": n})
