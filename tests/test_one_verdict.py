@@ -23,7 +23,7 @@ from attn_yolo.ablate.verdicts import COMPARED, NOT_TESTED, VERDICTS_NAME, judge
 from attn_yolo.health.gatescsv import CSV_NAME
 
 SE = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "backbone", "args": [16]}
-SHIFT = {"cbam": 0.02, "se": 0.0005, "cbam-placebo": 0.004, "yolo11s": 0.03}
+SHIFT = {"cbam": 0.02, "se": 0.0005, "cbam-placebo": 0.004, "reference": 0.03}
 LINE = re.compile(r"^- \*\*(?P<arm>[^*]+)\*\*: \*\*(?P<words>.+?)\*\* \(Δ (?P<mean>\S+), (?P<kind>.+?) "
                   r"(?P<level>[\d.]+%) CI (?P<iv>\[[^\]]+\]), n = (?P<n>\d+) paired seeds")
 
@@ -37,11 +37,11 @@ def runner_for(records: bool, nothing: bool):
         row = fake_runner(spec, device)
         noise = 0.002 * np.sin(3.0 * spec.seed + len(spec.variant))
         row["map50_95"] = 0.3 + SHIFT.get(spec.variant, 0.0) + noise
-        if spec.variant not in ("baseline", "yolo11s"):
+        if spec.variant not in ("baseline", "reference"):
             fx = {"se": 0.0, "cbam-placebo": 0.03}.get(spec.variant, 0.05)
             key = "treatment_map50_95" if spec.variant.endswith("placebo") else "attention_map50_95"
             row |= {"attention_check": "knock-out" if spec.variant.endswith("placebo") else "mean ablation", key: fx}
-            if spec.variant != "yolo11s":
+            if spec.variant != "reference":
                 d = Path(spec.run_dir)
                 d.mkdir(parents=True, exist_ok=True)
                 (d / CSV_NAME).write_text(
@@ -123,12 +123,12 @@ def test_every_output_agrees_on_each_arms_verdict(tmp_path, tiny_data, capsys, d
         assert judge(iv.lo, iv.hi, v.n, v.check, v.detectable) == (v.status, v.words)
         # the difference table: the mAP50-95 row reads the verdict, its intervals are at the same level
         row = next(x for x in text.splitlines() if x.startswith(f"| {arm} | mAP50-95 |"))
-        cells = [c.strip() for c in row.strip("|").split("|")]
+        cells = _cells(row)
         assert cells[-1] == v.label
         deciding_col = 5 if records else 3  # hierarchical, else seeds only (t)
         assert cells[deciding_col] == f"[{iv.lo:+.4f}, {iv.hi:+.4f}]"
         # the health table
-        if arm != "yolo11s":
+        if arm != "reference":
             assert f"| {arm} | {v.label} | L05_X |" in text
         # the attention check section
         if v.status == NOT_TESTED:
@@ -140,7 +140,7 @@ def test_every_output_agrees_on_each_arms_verdict(tmp_path, tiny_data, capsys, d
     if case == "K3" and not nothing:
         assert NOT_TESTED in statuses  # se's blocks change nothing
         yard = text.split("## Yardstick")[1].split("\n## ")[0]
-        ref = verdicts["yolo11s"]
+        ref = verdicts["reference"]
         assert f"{ref.interval.text()} ({ref.label})" in yard
         for arm in ("cbam", "se"):
             v = verdicts[arm]
@@ -161,6 +161,11 @@ def test_every_output_agrees_on_each_arms_verdict(tmp_path, tiny_data, capsys, d
     if records and not nothing:
         _explain_agrees(out, verdicts, lv)
     assert "no detectable difference" not in text
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells, ``\\|`` inside a cell kept as ``|``."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
 
 
 def _plots_agree(drawn, verdicts, lv, delta: bool):
@@ -210,7 +215,7 @@ def _explain_agrees(out, verdicts, lv):
         for row in sec.split("### Δ mAP50-95 by TIDE error type")[1].split("###")[0].splitlines():
             if not row.startswith("| ") or row.startswith("| part"):
                 continue
-            cells = [c.strip() for c in row.strip("|").split("|")]
+            cells = _cells(row)
             if cells[2] in ("n/a", "[unbounded]"):
                 continue
             lo, hi = (float(x) for x in cells[2].strip("[]").split(","))
