@@ -18,9 +18,9 @@ from attn_yolo.ablate import console, rerun
 from attn_yolo.ablate.config import Ablation, first_line
 from attn_yolo.ablate.outdir import RUN_MARKER, claim
 from attn_yolo.ablate.records import RunSpec, complete, write_record
-from attn_yolo.ablate.summary import duration
 from attn_yolo.ablate.results import write_results
 from attn_yolo.ablate.scheduling import schedule_local, schedule_ray
+from attn_yolo.ablate.summary import duration
 from attn_yolo.ablate.train import first_run_estimate
 
 

@@ -21,9 +21,9 @@ from attn_yolo.ablate.verdicts import (
     HIERARCHICAL,
     SEEDS_ONLY,
     Verdict,
+    all_verdicts,
     bracket,
     level_words,
-    all_verdicts,
 )
 from attn_yolo.markdown import Section, render, table
 
@@ -117,8 +117,9 @@ def not_deciding(r: Results) -> Section | None:
     for v in r.verdicts.values():
         if v.interval is None:
             continue
-        p = next((o.p for o in (v.interval, *v.others) if math.isfinite(o.p)), math.nan)
-        parts = [f"{o.kind} {bracket(o.lo, o.hi)}" for o in v.others] + ([f"p = {p:.3g}"] if math.isfinite(p) else [])
+        p = v.interval.p
+        parts = ([f"p = {p:.3g} ({v.interval.kind})"] if math.isfinite(p) else []) + [
+            f"{o.kind} {bracket(o.lo, o.hi)}" + (f", p = {o.p:.3g}" if math.isfinite(o.p) else "") for o in v.others]
         no_image = f"; no image-level interval: {v.why}" if v.why else ""
         body.append(f"- `{v.arm}`: {'; '.join(parts) or 'none'}{no_image}")
         body.append(f"  - secondary metrics (exploratory, uncorrected): {_secondary(r, v.arm)}")
@@ -136,7 +137,8 @@ def _secondary(r: Results, arm: str) -> str:
         d = r.stats["diffs"][arm].get(key)
         if key == PRIMARY or d is None or sense == 0 or d["n"] == 0 or math.isnan(d["mean"]):
             continue
-        out.append(f"{label} {_f(d['mean'], dec, True)} ({exploratory(r.boot['compare'].get(arm, {}).get(key), d)})")
+        where = exploratory(r.boot["compare"].get(arm, {}).get(key), d).removeprefix("exploratory: ")
+        out.append(f"{label} {_f(d['mean'], dec, True)} ({where})")
     return ", ".join(out) or "none"
 
 
@@ -166,10 +168,10 @@ def placebo(r: Results) -> Section | None:
 
 
 def power(r: Results) -> Section | None:
-    lines = [v.power for v in r.verdicts.values() if v.power and v.compared]
+    lines = [v.power for v in r.verdicts.values() if v.power]
     if not lines:
         return None
-    kinds = {v.interval.kind for v in r.verdicts.values() if v.power and v.compared}
+    kinds = {v.interval.kind for v in r.verdicts.values() if v.power}
     return Section(None, [f"Power (mAP50-95, of the interval that decides: {', '.join(sorted(kinds))}, each at "
                           f"{r.level}; from the measured seed and image variances):", "", *lines])
 

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import torch
 
 from attn_yolo.args import UsageError
-from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ci, median_ms, paired_ratio
+from attn_yolo.bench.common import Section, fmt, interleaved_times, median_ci, median_ms, paired_ratio
+from attn_yolo.markdown import table
 
 PACKAGE = Path(__file__).resolve().parent.parent  # attn_yolo/
 
@@ -371,7 +372,7 @@ def blocks_section(cfg: dict) -> Section:
         "rest of the model does differently around the blocks (allocator state, cache). GFLOPs: Ultralytics' "
         f"`get_flops` at {imgsz}.",
         "",
-        md_table(
+        table(
             ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline (95% CI)", "blocks' own ms",
              "blocks' own, share", "ORT ms", "ORT × baseline (95% CI)", "OpenVINO ms", "OpenVINO × baseline (95% CI)"],
             rows,

@@ -9,9 +9,10 @@ attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
 Writes into the ablation's ``out``: ``explain.md`` (per variant: Δ mAP50-95 decomposed by TIDE error type -
 classification, localisation, both, duplicate, background, missed - each part with a hierarchical interval at the
 summary's level, under the summary's verdict it explains, the parts summing to the summary's Δ; the same by object
-size and by class; the images whose AP moved most each way over the seeds; each run's Δ beside its blocks' last-epoch health and how knock-out and entropy moved
-in training) and ``changed-<variant>.png`` (those images: both models' recorded detections, the baseline's and the
-variant's CAM, the variant's attention maps, same image and seed, on the heatmap tool's fixed [0, 1] scale).
+size and by class; the images whose AP moved most each way over the seeds; each run's Δ beside its blocks' last-epoch
+health and how knock-out and entropy moved in training) and ``changed-<variant>.png`` (those images: both models'
+recorded detections, the baseline's and the variant's CAM, the variant's attention maps, same image and seed, on the
+heatmap tool's fixed [0, 1] scale).
 
 Nothing it did not write is replaced: an existing explain.md without its first-line mark, or a PNG without the
 project's plot tag (``ablate.plots.is_own_plot``), stops it (exit 2, naming the files) unless ``overwrite=True``.
@@ -87,11 +88,10 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
 def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     """``explain`` once its input is checked and ``out`` locked."""
     from attn_yolo.ablate.plots import save_figure
+    from attn_yolo.ablate.verdicts import VERDICTS_NAME, read_verdicts
     from attn_yolo.checkpoint import atomic_write
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path
-
-    from attn_yolo.ablate.verdicts import VERDICTS_NAME, read_verdicts
 
     verdicts, level = read_verdicts(runs.out / VERDICTS_NAME) or ({}, 0.95)  # the summary's, computed once
     first = next(iter(runs.records.values()))

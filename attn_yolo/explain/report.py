@@ -53,7 +53,7 @@ def parts_table(dec: dict, level: float = 0.95, settled: bool = True) -> list[st
 def verdict_lines(v: str, verdict, baseline: str) -> list[str]:
     """The verdict a variant's section explains, as the summary states it (``verdicts.json``)."""
     if verdict is None:
-        return [f"**Verdict**: not recorded (no verdicts.json in the out folder: run `attn-yolo ablate` on its config "
+        return ["**Verdict**: not recorded (no verdicts.json in the out folder: run `attn-yolo ablate` on its config "
                 "again to write it); the parts below explain a Δ, they decide nothing.", ""]
     iv = f", {verdict.interval.text()}, n = {verdict.n} paired seeds" if verdict.interval is not None else ""
     return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** (Δ {_f(verdict.mean)}{iv}). The "
