@@ -13,8 +13,9 @@ import io
 import math
 from pathlib import Path
 
+from attn_yolo import markdown
 from attn_yolo.ablate import latency, readings
-from attn_yolo.ablate.verdicts import NOT_TESTED, judge
+from attn_yolo.ablate.verdicts import NOT_TESTED, bracket, judge
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
@@ -90,13 +91,11 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
              "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
-             "| # | arm | block | site | Δ mAP50-95 | joint interval | verdict vs baseline | treatment | seeds | "
-             "state | params | GFLOPs | latency ms |", "|" + "---|" * 13]
-    for r in ranked:
-        lines.append(f"| {r['rank']} | {r['arm']} | {r['block']} | {r['site']} | {_f(r['delta'])} | "
-                     f"[{_f(r['lo'])}, {_f(r['hi'])}] | {r['verdict']} | {r['treatment']} | {r['seeds']} | "
-                     f"{r['state']} | {r['params'] or '—'} | {_f(r['gflops'], 2, False)} | "
-                     f"{_f(r['latency_ms'], 1, False)} |")
+             markdown.table(["#", "arm", "block", "site", "Δ mAP50-95", "joint interval", "verdict vs baseline",
+                             "treatment", "seeds", "state", "params", "GFLOPs", "latency ms"],
+                             [[r["rank"], r["arm"], r["block"], r["site"], _f(r["delta"]), bracket(r["lo"], r["hi"]),
+                              r["verdict"], r["treatment"], r["seeds"], r["state"], r["params"] or "—",
+                              _f(r["gflops"], 2, False), _f(r["latency_ms"], 1, False)] for r in ranked])]  # fmt: skip
     notes = [f"- {r['arm']}: {r['treatment_words']}" for r in ranked if r["treatment"] == "failed"]
     skipped = [f"- {arm}: {why}" for arm, why in search.unbuildable.items()]
     return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])
