@@ -32,7 +32,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 def measure(ab) -> dict:
     """Per-seed Δ mAP50-95 of every arm, the SD over seeds and the detectable |Δ| of the ablation in ``ab.out``."""
-    from attn_yolo.ablate import readings
+    from attn_yolo.ablate import comparisons
     from attn_yolo.ablate.report import analyze
     from attn_yolo.ablate.results import collect_records
     from attn_yolo.ablate.runner import plan
@@ -42,8 +42,8 @@ def measure(ab) -> dict:
     rows = [r for r in collect_records(ab.out)[0] if planned.get((r["variant"], r["seed"])) == r["fingerprint"]]
     boot = analyze(ab, rows)
     out = {}
-    for arm in readings.arms(ab):
-        d = readings.paired_diffs(ab, rows, arm)
+    for arm in comparisons.arms(ab):
+        d = comparisons.paired_diffs(ab, rows, arm)
         c = boot["compare"].get(arm, {}).get(PRIMARY)
         test_var = c["hier"]["test_var"] if c else 0.0
         sd = statistics.stdev(d) if len(d) > 1 else math.nan

@@ -65,7 +65,7 @@ def config(group: tuple, out: Path, seeds: int, start) -> dict:
 
 def row(ab, rows: list[dict], boot: dict, arm: str) -> list[str]:
     """One table row: the arm's attention check, its Δ and its cost."""
-    from attn_yolo.ablate import readings, treatment
+    from attn_yolo.ablate import comparisons, treatment
     from attn_yolo.ablate.stats import PRIMARY
     from attn_yolo.health.report import arm_health
 
@@ -73,7 +73,7 @@ def row(ab, rows: list[dict], boot: dict, arm: str) -> list[str]:
     if c is None:
         return [arm, f"no comparison ({boot['why'].get(arm, 'runs missing')})"]
     h = c["hier"]
-    seeds = readings.paired_seeds(ab, rows, arm)
+    seeds = comparisons.paired_seeds(ab, rows, arm)
     t = treatment.check(treatment.effect(rows, arm, seeds), h["lo"], h["hi"])
     health = arm_health([r for r in rows if r["variant"] == arm])
     secs = [r["train_time_s"] for r in rows if r["variant"] == arm and r.get("train_time_s")]

@@ -293,15 +293,6 @@ def test_per_seed_bench_runs(capsys):
     assert len(rows) == 3 and "stopped" in rows[-1] and "continue" in rows[0] and "per-seed decision:" in out
 
 
-def test_power_sentence():
-    """The summary's power sentence: the simulated rate rises with Δ; n/a without a spread."""
-    rule = SeedRule(min=3, max=20)
-    low, high = sq.power_sentence(rule, SD, 0.5 * SD), sq.power_sentence(rule, SD, 3 * SD)
-    pct = [int(s.split(" in ")[1].split("%")[0]) for s in (low, high)]
-    assert pct[0] < pct[1] == 100 and "seeds on average" in high
-    assert "n/a" in sq.power_sentence(rule, 0.0)
-
-
 # ------------------------------------------------------------------------------------------ joint verdicts
 
 

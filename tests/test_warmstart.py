@@ -14,7 +14,7 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import design, readings
+from attn_yolo.ablate import comparisons, design
 from attn_yolo.ablate.records import RunSpec
 from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
@@ -288,7 +288,7 @@ def test_decision_matches_the_sequential_rule():
         "b", [0, 1, 2, 3], [dataclasses.make_dataclass("V", ["name"])(n) for n in ("b", "x")], SeedRule(3, 4), {})
     rows = [{"variant": v, "seed": s, "status": "ok", "map50_95": 0.3 + (0.02 + 0.001 * s if v == "x" else 0)}
             for v in ("b", "x") for s in range(3)]
-    dec = readings.decision(ab, rows)
+    dec = comparisons.decision(ab, rows)
     want = decide_all({"x": [0.02, 0.021, 0.022]}, SeedRule(3, 4))
     assert dec["variants"]["x"]["lo"] == pytest.approx(want["variants"]["x"]["lo"])
     assert dec["stop"] == want["stop"]

@@ -80,10 +80,14 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 #   console      the terminal: one line per run, the progress bar; each run's output into its train.log
 #   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
 #   treatment    the attention check: an arm's new blocks, mean-ablated; whether their attention matters enough
-#   readings     what the design reads off the runs: the stopping decision, the joint level, the attention check,
-#                the yardstick, the placebo verdicts
+#   comparisons  the comparisons with the baseline: paired Δ, the family and its joint level, the stopping decision,
+#                the attention check
+#   verdicts     each arm's verdict, computed once as data (the deciding interval, the others, words, check, cost):
+#                every output below reads it
+#   controls     the attention check, yardstick and placebo lines, read from the verdicts
 #   plots        ablation.png, curves.png, delta.png
-#   report       summary.md (and the plots beside it)
+#   summary      summary.md as an ordered list of sections (the terminal shows the first ones)
+#   report       the report step: the bootstrap, summary.md, verdicts.json and the plots
 #   tracking     MLflow: one experiment per ablation, the summary as artifacts
 #   train        one training run → its record (and its perimage.npz)
 #   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals

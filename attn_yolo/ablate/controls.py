@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from attn_yolo.ablate import readings
+from attn_yolo.ablate import comparisons
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.stats import paired_difference
 from attn_yolo.ablate.verdicts import BETTER, NOT_TESTED, SEEDS_ONLY, Interval, Verdict, verdict_words
@@ -20,7 +20,7 @@ def _pct(x: float) -> str:
 
 def treatment_lines(ab: Ablation, verdicts: dict[str, Verdict]) -> list[str]:
     """The attention-check section: per compared arm that adds blocks, whether what they attend to mattered to its
-    model enough for a verdict (``readings.treated``, kept in its verdict), with the criterion in one sentence."""
+    model enough for a verdict (``comparisons.treated``, kept in its verdict), with the criterion in one sentence."""
     from attn_yolo.ablate.treatment import THRESHOLD
 
     th = ab.treatment.threshold if ab.treatment else THRESHOLD
@@ -48,9 +48,9 @@ def _check_line(t: dict, th: float) -> str:
     ) if x)  # fmt: skip
     health = f"; attention health: {health}" if health else ""
     if t["status"] == "passed":
-        return f"**passed**: {readings.check_figures(t)}; {t['A']:.4f} >= {th:g} × ±{t['resolution']:.4f}{health}"
+        return f"**passed**: {comparisons.check_figures(t)}; {t['A']:.4f} >= {th:g} × ±{t['resolution']:.4f}{health}"
     if t["status"] == "failed":
-        return f"**{readings.not_tested(t)}**{health}"
+        return f"**{comparisons.not_tested(t)}**{health}"
     return f"n/a: {t['why']} (the verdict stands without the check){health}"
 
 
@@ -88,14 +88,14 @@ def yardstick(ab: Ablation, stats: dict, verdicts: dict[str, Verdict]) -> list[s
 def against_placebo(ab: Ablation, rows: list[dict], v: str, p: str) -> tuple[float, Interval, int] | None:
     """Variant ``v`` − its placebo ``p``, paired by seed: ``(mean, interval at the joint level, n)``, the joint
     sequential interval with seeds chosen by the data, else the seeds-only one; None below 2 paired seeds."""
-    diffs = readings.paired_diffs(ab, rows, v, p)
+    diffs = comparisons.paired_diffs(ab, rows, v, p)
     if len(diffs) < 2:
         return None
-    level = readings.joint_level(ab)
+    level = comparisons.joint_level(ab)
     if ab.seed_rule is not None:
         from attn_yolo.ablate.sequential import confidence_sequence, kind
 
-        lo, hi = confidence_sequence(diffs, readings.joint_rule(ab))
+        lo, hi = confidence_sequence(diffs, comparisons.joint_rule(ab))
         iv = Interval(kind(ab.seed_rule), level, lo, hi, True)
     else:
         d = paired_difference(diffs, level)

@@ -33,7 +33,8 @@ HOLDER_NAME = ".attn-yolo-ablate.lock.json"
 RUN_MARKER = ".attn-yolo-run"  # in each run folder the runner created
 DATA_MARKER = ".attn-yolo-data"  # in each dataset copy (copy_data) the runner created
 OUT_MARKER = ".attn-yolo-ablate"  # in out, once the runner has claimed it
-OUT_FILES = ("config.yaml", "results.csv", "summary.md", "ablation.png", "curves.png", "delta.png")  # at out's top
+OUT_FILES = ("config.yaml", "results.csv", "summary.md", "verdicts.json", "ablation.png", "curves.png",
+             "delta.png")  # at out's top
 
 
 def _alive(pid: int) -> bool:

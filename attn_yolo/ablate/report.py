@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import latency, readings
+from attn_yolo.ablate import comparisons, latency
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
 from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
@@ -64,7 +64,7 @@ def analyze(ab: Ablation, rows: list[dict], cache: dict | None = None) -> dict:
         out["why"] |= {v: f"the runs' per-image records cannot be paired: {e}" for v in todo}
         return out
     first = records[next(iter(sorted(keys)))]
-    out |= {"compare": bootstrap_compare(resampled, [base, *todo], base, ab.seeds, readings.joint_level(ab)),
+    out |= {"compare": bootstrap_compare(resampled, [base, *todo], base, ab.seeds, comparisons.joint_level(ab)),
             "names": first.names,
             "n_images": first.n_images}
     return out
@@ -101,7 +101,7 @@ def _plots(r: Results) -> None:
         plot_curves(ab.out / "curves.png", rows, names, start)
     compared = {v: c for v, c in r.boot["compare"].items() if PRIMARY in c}
     if compared:
-        plot_delta(ab.out / "delta.png", compared, ab.baseline, readings.joint_level(ab), r.verdicts)
+        plot_delta(ab.out / "delta.png", compared, ab.baseline, comparisons.joint_level(ab), r.verdicts)
     elif is_own_plot(ab.out / "delta.png"):  # an earlier report's plot would no longer match this summary
         (ab.out / "delta.png").unlink()  # (a delta.png the runner did not write is left alone)
 
@@ -111,7 +111,7 @@ def write_report(ab: Ablation, rows: list[dict], wall_s: float | None = None) ->
     planned runs' rows (and ``out/latency.json``, ``latency.measure``'s timing); every output reads the verdicts
     computed once (``verdicts.all_verdicts``). Returns the summary text and its lead (what the terminal shows)."""
     names = [v.name for v in ab.variants]
-    stats = summarize(rows, names, ab.baseline, readings.joint_level(ab))
+    stats = summarize(rows, names, ab.baseline, comparisons.joint_level(ab))
     r = results(ab, rows, stats, analyze(ab, rows), wall_s, latency.read(ab.out))
     text = summary_markdown(r)
     atomic_write(ab.out / "summary.md", lambda p: Path(p).write_text(text))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import console, latency, outdir, readings, rerun, tracking
+from attn_yolo.ablate import comparisons, console, latency, outdir, rerun, tracking
 from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, from_command_line, load_config
 from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
 from attn_yolo.ablate.plots import is_own_plot
@@ -392,7 +392,7 @@ def progress(dec: dict, paired: int, next_seeds: list[int], minimum: int) -> str
 def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, schedule, n_workers: int,
                say=print) -> dict:
     """Seeds chosen by the data: run paired seeds in rounds (every arm of a seed), and after each round ask the
-    stopping rule (``readings.decision``) whether to go on. The first round brings the paired seeds up to the rule's
+    stopping rule (``comparisons.decision``) whether to go on. The first round brings the paired seeds up to the rule's
     ``min``; later rounds add as many seeds as the workers hold at once (one, in this process), for the arms still
     undecided (and the baseline): an arm whose comparison stopped runs no more seeds. Seeds already
     finished (a rerun) count without running again; a seed with a failed run is not paired and the next one is
@@ -405,7 +405,7 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
     resampled: dict = {}  # each run's bootstrap, computed once over all rounds
     while True:
         current = [rows[k] for k, sp in planned.items() if k in rows and rows[k]["fingerprint"] == sp.fingerprint]
-        dec = readings.decision(ab, current, analyze(ab, current, cache=resampled))
+        dec = comparisons.decision(ab, current, analyze(ab, current, cache=resampled))
         paired = dec["n"]
         if dec["stop"]:
             say(f"attn-yolo ablate: seeds: {dec['text']}")

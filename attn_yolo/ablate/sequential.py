@@ -554,16 +554,3 @@ def simulate_family(rule: SeedRule, deltas: Sequence[float], sd: float, experime
     lo, hi = _intervals(x.reshape(experiments * k, rule.max), each.confidence, 0.0, naive=False, rule=each)
     shape = (experiments, k, rule.max)
     return {**family_outcome(lo.reshape(shape), hi.reshape(shape), deltas, each), "confidence": each.confidence}
-
-
-def power_sentence(rule: SeedRule, sd: float, delta: float = 0.01, test_var: float = 0.0,
-                   experiments: int = 2000) -> str:
-    """One sentence for the summary: how often this rule settles a true Δ of ``delta`` given the seed SD of Δ measured
-    so far (``sd``) and the validation set's variance, and after how many seeds (``simulate``, fixed seed)."""
-    if not (math.isfinite(sd) and sd > 0):
-        return "power of the seed rule: n/a (needs a seed spread: at least 2 paired seeds that differ)"
-    r = simulate(rule, delta, sd, test_var, experiments)
-    right = r["better"] if delta > 0 else r["worse"]
-    return (f"with the seed SD of Δ measured here ({sd:.4f}), this rule (min {rule.min}, max {rule.max}) settles a "
-            f"true Δ of {delta:+.3f} in {100 * right:.0f}% of ablations, after {r['mean_seeds']:.1f} seeds on average "
-            f"({experiments:,} simulated)")

@@ -80,7 +80,7 @@ def _number(x) -> bool:
 
 def summarize(rows: list[dict], variants: list[str], baseline: str, confidence: float = CONFIDENCE) -> dict:
     """Per-variant statistics over the ``ok`` runs, and paired differences to the baseline (intervals at
-    ``confidence``: the ablation's joint level, ``readings.joint_level``, in its reports).
+    ``confidence``: the ablation's joint level, ``comparisons.joint_level``, in its reports).
 
     Returns:
         ``{"variants": {name: {"n", "runs", "failed", "params", "gflops", metric: (mean, std)}}, "diffs": {name:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attn_yolo.ablate import controls, latency, readings
+from attn_yolo.ablate import comparisons, controls, latency
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.outdir import shown
 from attn_yolo.ablate.perimage import PERIMAGE_NAME
@@ -37,7 +37,7 @@ class Results:
     Attributes:
         ab: the ablation. rows: the planned runs' records. stats: ``stats.summarize`` at the joint level.
         boot: ``report.analyze`` of ``rows``. timing: ``latency.measure``'s result (None: not timed).
-        wall_s: wall time of this invocation (None: not shown). dec: ``readings.decision`` (None: fixed seeds).
+        wall_s: wall time of this invocation (None: not shown). dec: ``comparisons.decision`` (None: fixed seeds).
         verdicts: ``verdicts.all_verdicts``, one per arm.
     """
 
@@ -53,14 +53,14 @@ class Results:
     @property
     def level(self) -> str:
         """Each interval's level, in words (Bonferroni over the ablation's comparisons)."""
-        return level_words(readings.joint_level(self.ab))
+        return level_words(comparisons.joint_level(self.ab))
 
 
 def results(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None = None, wall_s: float | None = None,
             timing: dict | None = None) -> Results:
     """The ``Results`` of ``rows``: the stopping decision and every arm's verdict, each computed once."""
     boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
-    dec = readings.decision(ab, rows, boot)
+    dec = comparisons.decision(ab, rows, boot)
     return Results(ab, rows, stats, boot, timing, wall_s, dec, all_verdicts(ab, rows, stats, boot, timing, dec))
 
 
@@ -103,8 +103,8 @@ def _deciding_words(r: Results) -> str:
 
 def verdict_section(r: Results) -> Section:
     """The verdict lines: per arm its Δ, the one interval that decides, its words, its check and its cost."""
-    intro = (f"Joint verdicts: {readings.joint_words(r.ab)}; an arm whose blocks failed the attention check is **not "
-             f"tested**, whatever its interval. Each line shows the one interval that decides its verdict, at "
+    intro = (f"Joint verdicts: {comparisons.joint_words(r.ab)}; an arm whose blocks failed the attention check is "
+             f"**not tested**, whatever its interval. Each line shows the one interval that decides its verdict, at "
              f"{r.level}: {_deciding_words(r)}. An interval that contains 0 reads \"no difference beyond ±w\" when it "
              f"lies within ±{TARGET_DELTA}, else \"inconclusive\" with the smallest |Δ| the design detects "
              f"({int(POWER * 100)}% power). The other intervals and p-values do not decide (see Not deciding).")
@@ -153,7 +153,7 @@ def exploratory(c: dict | None, d: dict) -> str:
 
 
 def stopping(r: Results) -> Section | None:
-    lines = readings.stopping(r.ab, r.dec)
+    lines = comparisons.stopping(r.ab, r.dec)
     return Section("Seeds chosen by the data", lines) if lines else None
 
 
@@ -253,20 +253,27 @@ def per_seed(r: Results) -> Section | None:
             for seed, delta, (lo, hi) in zip(c["seeds"], c[PRIMARY]["deltas"], c[PRIMARY]["image_seed"])]
     if not rows:
         return None
-    return Section(None, [f"Images-only intervals per seed (mAP50-95, each at {r.level}; they do not decide):", "",
+    return Section(None, [f"Images-only intervals per seed (mAP50-95), each at {r.level}; they do not decide:", "",
                           table(["variant", "seed", "Δ", "images only"], rows)])
 
 
-def movers(r: Results) -> Section | None:
+def class_movers(compare: dict, names: list[str]) -> list[list[str]]:
+    """Per arm the ``N_MOVERS`` classes whose AP50-95 rose most and fell most (``stats.bootstrap_compare``'s
+    ``classes``), as table rows: arm, class, Δ, hierarchical interval, the arm's AP, the baseline's AP."""
     rows = []
-    for v, c in r.boot["compare"].items():
+    for v, c in compare.items():
         classes = sorted(c.get("classes", {}).items(), key=lambda kv: kv[1]["mean"])
         down = [kv for kv in classes[:N_MOVERS] if kv[1]["mean"] < 0]
         up = [kv for kv in classes[::-1][:N_MOVERS] if kv[1]["mean"] > 0]
         for k, h in up + down:
-            name = r.boot["names"][k] if k < len(r.boot["names"]) else str(k)
+            name = names[k] if k < len(names) else str(k)
             rows.append([v, name, _f(h["mean"], 4, True), bracket(h["lo"], h["hi"]), _f(h["variant"], 4),
                          _f(h["baseline"], 4)])
+    return rows
+
+
+def movers(r: Results) -> Section | None:
+    rows = class_movers(r.boot["compare"], r.boot["names"])
     if not rows:
         return None
     return Section(f"Per-class Δ AP50-95 (hierarchical intervals, each at {r.level}; the {N_MOVERS} classes that "

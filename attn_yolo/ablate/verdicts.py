@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from attn_yolo.ablate import latency, readings, seqpower
+from attn_yolo.ablate import comparisons, seqpower
 from attn_yolo.ablate.config import Ablation
 from attn_yolo.ablate.stats import (
     POWER,
@@ -57,7 +57,7 @@ class Interval:
     Attributes:
         kind: its name (``hierarchical``, ``seeds-only``, ``images-only``, ``fixed-n hierarchical``,
             ``group-sequential``, ``anytime-valid``).
-        level: its confidence level (each interval of the family, Bonferroni: ``readings.joint_level``).
+        level: its confidence level (each interval of the family, Bonferroni: ``comparisons.joint_level``).
         lo, hi: its bounds (mAP units; ±inf: unbounded, NaN: none).
         deciding: whether it decides the verdict (exactly one interval of a compared arm does).
         p: the two-sided p-value that goes with it (NaN: none).
@@ -87,7 +87,7 @@ class Verdict:
         n: paired seeds.
         interval: the interval that decides (None: no comparison, ``why`` says why).
         others: the other intervals of the same Δ, none of which decides.
-        check: the attention check (``readings.treated``; ``{}`` without a comparison).
+        check: the attention check (``comparisons.treated``; ``{}`` without a comparison).
         cost: the cost words (params, GFLOPs, latency).
         why: why there is no comparison, or why the image-level intervals are missing.
         detectable: the smallest |Δ| the deciding interval's design detects with 80% power (NaN: not known).
@@ -161,21 +161,23 @@ def verdict_words(lo: float, hi: float, n: int, detectable: float = math.nan) ->
 
 def judge(lo: float, hi: float, n: int, check: dict | None = None, detectable: float = math.nan) -> tuple[str, str]:
     """``verdict_words`` of the deciding interval, unless the attention check failed: then ``not tested`` (whatever
-    the interval) with its cause (``readings.not_tested``)."""
+    the interval) with its cause (``comparisons.not_tested``)."""
     if n >= 2 and (check or {}).get("status") == "failed":
-        return NOT_TESTED, readings.not_tested(check)
+        return NOT_TESTED, comparisons.not_tested(check)
     return verdict_words(lo, hi, n, detectable)
 
 
 def cost_words(b: dict, s: dict, timing: dict | None = None, arm: str = "") -> tuple[str, ...]:
-    """An arm's cost beside the baseline: params and GFLOPs in %, and its latency where it was timed."""
+    """An arm's cost beside the baseline: params and GFLOPs in %, and its latency Δ where it was timed (its interval
+    in the summary's latency section, ``latency.summary_lines``)."""
     cost = []
     if b["params"] and s["params"]:
         cost.append(f"params {100 * (s['params'] / b['params'] - 1):+.2f}%")
     if b["gflops"] and s["gflops"]:
         cost.append(f"GFLOPs {100 * (s['gflops'] / b['gflops'] - 1):+.2f}%")
-    if words := latency.cost_words(timing, arm):  # timed apart from training (attn_yolo.ablate.latency)
-        cost.append(words)
+    d = (timing or {}).get("diffs", {}).get(arm)  # timed apart from training (attn_yolo.ablate.latency)
+    if d is not None:  # its interval is in the latency section: the verdict line holds one interval, the Δ mAP's
+        cost.append(f"latency {d['mean']:+.2f} ms ({d['words']})")
     return tuple(cost)
 
 
@@ -186,11 +188,11 @@ def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -
     (``seqpower.detectable``, ``seqpower.seeds_for``), never the fixed-n interval's."""
     from attn_yolo.ablate.sequential import kind
 
-    level = readings.joint_level(ab)
+    level = comparisons.joint_level(ab)
     sv, tv, n = h["seed_var"], h["test_var"], h["n"]
     sd = f"(SD of Δ over seeds {math.sqrt(sv):.4f}, of the validation set's common part {math.sqrt(tv):.4f})"
     if seq is not None:
-        rule = readings.joint_rule(ab)
+        rule = comparisons.joint_rule(ab)
         mde = seqpower.detectable(sv, n, rule, tv, POWER)
         need = seqpower.seeds_for(TARGET_DELTA, sv, rule, tv, POWER)
         half = (seq["hi"] - seq["lo"]) / 2
@@ -236,10 +238,10 @@ def arm_verdict(ab: Ablation, rows: list[dict], stats: dict, boot: dict, dec: di
     none = _no_comparison(ab, rows, stats, boot, v)
     if none is not None:
         return none
-    level = readings.joint_level(ab)
+    level = comparisons.joint_level(ab)
     c = boot["compare"].get(v, {}).get(PRIMARY)
     seq = dec["variants"].get(v) if dec is not None else None
-    t = paired_difference(readings.paired_diffs(ab, rows, v), level) if c is None else c["t"]
+    t = paired_difference(comparisons.paired_diffs(ab, rows, v), level) if c is None else c["t"]
     others = [Interval(SEEDS_ONLY, level, t["lo"], t["hi"], p=t["p"])]
     power, why = "", "" if c is not None else boot["why"].get(v, "no per-image records")
     if c is not None:
@@ -256,7 +258,7 @@ def arm_verdict(ab: Ablation, rows: list[dict], stats: dict, boot: dict, dec: di
         mean, n = seq["mean"], seq["n"]
     else:
         deciding = replace(others.pop(0), deciding=True)
-    check = readings.treated(ab, rows, v, {"lo": deciding.lo, "hi": deciding.hi, "n": n})
+    check = comparisons.treated(ab, rows, v, {"lo": deciding.lo, "hi": deciding.hi, "n": n})
     status, words = judge(deciding.lo, deciding.hi, n, check, mde)
     b, s = stats["variants"][ab.baseline], stats["variants"][v]
     return Verdict(v, status, words, mean, n, deciding, tuple(others), check, cost_words(b, s, timing, v), why, mde,
@@ -271,12 +273,12 @@ def all_verdicts(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None 
         ab: the ablation. rows: the planned runs' records. stats: ``stats.summarize`` of ``rows``.
         boot: ``report.analyze`` of ``rows`` (None: seeds-only intervals).
         timing: ``latency.measure``'s result (None: not timed).
-        dec: ``readings.decision`` of ``rows`` (computed here when None and the seeds are chosen by the data).
+        dec: ``comparisons.decision`` of ``rows`` (computed here when None and the seeds are chosen by the data).
     """
     boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
     if dec is None:
-        dec = readings.decision(ab, rows, boot)
-    return {v: arm_verdict(ab, rows, stats, boot, dec, timing, v) for v in readings.arms(ab)}
+        dec = comparisons.decision(ab, rows, boot)
+    return {v: arm_verdict(ab, rows, stats, boot, dec, timing, v) for v in comparisons.arms(ab)}
 
 
 def write_verdicts(path, ab: Ablation, found: dict[str, Verdict]) -> None:
@@ -285,7 +287,7 @@ def write_verdicts(path, ab: Ablation, found: dict[str, Verdict]) -> None:
 
     from attn_yolo.checkpoint import atomic_write
 
-    data = {"baseline": ab.baseline, "family": readings.family_size(ab), "level": readings.joint_level(ab),
+    data = {"baseline": ab.baseline, "family": comparisons.family_size(ab), "level": comparisons.joint_level(ab),
             "verdicts": {v: x.to_dict() for v, x in found.items()}}
     text = json.dumps(data, indent=1, default=lambda o: sorted(o) if isinstance(o, set) else str(o))
     atomic_write(path, lambda p: Path(p).write_text(text))

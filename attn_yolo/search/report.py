@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from attn_yolo import markdown
-from attn_yolo.ablate import latency, readings
+from attn_yolo.ablate import comparisons, latency
 from attn_yolo.ablate.verdicts import NOT_TESTED, bracket, judge
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.search.rounds import decide
@@ -42,14 +42,14 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
     for k, arm in enumerate(names):
         lo, hi, n, state = float(dec["lo"][k]), float(dec["hi"][k]), int(dec["n"][k]), int(dec["state"][k])
         v = next(x for x in ab.variants if x.name == arm)
-        t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
+        t = comparisons.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
         status, words = judge(lo, hi, n, t)  # the ablation's one rule and word list (attn_yolo.ablate.verdict)
         verdict = NOT_TESTED if status == NOT_TESTED else words
         by = int(dec["by"][k])
         why = DROPS[state] if state != 2 else f"below {names[by]}"
         block, site = sites[arm] if arm in sites else ("Placebo", sites.get(ab.placebos.get(arm), ("", ""))[1])
         out.append({"arm": arm, "block": block, "site": site, "delta": float(dec["mean"][k]), "lo": lo, "hi": hi,
-                    "verdict": verdict, "treatment": t["status"], "treatment_words": readings.not_tested(t)
+                    "verdict": verdict, "treatment": t["status"], "treatment_words": comparisons.not_tested(t)
                     if t["status"] == "failed" else t.get("why", ""), "seeds": n, "state": why, "params": v.params,
                     "gflops": v.gflops, "latency_ms": _latency(timing, arm)})  # fmt: skip
     out.sort(key=lambda r: (r["state"] != "in", -(r["delta"] if math.isfinite(r["delta"]) else -math.inf)))

@@ -1,4 +1,4 @@
-"""What the design reads off the runs: paired Δ, the joint level, the stopping decision and the attention check.
+"""The comparisons with the baseline: paired Δ, the family and its joint level, the stopping decision, the check.
 
 Used by the runner after every round (``decision``) and by the verdicts (``attn_yolo.ablate.verdicts``).
 
