@@ -228,13 +228,13 @@ def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsy
     with pytest.raises(ablate.ConfigError) as e:
         ablate.validate(bad, tmp_path, "t")
     assert e.value.problems == [
+        "latency.repeats: 1000000000; expected an int in [1, 10000]",  # the declared keys first (config.SHAPE)
+        "latency.warmup: 1001; expected an int in [0, 1000]",
         (
             "train.batch: 0; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) "
             "(auto batch at that fraction of GPU memory)"
         ),
         "seeds: 3; expected a list of ints, e.g. seeds: [0, 1, 2] for 3 seeds, or seeds: [3] for seed 3 alone",
-        "latency.repeats: 1000000000; expected an int in 1..10000",
-        "latency.warmup: 1001; expected an int in 0..1000",
     ]
     for batch in (-3, 1.0, 2.5, 0):
         with pytest.raises(ablate.ConfigError) as e:

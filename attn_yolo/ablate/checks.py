@@ -7,31 +7,8 @@ import hashlib
 from pathlib import Path
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.ablate.config import (
-    BACKENDS,
-    RESOURCE_DEFAULTS,
-    RUNNER_TRAIN_KEYS,
-    SYNTHETIC,
-    first_line,
-)
+from attn_yolo.ablate.config import RUNNER_TRAIN_KEYS, SYNTHETIC, first_line
 from attn_yolo.args import batch_problem, imgsz_problem
-
-
-def _int_in(lo: int, hi: int | None = None):
-    """A rule of ``_check_numbers``: an int in ``lo..hi`` (``>= lo`` without ``hi``)."""
-    return (lambda v: isinstance(v, int) and lo <= v <= (hi if hi is not None else v),
-            f"an int in {lo}..{hi}" if hi is not None else f"an int >= {lo}")
-
-
-def _number(more_than_zero: bool):
-    """A rule of ``_check_numbers``: a number > 0, or >= 0."""
-    return ((lambda v: isinstance(v, (int, float)) and (v > 0 if more_than_zero else v >= 0)),
-            f"a number {'> 0' if more_than_zero else '>= 0'}")
-
-
-LATENCY_RULES = {"repeats": _int_in(1, 10000), "warmup": _int_in(0, 1000)}  # forwards per model; more only costs time
-RESOURCE_RULES = {"num_cpus": _number(True), "num_gpus": _number(False)}
-BOOTSTRAP_RULES = {"resamples": _int_in(100, 100_000), "seed": _int_in(0)}
 
 
 def unknown_keys(keys, allowed, where: str) -> list[str]:
@@ -153,37 +130,17 @@ def check_devices(raw) -> tuple[list, list[str]]:
     return [str(d) for d in devices], problems
 
 
-def check_numbers(value, key: str, defaults: dict, rules: dict) -> tuple[dict, list[str]]:
-    """A mapping of numbers such as ``latency: {repeats: 50, warmup: 10}``: ``defaults`` updated with its valid values,
-    and a problem for an unknown key and for each value that breaks its rule (``rules``: key -> (test, allowed))."""
-    out, problems = dict(defaults), []
-    if value is not None and not isinstance(value, dict):
-        problems.append(f"{key}: expected a mapping with keys {', '.join(defaults)}, got {value!r}")
-    elif value:
-        problems += unknown_keys(value, defaults, f"{key}.")
-        for k, (ok, allowed) in rules.items():
-            v = value.get(k, out[k])
-            if isinstance(v, bool) or not ok(v):
-                problems.append(f"{key}.{k}: {v!r}; expected {allowed}")
-            else:
-                out[k] = v
-    return out, problems
-
-
-def check_backend(raw: dict, devices: list, train: dict) -> tuple[str, str | None, dict, list[str]]:
-    """``backend``, ``ray_address`` and ``resources``; returns (backend, address, resources, problems)."""
-    backend, address, res = raw.get("backend", "local"), raw.get("ray_address"), raw.get("resources")
+def check_backend(raw: dict, shape: dict, devices: list, train: dict) -> tuple[str | None, list[str]]:
+    """``ray_address`` and how ``backend`` and ``resources`` (``shape``: ``config.SHAPE.check``'s values) go with
+    the devices; returns (address, problems)."""
+    backend, address, resources = shape["backend"], raw.get("ray_address"), shape["resources"]
     problems = []
-    if backend not in BACKENDS:
-        problems.append(f"backend: {backend!r}; expected one of {', '.join(BACKENDS)}")
     if address is not None and (not isinstance(address, str) or not address):
         problems.append(f"ray_address: {address!r}; expected auto, ray://host:port or host:port")
-    resources, p = check_numbers(res, "resources", RESOURCE_DEFAULTS, RESOURCE_RULES)
-    problems += p
     if backend != "ray":
         if address is not None:
             problems.append("ray_address: only with backend=ray")
-        return backend, address, resources, problems
+        return address, problems
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
@@ -194,7 +151,7 @@ def check_backend(raw: dict, devices: list, train: dict) -> tuple[str, str | Non
     if dev != "cpu" or ("device" in train and resources["num_gpus"]):
         problems.append(f"train.device: {train['device']!r} not with backend=ray; runs get their device from "
                         "resources.num_gpus (0: cpu)")
-    return backend, address, resources, problems
+    return address, problems
 
 
 def check_int_list(raw, key: str, default: list[int]) -> tuple[list[int], list[str]]:

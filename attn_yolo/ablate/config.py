@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.args import UsageError, yaml_syntax_problem
+from attn_yolo.args import Key, Schema, UsageError, yaml_syntax_problem
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"
@@ -61,11 +61,36 @@ CONFIG_KEYS = ("data", "variants", "seeds", "train", "out", "latency", "devices"
                "ray_address", "resources", "bootstrap", "health", "start", "reference", "placebo", "new_blocks",
                "treatment")
 BACKENDS = ("local", "ray")
-RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0}  # Ray resources per run (backend: ray)
 MODEL_VARIANT_KEYS = ("name", "model", "baseline", "new_blocks")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline", "new_blocks")
-LATENCY_DEFAULTS = {"repeats": 50, "warmup": 10}
-BOOTSTRAP_DEFAULTS = {"resamples": 2000, "seed": 0}  # image resamples of the per-image bootstrap, and their seed
+RESOURCES = Schema([  # Ray resources per run (backend: ray)
+    Key("num_cpus", "float", 1, "CPUs per run", low=0, words="a number > 0", check=lambda v: None if v > 0 else
+        "a number > 0"),
+    Key("num_gpus", "float", 0, "GPUs per run (0: cpu)", low=0),
+])
+LATENCY = Schema([  # forwards per model; more only costs time
+    Key("repeats", "int", 50, "timed forwards per model and round", low=1, high=10000),
+    Key("warmup", "int", 10, "untimed forwards first", low=0, high=1000),
+])
+BOOTSTRAP = Schema([
+    Key("resamples", "int", 2000, "image resamples of the per-image bootstrap", low=100, high=100_000),
+    Key("seed", "int", 0, "their seed", low=0),
+])
+SHAPE = Schema([  # the keys checked by their declaration alone; the others by the checks of attn_yolo.ablate.checks
+    Key("latency", "section", help="the latency timing after the runs", schema=LATENCY),
+    Key("bootstrap", "section", help="the per-image bootstrap", schema=BOOTSTRAP),
+    Key("resources", "section", help="Ray resources per run", schema=RESOURCES),
+    Key("backend", "choice", "local", "where runs execute", choices=BACKENDS),
+    Key("trust", "bool", False, "load train.pretrained by a full unpickle",
+        words="true or false (true: load train.pretrained by a full unpickle)"),
+    Key("health", "bool", True, "attention health per run", words="true or false (false: no attention health per run)"),
+    Key("copy_data", "any", "auto", "copy the dataset next to the runs", words="auto, true or false",
+        check=lambda v: None if v in (True, False, "auto") else "auto, true or false"),
+])
+"""The ablation config's keys declared once: their types, ranges and defaults (``Schema.check``)."""
+RESOURCE_DEFAULTS = RESOURCES.defaults()
+LATENCY_DEFAULTS = LATENCY.defaults()
+BOOTSTRAP_DEFAULTS = BOOTSTRAP.defaults()  # image resamples of the per-image bootstrap, and their seed
 RUNNER_TRAIN_KEYS = {  # Ultralytics train args the runner sets itself → the config key to use instead
     "data": "data",
     "seed": "seeds",

@@ -6,24 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from attn_yolo.ablate import design, treatment
-from attn_yolo.ablate.checks import (
-    BOOTSTRAP_RULES,
-    LATENCY_RULES,
-    check_backend,
-    check_data,
-    check_devices,
-    check_int_list,
-    check_numbers,
-    check_train,
-    unknown_keys,
-)
-from attn_yolo.ablate.config import (
-    BOOTSTRAP_DEFAULTS,
-    CONFIG_KEYS,
-    LATENCY_DEFAULTS,
-    Ablation,
-    ConfigError,
-)
+from attn_yolo.ablate.checks import check_backend, check_data, check_devices, check_int_list, check_train, unknown_keys
+from attn_yolo.ablate.config import CONFIG_KEYS, SHAPE, Ablation, ConfigError
 from attn_yolo.ablate.sequential import family_problems
 from attn_yolo.ablate.variants import check_variants
 from attn_yolo.args import UsageError
@@ -84,11 +68,15 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
         ConfigError: listing every problem found, each prefixed by the config key it came from.
     """
     problems = unknown_keys(raw, CONFIG_KEYS, "")
+    shape, p = SHAPE.check({k: raw[k] for k in SHAPE.names if k in raw})  # the keys declared with their types
+    problems += p
+    backend, latency, bootstrap, resources = shape["backend"], shape["latency"], shape["bootstrap"], shape["resources"]
+    trust, health, copy_data = shape["trust"], shape["health"], shape["copy_data"]
     devices, p = check_devices(raw.get("devices"))
     problems += p
     train, p = check_train(raw.get("train"), base, bool(devices))
     problems += p
-    backend, ray_address, resources, p = check_backend(raw, devices, train)
+    ray_address, p = check_backend(raw, shape, devices, train)
     problems += p
     side = train.get("imgsz")
     side = side[0] if isinstance(side, (list, tuple)) and len(side) == 1 else side  # [640]: one side, as Ultralytics
@@ -110,10 +98,6 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems += probe_problems(new_blocks, train)
     judged, p = treatment.check_treatment(raw.get("treatment"))
     problems += p
-    latency, p = check_numbers(raw.get("latency"), "latency", LATENCY_DEFAULTS, LATENCY_RULES)
-    problems += p
-    bootstrap, p = check_numbers(raw.get("bootstrap"), "bootstrap", BOOTSTRAP_DEFAULTS, BOOTSTRAP_RULES)
-    problems += p
     out = raw.get("out", f"runs/ablate/{name}")
     if not isinstance(out, str) or not out:
         problems.append(f"out: expected a folder path, got {out!r}")
@@ -125,15 +109,6 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
             check_writable(out, "out", UsageError)
         except UsageError as e:
             problems.append(str(e).replace("out=", "out: ", 1))
-    trust = raw.get("trust", False)
-    if not isinstance(trust, bool):
-        problems.append(f"trust: {trust!r}; expected true or false (true: load train.pretrained by a full unpickle)")
-    health = raw.get("health", True)
-    if not isinstance(health, bool):
-        problems.append(f"health: {health!r}; expected true or false (false: no attention health per run)")
-    copy_data = raw.get("copy_data", "auto")
-    if copy_data not in (True, False, "auto"):
-        problems.append(f"copy_data: {copy_data!r}; expected auto, true or false")
     data, data_id, nc, p = check_data(raw.get("data"), base)
     problems += p
     pretrained = None
