@@ -68,5 +68,6 @@ def test_valid_values_and_defaults_come_back_from_the_declaration():
     assert schema.check({"a": 3, "s": {"b": 2}}) == ({"a": 3, "s": {"b": 2}}, [])
     values, problems = schema.check({"a": -1, "s": {"b": -2, "c": 1}})
     assert values == {"a": 1, "s": {"b": 0.5}}  # a bad value keeps the default
-    assert problems == ["a: -1; expected an int >= 0", "s.c: unknown key; allowed: b", "s.b: -2; expected a number >= 0"]
+    assert problems == ["a: -1; expected an int >= 0", "s.c: unknown key; allowed: b",
+                        "s.b: -2; expected a number >= 0"]
     assert [p for p, _ in schema.walk()] == ["a", "s.b"]

@@ -20,6 +20,7 @@ from attn_yolo.ablate.start import start_spec
 from attn_yolo.ablate.train import build_arm, execute_run
 from attn_yolo.ablate.treatment import NewBlocks
 from attn_yolo.args import UsageError
+from attn_yolo.ultralytics_api.loader import loader_seed_problem
 from attn_yolo_console import main as cli_main
 
 
@@ -146,7 +147,7 @@ def test_an_ultralytics_that_ignores_the_seed_is_refused(tiny_data, tmp_path, mo
     8.4.x builds) is refused before any training, naming `seeds`."""
     import ultralytics.data.build as build
 
-    assert design.loader_seed_problem() is None
+    assert loader_seed_problem() is None
     original = build.build_dataloader
 
     def constant(*args, **kwargs):
@@ -154,7 +155,7 @@ def test_an_ultralytics_that_ignores_the_seed_is_refused(tiny_data, tmp_path, mo
         return original(*args, **kwargs)
 
     monkeypatch.setattr(build, "build_dataloader", constant)
-    assert "ignores `seed`" in design.loader_seed_problem()
+    assert "ignores `seed`" in loader_seed_problem()
     cfg = write_config(tmp_path, tiny_data)
     raw, base, name, source = ablate.load_config(cfg)
     with pytest.raises(ablate.ConfigError) as e:

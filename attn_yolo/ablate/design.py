@@ -113,41 +113,6 @@ def check_seed_rule(raw: dict):
     return ([], None, problems) if problems else (list(range(rule.max)), rule, [])
 
 
-def loader_seed_problem() -> str | None:
-    """Whether the installed Ultralytics seeds its training dataloader from ``seed``: the order of a shuffled
-    loader built after the trainer's ``init_seeds(seed + 1)`` must differ between seeds 0 and 1 and repeat for one
-    seed (earlier 8.4.x builds used a constant: every seed shared one data order, ultralytics #6820). The
-    augmentation draws from the generators ``init_seeds`` seeds. Returns the problem, or None; RNG states are kept.
-    """
-    import random
-
-    import numpy as np
-    import torch
-    import ultralytics
-    from ultralytics.data.build import build_dataloader
-    from ultralytics.utils.torch_utils import init_seeds
-
-    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        orders = []
-        for seed in (0, 1, 0):
-            init_seeds(seed + 1)  # as BaseTrainer.__init__ does
-            loader = build_dataloader(list(range(32)), batch=32, workers=0, shuffle=True, rank=-1, device="cpu")
-            orders.append(next(iter(loader)).tolist())
-    except Exception as e:  # noqa: BLE001  an Ultralytics whose loader cannot be probed: say so, do not guess
-        return f"could not check that Ultralytics {ultralytics.__version__} seeds its dataloader from `seed`: {e}"
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-    if orders[0] != orders[2]:
-        return f"Ultralytics {ultralytics.__version__} gives one seed two data orders: runs are not reproducible"
-    if orders[0] == orders[1]:
-        return (f"Ultralytics {ultralytics.__version__} ignores `seed` in its dataloader (every seed gets one data "
-                "order, ultralytics #6820): seeds are no independent replicates; use ultralytics >= 8.4.190")
-    return None
-
-
 # ---------------------------------------------------------------------------------------------------------- start
 
 

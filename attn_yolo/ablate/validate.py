@@ -12,6 +12,7 @@ from attn_yolo.ablate.sequential import family_problems
 from attn_yolo.ablate.variants import check_variants
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
+from attn_yolo.ultralytics_api.loader import loader_seed_problem
 
 
 def own_new_blocks(raw: dict, variants: list, baseline: str | None, key: str = "variants",
@@ -91,7 +92,7 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     else:
         seeds, p = check_int_list(raw.get("seeds"), "seeds", [0])
     problems += p
-    if (len(seeds) > 1 or seed_rule is not None) and (why := design.loader_seed_problem()):
+    if (len(seeds) > 1 or seed_rule is not None) and (why := loader_seed_problem()):
         problems.append(f"seeds: {why}")
     new_blocks, p = treatment.check_new_blocks(raw.get("new_blocks"))
     problems += p
