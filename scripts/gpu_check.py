@@ -120,8 +120,8 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     import yaml
 
     from attn_yolo import ablate
-    from attn_yolo.ablate import latency
-    from attn_yolo.ablate.results import read_results
+    from attn_yolo.ablate.runs import latency
+    from attn_yolo.ablate.runs.results import read_results
     from attn_yolo.markdown import table
     from attn_yolo.synthetic import QUICK_TRAIN_ARGS
 

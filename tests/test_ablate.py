@@ -16,10 +16,10 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import perimage
-from attn_yolo.ablate import train as ablate_train
-from attn_yolo.ablate.runner import prepare_data
-from attn_yolo.ablate.train import check_finite_loss
+from attn_yolo.ablate.runs import perimage
+from attn_yolo.ablate.runs import train as ablate_train
+from attn_yolo.ablate.runs.runner import prepare_data
+from attn_yolo.ablate.runs.train import check_finite_loss
 from attn_yolo.args import UsageError
 from attn_yolo_console import main as cli_main
 
@@ -111,7 +111,7 @@ def test_check_finite_loss():
 
 def test_first_run_eta_from_dataset_size_and_epochs():
     """Run 1's ETA: training steps × epochs plus validation passes, against a hand count."""
-    from attn_yolo.ablate.train import estimate_run_s
+    from attn_yolo.ablate.runs.train import estimate_run_s
 
     spec = ablate.RunSpec("baseline", 0, "yolo11n.yaml", None, "d.yaml",
                           {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}, "r", 1,
@@ -337,7 +337,7 @@ def test_backend_keys(tmp_path, tiny_data):
     del raw["train"]["device"]
     ab = ablate.validate({**raw, "resources": {"num_cpus": 4, "num_gpus": 0.5}}, tmp_path)
     assert (ab.backend, ab.ray_address, ab.resources) == ("ray", "ray://head:10001", {"num_cpus": 4, "num_gpus": 0.5})
-    from attn_yolo.ablate.scheduling import ray_device
+    from attn_yolo.ablate.runs.scheduling import ray_device
 
     assert [ray_device({"num_gpus": g}) for g in (0, 0.5, 1, 2)] == ["cpu", "0", "0", "0,1"]
 
@@ -578,7 +578,7 @@ def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
 
 
 def test_class_movers_are_the_five_largest_each_way():
-    from attn_yolo.ablate.summary import class_movers
+    from attn_yolo.ablate.reports.summary import class_movers
 
     means = [0.05, -0.01, 0.03, -0.2, 0.0, 0.1, -0.05, 0.02, 0.07, -0.03, 0.04, -0.15, 0.06]
     classes = {c: {"mean": m, "lo": m - 0.01, "hi": m + 0.01, "variant": 0.5 + m, "baseline": 0.5} for c, m in
@@ -703,7 +703,7 @@ DRIVER = """
 import multiprocessing, os, sys, time
 from pathlib import Path
 from attn_yolo import ablate
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs.records import new_record
 
 def runner(spec, device):
     if os.environ.get("RUN_LOG"):
@@ -846,7 +846,7 @@ def test_mlflow_groups_the_runs_of_an_ablation(tmp_path, tiny_data, monkeypatch)
     mlflow = pytest.importorskip("mlflow")
     from ultralytics.utils import SETTINGS
 
-    from attn_yolo.ablate.tracking import OUT_TAG
+    from attn_yolo.ablate.runs.tracking import OUT_TAG
 
     if not SETTINGS["mlflow"]:
         pytest.skip("Ultralytics' MLflow integration is off (yolo settings mlflow=False)")
@@ -976,7 +976,7 @@ def test_a_discarded_interrupt_does_not_deafen_the_next_signal():
     import signal as sig_
     import time as time_
 
-    from attn_yolo.ablate.scheduling import cleaning, stop_on_signals
+    from attn_yolo.ablate.runs.scheduling import cleaning, stop_on_signals
 
     class Discards:
         def __del__(self):
@@ -1001,9 +1001,9 @@ def test_each_setting_is_held_once(tmp_path, tiny_data):
     not in them: a changed imgsz reaches every view, and no dataclass holds a copy."""
     import dataclasses
 
-    from attn_yolo.ablate.config import load_config
-    from attn_yolo.ablate.runner import plan
-    from attn_yolo.ablate.validate import validate
+    from attn_yolo.ablate.config.ablation import load_config
+    from attn_yolo.ablate.config.validate import validate
+    from attn_yolo.ablate.runs.runner import plan
 
     cfg = write_config(tmp_path, tiny_data, train={"epochs": 1, "imgsz": 96, "batch": 4, "device": "cpu"})
     ab = validate(*load_config(cfg)[:2])

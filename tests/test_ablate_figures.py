@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attn_yolo.ablate.plots import plot_ablation, plot_curves, plot_delta
-from attn_yolo.ablate.stats import TARGET_DELTA
-from attn_yolo.ablate.verdicts import Interval, Verdict
+from attn_yolo.ablate.reports.plots import plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.statistics.stats import TARGET_DELTA
+from attn_yolo.ablate.statistics.verdicts import Interval, Verdict
 
 
 def _draw(fig):
@@ -202,7 +202,7 @@ def test_the_summary_says_which_curves_png_it_is(tmp_path):
     """summary.md's list of plots names what curves.png shows: the curves, or for arms of one epoch the points."""
     from types import SimpleNamespace
 
-    from attn_yolo.ablate.summary import curves_caption
+    from attn_yolo.ablate.reports.summary import curves_caption
 
     start = SimpleNamespace(start=SimpleNamespace(kind="recipe"))
     one = curves_caption(start, _runs(tmp_path / "one", 1))

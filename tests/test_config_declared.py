@@ -7,7 +7,7 @@ import math
 import pytest
 
 from attn_yolo.ablate import validate
-from attn_yolo.ablate.config import SHAPE, ConfigError
+from attn_yolo.ablate.config.ablation import SHAPE, ConfigError
 from attn_yolo.args import Key, Schema
 
 

@@ -17,9 +17,10 @@ from test_ablate import fake_runner
 from test_bootstrap import box_record
 
 from attn_yolo import ablate
-from attn_yolo.ablate import perimage, report
-from attn_yolo.ablate.stats import TARGET_DELTA
-from attn_yolo.ablate.verdicts import COMPARED, NOT_TESTED, VERDICTS_NAME, judge, level_words, read_verdicts
+from attn_yolo.ablate.reports import report
+from attn_yolo.ablate.runs import perimage
+from attn_yolo.ablate.statistics.stats import TARGET_DELTA
+from attn_yolo.ablate.statistics.verdicts import COMPARED, NOT_TESTED, VERDICTS_NAME, judge, level_words, read_verdicts
 from attn_yolo.health.gatescsv import CSV_NAME
 
 SE = {"name": "se", "base": "yolo11n.yaml", "module": "SE", "at": "backbone", "args": [16]}
@@ -224,7 +225,7 @@ def _explain_agrees(out, verdicts, lv):
 
 
 def test_an_unbounded_interval_is_written_one_way():
-    from attn_yolo.ablate.verdicts import Interval, bracket, verdict_words
+    from attn_yolo.ablate.statistics.verdicts import Interval, bracket, verdict_words
 
     assert bracket(-math.inf, 0.1) == bracket(0.0, math.inf) == "[unbounded]"
     assert Interval("anytime-valid", 0.95, -math.inf, math.inf).text() == "anytime-valid 95% CI [unbounded]"

@@ -10,9 +10,9 @@ import pytest
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import seqpower, sequential, stats, verdicts
-from attn_yolo.ablate.records import new_record
-from attn_yolo.ablate.sequential import SeedRule
+from attn_yolo.ablate.runs.records import new_record
+from attn_yolo.ablate.statistics import seqpower, sequential, stats, verdicts
+from attn_yolo.ablate.statistics.sequential import SeedRule
 
 
 def fake(deltas: dict):

@@ -45,7 +45,7 @@ variants whose metrics are all 0), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curv
 epoch), ``delta.png`` (Δ with its three intervals per variant and metric) and ``config.yaml`` (the resolved
 config). Run folders without ``perimage.npz`` (made before it existed) are summarised with the seeds-only interval,
 and summary.md says so. With Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment
-named after the ablation (``attn_yolo.ablate.tracking``).
+named after the ablation (``attn_yolo.ablate.runs.tracking``).
 
 Re-running the same command skips runs recorded ``ok`` with the same settings and redoes runs that are missing
 (interrupted) or failed. Finished runs whose settings changed (model, data, train args) stop the ablation before any
@@ -97,15 +97,22 @@ in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 
 from __future__ import annotations
 
-from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML, Ablation, ConfigError, Variant, apply_overrides, load_config
-from attn_yolo.ablate.prepare import prepare
-from attn_yolo.ablate.records import RunSpec
-from attn_yolo.ablate.report import write_report
-from attn_yolo.ablate.results import read_results, write_results
-from attn_yolo.ablate.runner import run, run_ablation
-from attn_yolo.ablate.stats import paired_difference, summarize, verdict
-from attn_yolo.ablate.train import NonFiniteLossError, execute_run
-from attn_yolo.ablate.validate import validate
+from attn_yolo.ablate.config.ablation import (
+    DEFAULT_CONFIG_YAML,
+    Ablation,
+    ConfigError,
+    Variant,
+    apply_overrides,
+    load_config,
+)
+from attn_yolo.ablate.config.validate import validate
+from attn_yolo.ablate.reports.report import write_report
+from attn_yolo.ablate.runs.prepare import prepare
+from attn_yolo.ablate.runs.records import RunSpec
+from attn_yolo.ablate.runs.results import read_results, write_results
+from attn_yolo.ablate.runs.runner import run, run_ablation
+from attn_yolo.ablate.runs.train import NonFiniteLossError, execute_run
+from attn_yolo.ablate.statistics.stats import paired_difference, summarize, verdict
 
 __all__ = [
     "DEFAULT_CONFIG_YAML", "Ablation", "ConfigError", "NonFiniteLossError", "RunSpec", "Variant", "apply_overrides",

@@ -15,9 +15,9 @@ recorded detections, the baseline's and the variant's CAM, the variant's attenti
 heatmap tool's fixed [0, 1] scale).
 
 Nothing it did not write is replaced: an existing explain.md without its first-line mark, or a PNG without the
-project's plot tag (``ablate.plots.is_own_plot``), stops it (exit 2, naming the files) unless ``overwrite=True``.
-Bad input (no such out, no finished runs, runs without ``perimage.npz``, a variant that is not there, an unknown
-key) exits 2 with one line, before any heavy work.
+project's plot tag (``ablate.reports.plots.is_own_plot``), stops it (exit 2, naming the files) unless
+``overwrite=True``. Bad input (no such out, no finished runs, runs without ``perimage.npz``, a variant that is not
+there, an unknown key) exits 2 with one line, before any heavy work.
 
 The package, bottom layer first (a module imports only modules above it):
     inputs      the out folder checked and read: config, runs, records, the files explain writes
@@ -35,7 +35,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from attn_yolo.ablate.outdir import OutLock
+from attn_yolo.ablate.runs.outdir import OutLock
 from attn_yolo.args import Key, Schema
 from attn_yolo.explain import decompose
 from attn_yolo.explain.changed import changed_images
@@ -77,7 +77,7 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
 
     Raises:
         UsageError: bad input (see ``inputs.read_runs``, ``inputs.check_writes``), or an ablation running in ``out``
-            (its lock, ``ablate.outdir.OutLock``), before any heavy work.
+            (its lock, ``ablate.runs.outdir.OutLock``), before any heavy work.
     """
     runs = read_runs(out, variants)
     check_writes(runs.out, runs.variants, overwrite)
@@ -87,8 +87,8 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
 
 def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     """``explain`` once its input is checked and ``out`` locked."""
-    from attn_yolo.ablate.plots import save_figure
-    from attn_yolo.ablate.verdicts import VERDICTS_NAME, read_verdicts
+    from attn_yolo.ablate.reports.plots import save_figure
+    from attn_yolo.ablate.statistics.verdicts import VERDICTS_NAME, read_verdicts
     from attn_yolo.checkpoint import atomic_write
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path

@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 
-from attn_yolo.ablate.weighted_ap import WeightedMetrics
+from attn_yolo.ablate.statistics.weighted_ap import WeightedMetrics
 
 
 def image_ap(rec) -> np.ndarray:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_yolo.ablate.perimage import SIZES, Record
-from attn_yolo.ablate.stats import hierarchical_interval, image_weights
-from attn_yolo.ablate.weighted_ap import Weights
+from attn_yolo.ablate.runs.perimage import SIZES, Record
+from attn_yolo.ablate.statistics.stats import hierarchical_interval, image_weights
+from attn_yolo.ablate.statistics.weighted_ap import Weights
 from attn_yolo.explain import tide
 
 PARTS = (*tide.ERROR_NAMES, "interaction", "ceiling")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate.perimage import SIZES
-from attn_yolo.ablate.verdicts import BETTER, WORSE, bracket, level_words
+from attn_yolo.ablate.runs.perimage import SIZES
+from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, bracket, level_words
 from attn_yolo.explain import decompose, tide
 from attn_yolo.explain.health import largest_moved
 from attn_yolo.explain.inputs import REPORT_MARK, figure_name

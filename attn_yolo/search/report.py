@@ -14,8 +14,9 @@ import math
 from pathlib import Path
 
 from attn_yolo import markdown
-from attn_yolo.ablate import comparisons, latency
-from attn_yolo.ablate.verdicts import NOT_TESTED, bracket, judge
+from attn_yolo.ablate.runs import latency
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.verdicts import NOT_TESTED, bracket, judge
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
-from attn_yolo.ablate import comparisons
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.stats import paired_difference
-from attn_yolo.ablate.verdicts import BETTER, NOT_TESTED, SEEDS_ONLY, Interval, Verdict, verdict_words
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.stats import paired_difference
+from attn_yolo.ablate.statistics.verdicts import BETTER, NOT_TESTED, SEEDS_ONLY, Interval, Verdict, verdict_words
 
 
 def _pct(x: float) -> str:
@@ -21,7 +21,7 @@ def _pct(x: float) -> str:
 def treatment_lines(ab: Ablation, verdicts: dict[str, Verdict]) -> list[str]:
     """The attention-check section: per compared arm that adds blocks, whether what they attend to mattered to its
     model enough for a verdict (``comparisons.treated``, kept in its verdict), with the criterion in one sentence."""
-    from attn_yolo.ablate.treatment import THRESHOLD
+    from attn_yolo.ablate.statistics.treatment import THRESHOLD
 
     th = ab.treatment.threshold if ab.treatment else THRESHOLD
     shown = [f"- **{v.arm}**: {_check_line(v.check, th)}" for v in verdicts.values()
@@ -93,7 +93,7 @@ def against_placebo(ab: Ablation, rows: list[dict], v: str, p: str) -> tuple[flo
         return None
     level = comparisons.joint_level(ab)
     if ab.seed_rule is not None:
-        from attn_yolo.ablate.sequential import confidence_sequence, kind
+        from attn_yolo.ablate.statistics.sequential import confidence_sequence, kind
 
         lo, hi = confidence_sequence(diffs, comparisons.joint_rule(ab))
         iv = Interval(kind(ab.seed_rule), level, lo, hi, True)

@@ -1,8 +1,8 @@
 """The power of the sequential design that decides a seed-rule verdict: half-width, detectable Δ, seeds.
 
-The power of the interval that decides a seed-rule verdict (``attn_yolo.ablate.sequential``'s design: the alpha-
-spending boundaries or the tuned confidence sequence, at its look): its half-width after n seeds, the smallest Δ it
-detects with a given power, and the seeds it needs for a Δ (a design fitted to that many seeds), never a fixed-n
+The power of the interval that decides a seed-rule verdict (``attn_yolo.ablate.statistics.sequential``'s design: the
+alpha- spending boundaries or the tuned confidence sequence, at its look): its half-width after n seeds, the smallest Δ
+it detects with a given power, and the seeds it needs for a Δ (a design fitted to that many seeds), never a fixed-n
 t-interval's.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from attn_yolo.ablate.sequential import TEST_SHARE, SeedRule, factors
+from attn_yolo.ablate.statistics.sequential import TEST_SHARE, SeedRule, factors
 
 
 def half_width(seed_var: float, n: int, rule: SeedRule, test_var: float = 0.0) -> float:

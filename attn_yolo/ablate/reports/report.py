@@ -1,6 +1,6 @@
-"""The ablation report: summary.md (``attn_yolo.ablate.summary``), verdicts.json and the plots written beside it.
+"""The ablation's report step: summary.md (``reports.summary``), verdicts.json and the plots written beside it.
 
-The plots themselves (ablation.png, curves.png, delta.png) are drawn by ``attn_yolo.ablate.plots``.
+The plots themselves (ablation.png, curves.png, delta.png) are drawn by ``attn_yolo.ablate.reports.plots``.
 """
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import comparisons, latency
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.perimage import PERIMAGE_NAME, RecordError, load_record
-from attn_yolo.ablate.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
-from attn_yolo.ablate.stats import PRIMARY, bootstrap_compare, learned_nothing, resample_records, summarize
-from attn_yolo.ablate.summary import Results, lead_markdown, results, summary_markdown
-from attn_yolo.ablate.verdicts import VERDICTS_NAME, write_verdicts
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.reports.plots import is_own_plot, plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.reports.summary import Results, lead_markdown, results, summary_markdown
+from attn_yolo.ablate.runs import latency
+from attn_yolo.ablate.runs.perimage import PERIMAGE_NAME, RecordError, load_record
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.stats import PRIMARY, bootstrap_compare, learned_nothing, resample_records, summarize
+from attn_yolo.ablate.statistics.verdicts import VERDICTS_NAME, write_verdicts
 from attn_yolo.checkpoint import atomic_write
 
 

@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from attn_yolo.ablate.config import BOOTSTRAP_DEFAULTS
+from attn_yolo.ablate.config.ablation import BOOTSTRAP_DEFAULTS
 
 # Summary metrics: results.csv column, label, decimals, sense (+1 higher is better, -1 lower is better).
 METRICS = (
@@ -177,7 +177,7 @@ def resample_records(records: dict, n_boot: int = N_BOOT, seed: int = BOOT_SEED,
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from attn_yolo.ablate.weighted_ap import WeightedMetrics, Weights
+    from attn_yolo.ablate.statistics.weighted_ap import WeightedMetrics, Weights
 
     keys = list(records)
     if not keys:

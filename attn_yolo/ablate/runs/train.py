@@ -1,6 +1,6 @@
 """One training run: train a variant with one seed, validate its best.pt image by image, and return its record.
 
-Its latency is timed after all runs, apart from training (``attn_yolo.ablate.latency``)."""
+Its latency is timed after all runs, apart from training (``attn_yolo.ablate.runs.latency``)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ from pathlib import Path
 import yaml
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.ablate.config import first_line
-from attn_yolo.ablate.perimage import (
+from attn_yolo.ablate.config.ablation import first_line
+from attn_yolo.ablate.runs.perimage import (
     PERIMAGE_NAME,
     RecordingTrainer,
     RecordingValidator,
     record_from_validator,
     save_record,
 )
-from attn_yolo.ablate.records import RunSpec, box_metrics, epoch_fields, new_record
-from attn_yolo.ablate.treatment import KNOCKOUT_NAME, block_parameters, knocked_out, reinitialised, set_gamma
-from attn_yolo.ablate.weighted_ap import size_ap
+from attn_yolo.ablate.runs.records import RunSpec, box_metrics, epoch_fields, new_record
+from attn_yolo.ablate.statistics.treatment import KNOCKOUT_NAME, block_parameters, knocked_out, reinitialised, set_gamma
+from attn_yolo.ablate.statistics.weighted_ap import size_ap
 from attn_yolo.checkpoint import load_model
 from attn_yolo.health import attach
 from attn_yolo.health.mean_ablation import MeanAblation
@@ -68,7 +68,7 @@ def estimate_run_s(spec: RunSpec, n_train: int, n_val: int, step_s: float, val_s
 
     ``ceil(n_train · fraction / batch)`` training steps per epoch × ``epochs``, plus validation batches (twice the
     training batch, as Ultralytics validates) after every epoch (``val: false``: after the last one only) and once
-    more for best.pt (latency is timed after all runs: ``attn_yolo.ablate.latency``). Data loading, augmentation,
+    more for best.pt (latency is timed after all runs: ``attn_yolo.ablate.runs.latency``). Data loading, augmentation,
     NMS and start-up are not counted, so it is a lower estimate; the ETA after run 1 uses measured run times.
 
     Args:
@@ -233,7 +233,7 @@ def _validate(spec: RunSpec, model, args: dict, on_batch=None):
 
 
 def attention_figures(spec: RunSpec, best: Path, train: dict) -> dict:
-    """The attention check's figures of a run (``attn_yolo.ablate.treatment``): its ``best.pt`` validated with the
+    """The attention check's figures of a run (``attn_yolo.ablate.statistics.treatment``): its ``best.pt`` validated with the
     same standalone validator settings four times: as trained (recording its new blocks' mean gates), with its gates
     and attention held at their mean (``MeanAblation``), with every new block knocked out (the identity; image by
     image in ``perimage-knockout.npz``) and with the blocks' weights re-initialised, ``γ`` kept (``reinitialised``).

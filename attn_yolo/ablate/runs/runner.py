@@ -14,20 +14,22 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate import comparisons, console, latency, outdir, rerun, tracking
-from attn_yolo.ablate.config import Ablation, ConfigError, apply_overrides, from_command_line, load_config
-from attn_yolo.ablate.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
-from attn_yolo.ablate.plots import is_own_plot
-from attn_yolo.ablate.prepare import prepare
-from attn_yolo.ablate.records import RunSpec, complete, write_record
-from attn_yolo.ablate.report import write_report
-from attn_yolo.ablate.results import check_index, collect_records, write_results
-from attn_yolo.ablate.scheduling import exit_code, stop_on_signals
-from attn_yolo.ablate.session import Session
-from attn_yolo.ablate.start import arm_start, pending, start_spec, too_weak
-from attn_yolo.ablate.train import execute_run
-from attn_yolo.ablate.treatment import NewBlocks
-from attn_yolo.ablate.validate import validate
+from attn_yolo.ablate.runs import console, latency, outdir, rerun, tracking
+
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.config.ablation import Ablation, ConfigError, apply_overrides, from_command_line, load_config
+from attn_yolo.ablate.runs.outdir import DATA_MARKER, RUN_MARKER, OutLock, check_out, check_replaceable, claim, claim_out
+from attn_yolo.ablate.reports.plots import is_own_plot
+from attn_yolo.ablate.runs.prepare import prepare
+from attn_yolo.ablate.runs.records import RunSpec, complete, write_record
+from attn_yolo.ablate.reports.report import write_report
+from attn_yolo.ablate.runs.results import check_index, collect_records, write_results
+from attn_yolo.ablate.runs.scheduling import exit_code, stop_on_signals
+from attn_yolo.ablate.runs.session import Session
+from attn_yolo.ablate.runs.start import arm_start, pending, start_spec, too_weak
+from attn_yolo.ablate.runs.train import execute_run
+from attn_yolo.ablate.statistics.treatment import NewBlocks
+from attn_yolo.ablate.config.validate import validate
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import atomic_write
 
@@ -354,7 +356,7 @@ def finish(s: Session, code: int, text: str, where: str) -> int:
 
 
 def train_starts(ab: Ablation, data: str, progress, schedule) -> bool:
-    """Train the recipe starts that have no usable record yet (``attn_yolo.ablate.start``) before any arm, through the
+    """Train the recipe starts that have no usable record yet (``attn_yolo.ablate.runs.start``) before any arm, through the
     same scheduler as the arms; False when one failed (no arm can start from it)."""
     ok = True
     for st in pending(ab):
@@ -397,7 +399,7 @@ def run_rounds(ab: Ablation, todo: list[RunSpec], rows: dict, planned: dict, sch
     undecided (and the baseline): an arm whose comparison stopped runs no more seeds. Seeds already
     finished (a rerun) count without running again; a seed with a failed run is not paired and the next one is
     tried. ``say`` prints a line (above the progress bar). Returns the last decision."""
-    from attn_yolo.ablate.report import analyze
+    from attn_yolo.ablate.reports.report import analyze
 
     arms = [v.name for v in ab.variants]
     left = {s: [sp for sp in todo if sp.seed == s] for s in ab.seeds}

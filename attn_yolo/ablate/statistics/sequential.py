@@ -9,7 +9,7 @@ each look, with probability ≥ 1 − α, holds the true mean at every look at o
 whatever made the rule stop (a verdict, a width, the maximum, an arm on its own, a user's Ctrl-C). Between looks
 the interval of the last look stands (``factors``).
 
-Designs (``SeedRule.design``; the boundaries in ``attn_yolo.ablate.spending``):
+Designs (``SeedRule.design``; the boundaries in ``attn_yolo.ablate.statistics.spending``):
 
 - ``spending`` (default): repeated confidence intervals of a group-sequential design with Lan–DeMets alpha spending
   on the studentised Δ (Lan & DeMets 1983; O'Brien & Fleming 1979; Pocock 1977): x̄ ± c_j·s/√n_j at look j. With
@@ -69,7 +69,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attn_yolo.ablate.spending import DESIGNS, SPENDING, boundaries
+from attn_yolo.ablate.statistics.spending import DESIGNS, SPENDING, boundaries
 
 PRIOR_SCALE2 = 10.0  # τ² of earlier versions' sequence: the mixture's variance of the effect (mean Δ − μ) / σ
 TEST_SHARE = 0.2  # of α given to the validation set's common offset when test_var > 0
@@ -87,7 +87,7 @@ class SeedRule:
             or ``max`` stops.
         confidence: of the interval (0 < confidence < 1).
         design: ``spending`` (alpha spending over the looks) or ``cs`` (a confidence sequence tuned to ``max``);
-            ``attn_yolo.ablate.spending``.
+            ``attn_yolo.ablate.statistics.spending``.
         spending: the spending function of ``design: spending``: ``obf`` (O'Brien–Fleming type) or ``pocock``.
         looks: the seed counts at which the rule may stop (``max`` always one); None: every count from ``min``.
 
@@ -310,7 +310,9 @@ def _decision(x: np.ndarray, rule: SeedRule, lo: float, hi: float) -> dict:
     n = len(x)
     reason = REASONS[int(_reason_codes(lo, hi, n, rule))]
     iv = _fmt(lo, hi)
-    from attn_yolo.ablate.stats import verdict as one_rule  # the one rule (stats imports config, which imports this)
+    from attn_yolo.ablate.statistics.stats import (
+        verdict as one_rule,  # the one rule (stats imports config, which imports this)
+    )
 
     settled = lo > 0 or hi < 0
     verdict = one_rule({"n": n, "lo": lo, "hi": hi})

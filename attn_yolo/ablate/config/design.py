@@ -5,13 +5,13 @@ before any training, and the arms they add.
 
 - ``start``: the one point every arm starts from. A checkpoint (``start: path/to/base.pt``, loaded weights-only,
   its class count must be the data's), or a recipe (``start: {epochs: 6}``) that the runner trains once into
-  ``out/start/`` (``attn_yolo.ablate.start``). A recipe trains ``model`` (default: the baseline's model YAML) with the
-  config's ``train`` arguments, its own keys overriding them, and ``seed`` (default 0). Each variant must be the start
-  model with blocks inserted; ``attn_yolo.transfer`` carries every weight to its layer and the blocks start as the
+  ``out/start/`` (``attn_yolo.ablate.runs.start``). A recipe trains ``model`` (default: the baseline's model YAML) with
+  the config's ``train`` arguments, its own keys overriding them, and ``seed`` (default 0). Each variant must be the
+  start model with blocks inserted; ``attn_yolo.transfer`` carries every weight to its layer and the blocks start as the
   identity. Without ``start`` every arm trains from scratch (the summary says so).
 - ``seeds: {min, max, precision, confidence, design, spending, looks}``: paired seeds 0, 1, ... run in rounds until
-  the stopping rule of ``attn_yolo.ablate.sequential`` stops (``SeedRule``: ``design: spending`` with ``spending:
-  obf`` by default, or ``pocock``; ``design: cs``); a list of seeds is a fixed design.
+  the stopping rule of ``attn_yolo.ablate.statistics.sequential`` stops (``SeedRule``: ``design: spending`` with
+  ``spending: obf`` by default, or ``pocock``; ``design: cs``); a list of seeds is a fixed design.
 - ``reference: {model: yolo11s.yaml}`` (or an insert spec; ``name`` defaults to ``reference``): an arm with a known,
   larger change, the yardstick of the summary. If it is the start model with blocks inserted it starts from the
   shared start like a variant; otherwise it gets a start of its own trained by the same recipe (with a checkpoint
@@ -20,7 +20,7 @@ before any training, and the arms they add.
   ``Placebo`` block (``attn_yolo.nn.placebo``: a residual pointwise MLP, no attention) where each of its blocks sits,
   sized to the block's parameter count.
 - ``new_blocks`` and ``treatment``: how an arm's new blocks train and the check that they mattered, in
-  ``attn_yolo.ablate.treatment``.
+  ``attn_yolo.ablate.statistics.treatment``.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import json
 import re
 from pathlib import Path
 
-from attn_yolo.ablate.checks import check_train, resolve_input
-from attn_yolo.ablate.config import first_line
-from attn_yolo.ablate.variants import check_same_scale, check_variants, definition
+from attn_yolo.ablate.config.ablation import first_line
+from attn_yolo.ablate.config.checks import check_train, resolve_input
+from attn_yolo.ablate.config.variants import check_same_scale, check_variants, definition
 from attn_yolo.checkpoint import load_model
 
 SEED_RULE_KEYS = ("min", "max", "precision", "confidence", "design", "spending", "looks")
@@ -67,7 +67,7 @@ class Start:
         """One line for the plan and the summary."""
         if self.kind == "checkpoint":
             return f"warm start from checkpoint {self.model}"
-        from attn_yolo.ablate.outdir import shown
+        from attn_yolo.ablate.runs.outdir import shown
 
         tr = ", ".join(f"{k}={v}" for k, v in self.train.items() if k in ("epochs", "imgsz", "fraction", "batch"))
         where = shown(self.folder)
@@ -94,7 +94,7 @@ def file_fingerprint(path: str | Path) -> str:
 def check_seed_rule(raw: dict):
     """``seeds: {min, max, precision, confidence, design, spending, looks}`` → (the seeds it may run: 0 .. max − 1,
     the ``SeedRule``, problems). Every problem names its key."""
-    from attn_yolo.ablate.sequential import SeedRule
+    from attn_yolo.ablate.statistics.sequential import SeedRule
 
     problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
                 for k in raw if k not in SEED_RULE_KEYS]
@@ -186,7 +186,8 @@ def placebo_targets(raw, variant_names: list[str], baseline: str) -> tuple[list[
 
 
 def arm_dict(v) -> dict:
-    """The model dict of a checked variant (``attn_yolo.ablate.config.Variant``): its insert spec's, or its YAML's."""
+    """The model dict of a checked variant (``attn_yolo.ablate.config.ablation.Variant``): its insert spec's, or its
+    YAML's."""
     from ultralytics.nn.tasks import yaml_model_load
 
     return v.model_dict or yaml_model_load(v.model)
@@ -211,7 +212,7 @@ def inserted_rows(name: str, baseline_dict: dict, variant_dict: dict) -> tuple[d
 def placebo_spec(name: str, variant_dict: dict, baseline_dict: dict, baseline_model, nc: int) -> dict:
     """The insert spec of ``name``'s placebo arm: a ``Placebo`` wherever the variant has a block inserted into the
     baseline, each sized to that block's parameter count (its LayerScale γ aside: the placebo has one too). Builds
-    the variant (``attn_yolo.ablate.prepare`` calls it, in the run).
+    the variant (``attn_yolo.ablate.runs.prepare`` calls it, in the run).
 
     Raises:
         ValueError: the variant is not the baseline with blocks inserted, or one of its blocks has no parameters

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.ablate.config import RUNNER_TRAIN_KEYS, SYNTHETIC, first_line
+from attn_yolo.ablate.config.ablation import RUNNER_TRAIN_KEYS, SYNTHETIC, first_line
 from attn_yolo.args import batch_problem, imgsz_problem
 
 
@@ -32,7 +32,7 @@ def resolve_input(value: str, base: Path) -> str:
 def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]:
     """Resolve and check the dataset; returns (data yaml, its fingerprint, nc, problems).
 
-    ``synthetic`` is not generated here (``attn_yolo.ablate.prepare`` does, in the run): its data YAML is where the
+    ``synthetic`` is not generated here (``attn_yolo.ablate.runs.prepare`` does, in the run): its data YAML is where the
     generator writes it, its fingerprint the generator's cache key, its classes ``synthetic.CLASS_NAMES``. Any other
     dataset YAML is read by Ultralytics' ``check_det_dataset`` (no download: ``autodownload=False``).
     """

@@ -29,8 +29,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from attn_yolo.ablate.config import first_line
-from attn_yolo.ablate.records import RunSpec, new_record
+from attn_yolo.ablate.config.ablation import first_line
+from attn_yolo.ablate.runs.records import RunSpec, new_record
 from attn_yolo.args import UsageError
 
 STOP_GRACE_S = 5.0  # seconds a stopped worker gets between SIGTERM and SIGKILL

@@ -16,11 +16,11 @@ from attn_yolo.args import Key, Schema, UsageError, yaml_syntax_problem
 DEFAULT_CONFIG_NAME = "synthetic-quick"
 DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
-# `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config.py, so it also works
-# outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
-# by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its residual
-# gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half the
-# training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the attention check
+# `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config/ablation.py, so it also
+# works outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/,
+# reused by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its
+# residual gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half
+# the training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the attention check
 # then says whether CBAM mattered to its model enough for a verdict. Budget: under 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:
@@ -76,7 +76,7 @@ BOOTSTRAP = Schema([
     Key("resamples", "int", 2000, "image resamples of the per-image bootstrap", low=100, high=100_000),
     Key("seed", "int", 0, "their seed", low=0),
 ])
-SHAPE = Schema([  # the keys checked by their declaration alone; the others by the checks of attn_yolo.ablate.checks
+SHAPE = Schema([  # the keys checked by their declaration alone; the others by the checks of ablate.config.checks
     Key("latency", "section", help="the latency timing after the runs", schema=LATENCY),
     Key("bootstrap", "section", help="the per-image bootstrap", schema=BOOTSTRAP),
     Key("resources", "section", help="Ray resources per run", schema=RESOURCES),
@@ -130,7 +130,7 @@ class Variant:
     params: int | None = None  # parameters of the model built with the dataset's nc (None until built)
     gflops: float | None = None  # Ultralytics get_flops at the config's imgsz (None until built)
     new_blocks: list[str] | None = None  # module paths of the blocks it adds to the baseline ([] for the baseline,
-    # None for another model); set by prepare (attn_yolo.ablate.treatment.new_block_paths)
+    # None for another model); set by prepare (attn_yolo.ablate.statistics.treatment.new_block_paths)
     block_training: object = None  # treatment.NewBlocks of this arm's own `new_blocks:` (None: the config's)
 
 

@@ -1,19 +1,19 @@
 """The comparisons with the baseline: paired Δ, the family and its joint level, the stopping decision, the check.
 
-Used by the runner after every round (``decision``) and by the verdicts (``attn_yolo.ablate.verdicts``).
+Used by the runner after every round (``decision``) and by the verdicts (``attn_yolo.ablate.statistics.verdicts``).
 
 Every figure is a paired Δ mAP50-95 (arm − baseline, same seed). With seeds chosen by the data (``seeds: {min, max,
-...}``) intervals and verdicts come from the sequential design of ``attn_yolo.ablate.sequential`` (alpha spending
-over the planned looks by default), valid at whichever look the rule stopped; with a fixed list of seeds from the
-hierarchical interval (``stats``), or the seeds-only t-interval where the runs have no per-image record.
+...}``) intervals and verdicts come from the sequential design of ``attn_yolo.ablate.statistics.sequential`` (alpha
+spending over the planned looks by default), valid at whichever look the rule stopped; with a fixed list of seeds from
+the hierarchical interval (``stats``), or the seeds-only t-interval where the runs have no per-image record.
 """
 
 from __future__ import annotations
 
 import math
 
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.stats import CONFIDENCE, PRIMARY
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.statistics.stats import CONFIDENCE, PRIMARY
 
 
 def _ok(rows: list[dict]) -> dict:
@@ -50,7 +50,7 @@ def family_size(ab: Ablation) -> int:
 def joint_level(ab: Ablation) -> float:
     """The level of each of the ablation's K intervals so that all K hold at once with probability 95 %
     (``sequential.joint_confidence``)."""
-    from attn_yolo.ablate.sequential import joint_confidence
+    from attn_yolo.ablate.statistics.sequential import joint_confidence
 
     return joint_confidence(ab.seed_rule.confidence if ab.seed_rule else CONFIDENCE, family_size(ab))
 
@@ -78,7 +78,7 @@ def decision(ab: Ablation, rows: list[dict], boot: dict | None = None) -> dict |
     seeds. ``{"stop", "n", "variants": {arm: decide(...)}, "text": why it stopped or goes on}``."""
     if ab.seed_rule is None:
         return None
-    from attn_yolo.ablate.sequential import decide_all
+    from attn_yolo.ablate.statistics.sequential import decide_all
 
     names = arms(ab)
     out = decide_all({a: paired_diffs(ab, rows, a) for a in names}, ab.seed_rule,
@@ -113,10 +113,10 @@ def paired_seeds(ab: Ablation, rows: list[dict], arm: str, n: int | None = None)
 
 
 def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
-    """The attention check of ``arm`` (``attn_yolo.ablate.treatment``) against its reading ``r``: ``{"status":
-    "passed" | "failed" | "n/a" | "not applicable", ...}`` with its figures, its attention health and, when failed,
-    the likely cause. ``not applicable`` for an arm that adds no blocks to the baseline (another model)."""
-    from attn_yolo.ablate import treatment
+    """The attention check of ``arm`` (``attn_yolo.ablate.statistics.treatment``) against its reading ``r``:
+    ``{"status": "passed" | "failed" | "n/a" | "not applicable", ...}`` with its figures, its attention health and, when
+    failed, the likely cause. ``not applicable`` for an arm that adds no blocks to the baseline (another model)."""
+    from attn_yolo.ablate.statistics import treatment
     from attn_yolo.health.report import arm_health
 
     v = next((x for x in ab.variants if x.name == arm), None)
@@ -162,7 +162,7 @@ def stopping(ab: Ablation, dec: dict | None) -> list[str]:
         return []
     rule = ab.seed_rule
     prec = f", precision {rule.precision:g}" if rule.precision is not None else ""
-    from attn_yolo.ablate.sequential import guarantee
+    from attn_yolo.ablate.statistics.sequential import guarantee
 
     lines = [(f"Rule: min {rule.min}, max {rule.max} paired seeds{prec}, {rule.words()} (the verdicts above use it); "
               "each arm stops on its own at a look where its interval excludes 0, is narrower than the precision, or "

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate.outdir import RUN_MARKER, check_replaceable, is_ours
-from attn_yolo.ablate.records import RECORD_NAME
+from attn_yolo.ablate.runs.outdir import RUN_MARKER, check_replaceable, is_ours
+from attn_yolo.ablate.runs.records import RECORD_NAME
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import atomic_write
 
@@ -130,7 +130,7 @@ def changed_keys(old: dict | None, new: dict, ignored_train: set) -> list[str]:
         if k not in ignored_train and old_train.get(k) != new_train.get(k):
             out.append(f"train.{k}: {_short(old_train.get(k, '(unset)'))} -> {_short(new_train.get(k, '(unset)'))}")
     old_nb, new_nb = old.get("new_blocks") or {}, new.get("new_blocks") or {}
-    for k in sorted(set(old_nb) | set(new_nb)):  # how the arms' new blocks train (attn_yolo.ablate.treatment)
+    for k in sorted(set(old_nb) | set(new_nb)):  # how the arms' new blocks train (attn_yolo.ablate.statistics.treatment)
         if old_nb.get(k) != new_nb.get(k):
             out.append(f"new_blocks.{k}: {_short(old_nb.get(k, '(unset)'))} -> {_short(new_nb.get(k, '(unset)'))}")
     old_v = {v.get("name"): v for v in old.get("variants") or [] if isinstance(v, dict)}

@@ -5,11 +5,19 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from attn_yolo.ablate import design, treatment
-from attn_yolo.ablate.checks import check_backend, check_data, check_devices, check_int_list, check_train, unknown_keys
-from attn_yolo.ablate.config import CONFIG_KEYS, SHAPE, Ablation, ConfigError
-from attn_yolo.ablate.sequential import family_problems
-from attn_yolo.ablate.variants import check_variants
+from attn_yolo.ablate.config import design
+from attn_yolo.ablate.config.ablation import CONFIG_KEYS, SHAPE, Ablation, ConfigError
+from attn_yolo.ablate.config.checks import (
+    check_backend,
+    check_data,
+    check_devices,
+    check_int_list,
+    check_train,
+    unknown_keys,
+)
+from attn_yolo.ablate.config.variants import check_variants
+from attn_yolo.ablate.statistics import treatment
+from attn_yolo.ablate.statistics.sequential import family_problems
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import check_writable, load_model
 from attn_yolo.ultralytics_api.loader import loader_seed_problem
@@ -52,9 +60,9 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     """Check a whole config before any training, every problem at once; cheap and free of side effects.
 
     Nothing is built, generated or written: model YAMLs and checkpoints are read, insert specs planned
-    (``attn_yolo.ablate.variants``), a dataset YAML read by Ultralytics' ``check_det_dataset`` (``data: synthetic``
-    is not generated). ``attn_yolo.ablate.prepare`` then, in the run, generates the dataset and builds every arm
-    (a block hyperparameter that does not fit its layer is reported there, still before any training).
+    (``attn_yolo.ablate.config.variants``), a dataset YAML read by Ultralytics' ``check_det_dataset`` (``data:
+    synthetic`` is not generated). ``attn_yolo.ablate.runs.prepare`` then, in the run, generates the dataset and builds
+    every arm (a block hyperparameter that does not fit its layer is reported there, still before any training).
 
     Args:
         raw: config as loaded (``load_config``) and overridden (``apply_overrides``).

@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-from attn_yolo.ablate.stats import CONFIDENCE, paired_difference
+from attn_yolo.ablate.statistics.stats import CONFIDENCE, paired_difference
 from attn_yolo.checkpoint import atomic_write
 
 LATENCY_NAME = "latency.json"  # in the ablation's out folder

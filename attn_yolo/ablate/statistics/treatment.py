@@ -1,6 +1,6 @@
 """An arm's new blocks: which they are, how they train from the start, and whether they attended (the attention check).
 
-The config keys (``attn_yolo.ablate.design``'s design keys):
+The config keys (``attn_yolo.ablate.config.design``'s design keys):
 
 - ``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}``: how the blocks an arm adds to the baseline train from
   the start (``NewBlocks``). Their parameters get ``lr_mult`` × ``lr0`` (a parameter group of their own, on
@@ -18,7 +18,7 @@ An arm that adds blocks to the baseline is a test of attention only if the block
 and attention maps) changed the model it trained. A block whose gates stayed flat acts as a fixed rescale
 ``x + γ (s̄ x − x)``, which the rest of the network adapts to in a few steps: knocking it out then moves mAP, but
 nothing it attends to does. So after each such run its ``best.pt`` is validated on the validation images four times,
-with the same validator settings (``attn_yolo.ablate.train.attention_figures``):
+with the same validator settings (``attn_yolo.ablate.runs.train.attention_figures``):
 
 - as trained, recording each gate's mean over the images;
 - **mean-ablated** (``attn_yolo.health.mean_ablation``): every gate held at its mean, every attention uniform over
@@ -87,7 +87,7 @@ class NewBlocks:
 @dataclasses.dataclass(frozen=True)
 class Treatment:
     """The attention check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
-    the mean-ablation effect an arm's blocks must reach (``attn_yolo.ablate.treatment``), in (0, 10]."""
+    the mean-ablation effect an arm's blocks must reach (``attn_yolo.ablate.statistics.treatment``), in (0, 10]."""
 
     threshold: float = 1.0
 

@@ -9,7 +9,7 @@
   spec through ``insert_dict`` (so that a hyperparameter that does not fit its layer names the inserted row), then
   ``DetectionModel``; its parameters and GFLOPs (Ultralytics ``get_num_params``, ``get_flops``) go into the
   ``Variant`` and each run's record.
-- every arm's new blocks (``attn_yolo.ablate.treatment.new_block_paths``): the blocks it adds to the baseline,
+- every arm's new blocks (``attn_yolo.ablate.statistics.treatment.new_block_paths``): the blocks it adds to the baseline,
   which the training gives their own learning rate (``new_blocks``) and the attention check holds at their mean.
 - ``placebo``: each placebo arm's ``Placebo`` blocks are sized to the blocks of the variant it controls, which needs
   that variant built (``design.placebo_spec``); the arms join ``variants`` before the reference.
@@ -21,9 +21,9 @@ import copy
 import dataclasses
 from pathlib import Path
 
-from attn_yolo.ablate import design
-from attn_yolo.ablate.config import SYNTHETIC, Ablation, ConfigError, Variant, first_line
-from attn_yolo.ablate.variants import check_variants
+from attn_yolo.ablate.config import design
+from attn_yolo.ablate.config.ablation import SYNTHETIC, Ablation, ConfigError, Variant, first_line
+from attn_yolo.ablate.config.variants import check_variants
 
 _SIZES: dict[tuple, tuple[int, float, list[str] | None]] = {}  # (definition, nc, imgsz, baseline) → what build sets
 
@@ -41,7 +41,7 @@ def build(v: Variant, nc: int, imgsz: int, base_dict: dict | None = None) -> Non
     from ultralytics.nn.tasks import DetectionModel
     from ultralytics.utils.torch_utils import get_flops, get_num_params
 
-    from attn_yolo.ablate.treatment import new_block_paths
+    from attn_yolo.ablate.statistics.treatment import new_block_paths
     from attn_yolo.insertion import insert_dict
 
     size_key = (v.definition, nc, imgsz, design.fingerprint(base_dict))
@@ -97,7 +97,7 @@ def prepare(ab: Ablation) -> Ablation:
     if ab.prepared:
         return ab
     if ab.data_id.partition(":")[0] == SYNTHETIC:
-        from attn_yolo.ablate.console import phase_line
+        from attn_yolo.ablate.runs.console import phase_line
         from attn_yolo.synthetic import default_data_yaml, default_root
 
         if not (default_root() / "data.yaml").exists():  # generated once, then cached: said only when generated

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.design import Start
-from attn_yolo.ablate.prepare import prepare
-from attn_yolo.ablate.records import RunSpec, read_record
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.config.design import Start
+from attn_yolo.ablate.runs.prepare import prepare
+from attn_yolo.ablate.runs.records import RunSpec, read_record
 
 
 def starts(ab: Ablation) -> list[Start]:

@@ -3,7 +3,7 @@
 One locked run of an ablation's plan: the planned runs, their records, what is left to run, and the scheduler that
 records each run as it ends (``Session.schedule``), with the progress lines.
 
-``attn_yolo.ablate.runner`` makes a session and takes it through its steps (plan, resume, check, execute, report);
+``attn_yolo.ablate.runs.runner`` makes a session and takes it through its steps (plan, resume, check, execute, report);
 ``attn_yolo.search`` runs its rounds through the same ``schedule``.
 """
 
@@ -14,14 +14,14 @@ import statistics
 import time
 from pathlib import Path
 
-from attn_yolo.ablate import console, rerun
-from attn_yolo.ablate.config import Ablation, first_line
-from attn_yolo.ablate.outdir import RUN_MARKER, claim
-from attn_yolo.ablate.records import RunSpec, complete, write_record
-from attn_yolo.ablate.results import write_results
-from attn_yolo.ablate.scheduling import schedule_local, schedule_ray
-from attn_yolo.ablate.summary import duration
-from attn_yolo.ablate.train import first_run_estimate
+from attn_yolo.ablate.runs import console, rerun
+from attn_yolo.ablate.config.ablation import Ablation, first_line
+from attn_yolo.ablate.runs.outdir import RUN_MARKER, claim
+from attn_yolo.ablate.runs.records import RunSpec, complete, write_record
+from attn_yolo.ablate.runs.results import write_results
+from attn_yolo.ablate.runs.scheduling import schedule_local, schedule_ray
+from attn_yolo.ablate.reports.summary import duration
+from attn_yolo.ablate.runs.train import first_run_estimate
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ What it keeps, per validation image, is exactly what Ultralytics' ``DetectionVal
   prediction whose own box lies outside the range (COCO 2014 detection evaluation; areas 0-32², 32²-96², 96²-∞ px).
 
 ``recompute`` turns a record back into mAP50 / mAP50-95 / per-class AP with Ultralytics' ``ap_per_class``; it equals
-what Ultralytics reported for the run. ``attn_yolo.ablate.weighted_ap`` computes the same metrics, and the size APs,
+what Ultralytics reported for the run. ``attn_yolo.ablate.statistics.weighted_ap`` computes the same metrics, and the size APs,
 under image weights (the bootstrap). ``simulate_val_set`` / ``simulate_run`` make records with a known structure
 for tests and the benchmark.
 """

@@ -1,7 +1,7 @@
 """One run of an ablation: what it trains (``RunSpec``) and its record, the metrics it yields, kept in its run folder.
 
 The record (``<run folder>/result.json``, written atomically) is the truth about a run: results.csv is an index
-rebuilt from the records (``attn_yolo.ablate.results``).
+rebuilt from the records (``attn_yolo.ablate.runs.results``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import socket
 from pathlib import Path
 
-from attn_yolo.ablate.config import train_imgsz
+from attn_yolo.ablate.config.ablation import train_imgsz
 from attn_yolo.checkpoint import atomic_write
 from attn_yolo.ultralytics_api.flops import versions
 

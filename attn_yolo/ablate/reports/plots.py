@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.ablate.records import epoch_table
-from attn_yolo.ablate.stats import BOOT_METRICS, PRIMARY
+from attn_yolo.ablate.runs.records import epoch_table
+from attn_yolo.ablate.statistics.stats import BOOT_METRICS, PRIMARY
 from attn_yolo.checkpoint import atomic_write
 
 PLOT_TAG = "attn-yolo"  # PNG text key in every plot the runner writes: only such a plot is ever deleted
@@ -42,9 +42,9 @@ def is_own_plot(path) -> bool:
 def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, note: str = ""):
     """What the user decides on: per variant its Δ mAP50-95 to the baseline with the interval that decides its verdict
     (y) against its extra cost (x): GFLOPs in % of the baseline's, and, where it was timed apart from training
-    (``attn_yolo.ablate.latency``), latency Δ in ms with its interval. One point per variant, its name, interval kind
-    and level next to it; the baseline is the origin; the band ±``stats.TARGET_DELTA`` is where an interval reads "no
-    difference beyond ±w". An arm without a verdict from its interval (not tested, learned nothing, n/a) is drawn as
+    (``attn_yolo.ablate.runs.latency``), latency Δ in ms with its interval. One point per variant, its name, interval
+    kind and level next to it; the baseline is the origin; the band ±``stats.TARGET_DELTA`` is where an interval reads
+    "no difference beyond ±w". An arm without a verdict from its interval (not tested, learned nothing, n/a) is drawn as
     such: a grey cross on a strip above the band, labelled with its status, never inside the band. Returns the
     matplotlib Figure.
 
@@ -77,7 +77,7 @@ def plot_ablation(path: Path, points: list[dict], baseline: str, imgsz: int, not
 
 def _deciding(p: dict) -> bool:
     """Whether a point's interval decides a verdict (an arm compared and tested)."""
-    from attn_yolo.ablate.verdicts import COMPARED
+    from attn_yolo.ablate.statistics.verdicts import COMPARED
 
     return p.get("status", "better") in COMPARED
 
@@ -88,8 +88,8 @@ def _tradeoff_panel(ax, points: list[dict], x_of, baseline: str) -> None:
     from matplotlib.ticker import MaxNLocator
     from matplotlib.transforms import blended_transform_factory
 
-    from attn_yolo.ablate.stats import TARGET_DELTA
-    from attn_yolo.ablate.verdicts import level_words
+    from attn_yolo.ablate.statistics.stats import TARGET_DELTA
+    from attn_yolo.ablate.statistics.verdicts import level_words
 
     ax.axhspan(-TARGET_DELTA, TARGET_DELTA, color="0.85", alpha=0.6, zorder=0,
                label=f"±{TARGET_DELTA}: \"no difference beyond ±w\" when the interval lies inside")
@@ -314,7 +314,7 @@ def plot_delta(path: Path, compare: dict, baseline: str, confidence: float, verd
     """
     from matplotlib.figure import Figure
 
-    from attn_yolo.ablate.stats import TARGET_DELTA
+    from attn_yolo.ablate.statistics.stats import TARGET_DELTA
 
     metrics = [(k, label) for k, label in BOOT_METRICS if any(k in c for c in compare.values())]
     cols = min(3, len(metrics))

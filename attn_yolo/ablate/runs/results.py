@@ -11,8 +11,8 @@ import csv
 import io
 from pathlib import Path
 
-from attn_yolo.ablate.outdir import RUN_MARKER, is_ours
-from attn_yolo.ablate.records import FIELDS, FLOAT_FIELDS, INT_FIELDS, read_record
+from attn_yolo.ablate.runs.outdir import RUN_MARKER, is_ours
+from attn_yolo.ablate.runs.records import FIELDS, FLOAT_FIELDS, INT_FIELDS, read_record
 from attn_yolo.checkpoint import atomic_write
 
 

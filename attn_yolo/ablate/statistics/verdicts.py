@@ -12,9 +12,9 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from attn_yolo.ablate import comparisons, seqpower
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.stats import (
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.statistics import comparisons, seqpower
+from attn_yolo.ablate.statistics.stats import (
     POWER,
     PRIMARY,
     TARGET_DELTA,
@@ -175,7 +175,7 @@ def cost_words(b: dict, s: dict, timing: dict | None = None, arm: str = "") -> t
         cost.append(f"params {100 * (s['params'] / b['params'] - 1):+.2f}%")
     if b["gflops"] and s["gflops"]:
         cost.append(f"GFLOPs {100 * (s['gflops'] / b['gflops'] - 1):+.2f}%")
-    d = (timing or {}).get("diffs", {}).get(arm)  # timed apart from training (attn_yolo.ablate.latency)
+    d = (timing or {}).get("diffs", {}).get(arm)  # timed apart from training (attn_yolo.ablate.runs.latency)
     if d is not None:  # its interval is in the latency section: the verdict line holds one interval, the Δ mAP's
         cost.append(f"latency {d['mean']:+.2f} ms ({d['words']})")
     return tuple(cost)
@@ -186,7 +186,7 @@ def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -
     chosen by the data, else the hierarchical one at the joint level), and the smallest |Δ| it detects with
     ``POWER``: ``(line, detectable)``. With seeds chosen by the data both figures are the sequential design's
     (``seqpower.detectable``, ``seqpower.seeds_for``), never the fixed-n interval's."""
-    from attn_yolo.ablate.sequential import kind
+    from attn_yolo.ablate.statistics.sequential import kind
 
     level = comparisons.joint_level(ab)
     sv, tv, n = h["seed_var"], h["test_var"], h["n"]
@@ -233,7 +233,7 @@ def arm_verdict(ab: Ablation, rows: list[dict], stats: dict, boot: dict, dec: di
                 v: str) -> Verdict:
     """Arm ``v``'s verdict: the interval that decides is the sequential one (seeds chosen by the data), else the
     hierarchical one (per-image records), else the seeds-only t-interval; every one at the joint level."""
-    from attn_yolo.ablate.sequential import kind
+    from attn_yolo.ablate.statistics.sequential import kind
 
     none = _no_comparison(ab, rows, stats, boot, v)
     if none is not None:

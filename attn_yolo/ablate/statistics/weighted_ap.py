@@ -28,7 +28,7 @@ import threading
 import numba
 import numpy as np
 
-from attn_yolo.ablate.perimage import FP, IGNORED, SIZE_RANGES, SIZES, TP, Record
+from attn_yolo.ablate.runs.perimage import FP, IGNORED, SIZE_RANGES, SIZES, TP, Record
 
 GRID = np.linspace(0.0, 1.0, 101)  # recall points of Ultralytics' compute_ap and of COCO's recThrs
 # Ultralytics: trapezoid rule over GRID (np.trapezoid); COCO: mean over the 101 points.

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from attn_yolo.ablate.checks import resolve_input, unknown_keys
-from attn_yolo.ablate.config import INSERT_VARIANT_KEYS, MODEL_VARIANT_KEYS, Variant, first_line
+from attn_yolo.ablate.config.ablation import INSERT_VARIANT_KEYS, MODEL_VARIANT_KEYS, Variant, first_line
+from attn_yolo.ablate.config.checks import resolve_input, unknown_keys
 from attn_yolo.conventions import OWN_KEY
 
 
@@ -55,7 +55,7 @@ def check_same_scale(start: dict, d: dict) -> None:
 def check_variants(
     raw_variants, base: Path, pretrained: dict | None = None, what: str = "train.pretrained"
 ) -> tuple[list[Variant], str | None, list]:
-    """Check every variant and compose its model dict, without building it (``attn_yolo.ablate.prepare`` builds);
+    """Check every variant and compose its model dict, without building it (``attn_yolo.ablate.runs.prepare`` builds);
     returns (variants, baseline name, problems).
 
     A model YAML is read (``yaml_model_load``); an insert spec is planned (``insert_dict(check=False)``: blocks placed,

@@ -1,7 +1,8 @@
 """summary.md as an ordered list of sections, each a short function of the ablation's results and verdicts.
 
 The terminal shows the first ``LEAD`` sections (``lead_markdown``); summary.md holds them all (``summary_markdown``).
-Every verdict, interval and level comes from ``attn_yolo.ablate.verdicts``: no section decides anything itself.
+Every verdict, interval and level comes from ``attn_yolo.ablate.statistics.verdicts``: no section decides anything
+itself.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attn_yolo.ablate import comparisons, controls, latency
-from attn_yolo.ablate.config import Ablation
-from attn_yolo.ablate.outdir import shown
-from attn_yolo.ablate.perimage import PERIMAGE_NAME
-from attn_yolo.ablate.plots import arm_epochs
-from attn_yolo.ablate.start import summary_line
-from attn_yolo.ablate.stats import METRICS, POWER, PRIMARY, TARGET_DELTA
-from attn_yolo.ablate.verdicts import (
+from attn_yolo.ablate.config.ablation import Ablation
+from attn_yolo.ablate.reports import controls
+from attn_yolo.ablate.reports.plots import arm_epochs
+from attn_yolo.ablate.runs import latency
+from attn_yolo.ablate.runs.outdir import shown
+from attn_yolo.ablate.runs.perimage import PERIMAGE_NAME
+from attn_yolo.ablate.runs.start import summary_line
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.stats import METRICS, POWER, PRIMARY, TARGET_DELTA
+from attn_yolo.ablate.statistics.verdicts import (
     FIXED_N,
     HIERARCHICAL,
     SEEDS_ONLY,
