@@ -1,7 +1,6 @@
 """The images that changed: each validation image's paired AP change over the seeds, the largest each way.
 
-The images that changed: each validation image's paired AP change (variant − baseline), over the seeds, and the
-images that moved most each way."""
+The change is variant − baseline, mean over the paired seeds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What ``attn-yolo explain`` reads: an ablation's out folder, checked before any heavy work.
 
-What ``attn-yolo explain`` reads: an ablation's out folder checked (config, runs, per-image records, the files it
-writes) before any heavy work, every problem a one-line ``UsageError``."""
+Config, runs, per-image records and the files it writes are checked; every problem is a one-line
+``UsageError``."""
 
 from __future__ import annotations
 

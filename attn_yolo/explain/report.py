@@ -1,7 +1,6 @@
 """explain.md: per variant, Δ mAP50-95 decomposed by TIDE error type, object size and class.
 
-explain.md: per variant the decomposition of Δ mAP50-95 by TIDE error type (with intervals), by object size and
-by class, the images that changed, and the blocks' health beside Δ."""
+The error types carry their intervals; then the images that changed and the blocks' health beside Δ."""
 
 from __future__ import annotations
 

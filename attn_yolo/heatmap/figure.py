@@ -1,7 +1,6 @@
 """Figures of captured maps: one PNG per image, ``.npy`` files and ``stats.csv``.
 
-Figures of captured maps: one PNG per image (detections, then a panel with colour bar per map), ``.npy`` files and
-``stats.csv``."""
+A PNG holds the detections, then a panel with a colour bar per map."""
 
 from __future__ import annotations
 

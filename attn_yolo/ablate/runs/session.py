@@ -1,7 +1,6 @@
 """One locked run of an ablation's plan: its runs, their records, what is left, and the recording scheduler.
 
-One locked run of an ablation's plan: the planned runs, their records, what is left to run, and the scheduler that
-records each run as it ends (``Session.schedule``), with the progress lines.
+The scheduler records each run as it ends (``Session.schedule``), with the progress lines.
 
 ``attn_yolo.ablate.runs.runner`` makes a session and takes it through its steps (plan, resume, check, execute, report);
 ``attn_yolo.search`` runs its rounds through the same ``schedule``.

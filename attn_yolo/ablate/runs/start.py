@@ -1,7 +1,6 @@
 """The starts of a warm-started ablation: a recipe trained once into out/start/ and reused by every arm.
 
-The starts of a warm-started ablation: a recipe is trained once into ``out/start/`` (its own record and fingerprint),
-reused by reruns and by every arm, and retrained only when its settings change.
+A start has its own record and fingerprint; it is retrained only when its settings change.
 
 A recipe start is a run like any other (``train.execute_run``: the record ``result.json`` with the start's mAP, its
 ``best.pt``), in a folder the runner marks as its own. It is reused while its record says ``ok`` with the same
