@@ -9,8 +9,8 @@ the validation set with a paired image bootstrap interval; INT8 and fp32 latency
 * ``map``: Ultralytics' validator on the validation split, the fp32 PyTorch model and the INT8 file at the export
   size (batch 1, square letterbox: the same input images), each kept image by image (``RecordingValidator``); the
   drop ``mAP50-95(fp32) − mAP50-95(INT8)`` in points (×100) with a percentile interval over image resamples shared by
-  both (``attn_yolo.ablate.statistics.stats.resample_records``: the ablation's bootstrap). It passes when the drop is at
-  most ``int8_max_drop`` (default ``INT8_MAX_DROP``).
+  both (``ablate.statistics.stats.resample_records``: the ablation's bootstrap). It passes when the drop is at most
+  ``int8_max_drop`` (default ``INT8_MAX_DROP``).
 
 The paired figures are not ``attn-yolo val``'s: it validates the checkpoint in batches of 16 padded together to one
 rectangle each (``rect``), where the INT8 file's static input takes one image at a time in a square letterbox. The

@@ -212,8 +212,8 @@ def ablation_raw(raw: dict, sec: dict, arms: list[Arm]) -> dict:
 
 
 def validate(raw: dict, base: Path, name: str, source: str) -> Search:
-    """Check a search config at once, before any work (``attn_yolo.ablate.config.validate`` for the ablation's keys).
-    With ``sites: auto``, a block × site the block cannot be built at is left out and said (``Search.unbuildable``), as
+    """Check a search config at once, before any work (``ablate.config.validate`` for the ablation's keys). With
+    ``sites: auto``, a block × site the block cannot be built at is left out and said (``Search.unbuildable``), as
     the user named no such site; with sites given, it is an error.
 
     Raises:

@@ -5,11 +5,11 @@ jointly over every arm searched.
 
 Data: per seed i, Δ_ki = mAP50-95(arm k, seed i) − mAP50-95(baseline, seed i), for K arms. The family is every arm
 against the baseline (K comparisons) and every two arms against each other (K(K−1)/2; Δ_ki − Δ_ji, the same seeds).
-Each of these M = K(K+1)/2 comparisons gets the sequential design of ``attn_yolo.ablate.statistics.sequential`` (the
-ablation's ``SeedRule``: alpha spending over the looks ``min`` .. ``max`` by default, or the tuned confidence sequence)
-at level 1 − α/M (Bonferroni, ``family``): with probability ≥ 1 − α all M hold at every look at once, so every claim
-below is true together, whatever made the search stop (a settled best, the precision, ``max``, a budget of runs or
-minutes, a signal), and a rerun with a larger budget continues the same design (its ``max`` unchanged).
+Each of these M = K(K+1)/2 comparisons gets the sequential design of ``ablate.statistics.sequential`` (the ablation's
+``SeedRule``: alpha spending over the looks ``min`` .. ``max`` by default, or the tuned confidence sequence) at level
+1 − α/M (Bonferroni, ``family``): with probability ≥ 1 − α all M hold at every look at once, so every claim below is
+true together, whatever made the search stop (a settled best, the precision, ``max``, a budget of runs or minutes, a
+signal), and a rerun with a larger budget continues the same design (its ``max`` unchanged).
 
 After each round (one more paired seed for the baseline and every arm still in), from ``min`` seeds on, an arm is
 dropped when its interval shows it cannot be the best placement: its interval against the baseline lies below 0

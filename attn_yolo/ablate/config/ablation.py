@@ -16,11 +16,11 @@ from attn_yolo.args import Key, Schema, UsageError, yaml_syntax_problem
 DEFAULT_CONFIG_NAME = "synthetic-quick"
 DEFAULT_CONFIG_YAML = """\
 # Quick default ablation: does CBAM (channel + spatial attention) help yolo11n on the synthetic-shapes dataset?
-# `attn-yolo ablate` (no config) runs exactly this; it is embedded in attn_yolo/ablate/config/ablation.py, so it also
-# works outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/,
-# reused by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its
-# residual gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half
-# the training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the attention check
+# `attn-yolo ablate` (no config) runs this; it is embedded in attn_yolo/ablate/config/ablation.py, so it also works
+# outside the repository. Design: warm start. yolo11n is trained once (5 epochs, the shared start in out/start/, reused
+# by reruns); then every arm, the baseline (the start itself) and + CBAM (every weight carried by layer, its residual
+# gates at γ = 0.3 so that the block trains and matters: new_blocks), is fine-tuned from it for 1 epoch on half the
+# training images, paired seed by paired seed, until the stopping rule decides (3 to 6 seeds); the attention check
 # then says whether CBAM mattered to its model enough for a verdict. Budget: under 10 minutes on 2 CPU cores.
 data: synthetic  # attn_yolo.synthetic: 4 shape classes on cluttered backgrounds, generated on first use (no download)
 variants:

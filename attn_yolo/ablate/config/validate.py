@@ -79,10 +79,29 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
     problems = unknown_keys(raw, CONFIG_KEYS, "")
     shape, p = SHAPE.check({k: raw[k] for k in SHAPE.names if k in raw})  # the keys declared with their types
     problems += p
-    backend, latency, bootstrap, resources = shape["backend"], shape["latency"], shape["bootstrap"], shape["resources"]
-    trust, health, copy_data = shape["trust"], shape["health"], shape["copy_data"]
-    devices, p = check_devices(raw.get("devices"))
+    run, p = _run_keys(raw, base, shape)
     problems += p
+    seeds, seed_rule, p = _seed_keys(raw)
+    problems += p
+    new_blocks, p = treatment.check_new_blocks(raw.get("new_blocks"))
+    problems += p + probe_problems(new_blocks, run["train"])
+    judged, p = treatment.check_treatment(raw.get("treatment"))
+    problems += p
+    out, p = _out_key(raw.get("out", f"runs/ablate/{name}"), name)
+    problems += p
+    arms, p = _arm_keys(raw, base, run, shape["trust"] is True)
+    problems += p
+    if seed_rule is not None and not problems:
+        problems += family_problems(seed_rule, len(arms["variants"]) - 1, len(arms["placebos"]))
+    if problems:
+        raise ConfigError(source, problems)
+    return _ablation(raw, source, name, shape, run, seeds, seed_rule, new_blocks, judged, out, arms)
+
+
+def _run_keys(raw: dict, base: Path, shape: dict) -> tuple[dict, list[str]]:
+    """Where and how the runs train: ``devices``, ``train`` (its image size as Ultralytics rounds it; attn-yolo's own
+    ``sdpa`` taken out), ``ray_address``; ``({"devices", "train", "sdpa", "ray_address"}, problems)``."""
+    devices, problems = check_devices(raw.get("devices"))
     train, p = check_train(raw.get("train"), base, bool(devices))
     problems += p
     ray_address, p = check_backend(raw, shape, devices, train)
@@ -94,94 +113,93 @@ def validate(raw: dict, base: Path, name: str = "ablation", source: str = "confi
 
         train["imgsz"] = check_imgsz(side, stride=32)
     sdpa = train.pop("sdpa", False) is True  # attn-yolo's own key (checked by check_train): held by the Ablation
+    return {"devices": devices, "train": train, "sdpa": sdpa, "ray_address": ray_address}, problems
+
+
+def _seed_keys(raw: dict) -> tuple[list[int], object, list[str]]:
+    """``seeds``: a list, or a rule (``design.check_seed_rule``); independent replicates need a dataloader seeded
+    from ``seed`` (``ultralytics_api.loader``). ``(seeds, SeedRule or None, problems)``."""
     seed_rule = None
     if isinstance(raw.get("seeds"), dict):
-        seeds, seed_rule, p = design.check_seed_rule(raw["seeds"])
+        seeds, seed_rule, problems = design.check_seed_rule(raw["seeds"])
     else:
-        seeds, p = check_int_list(raw.get("seeds"), "seeds", [0])
-    problems += p
+        seeds, problems = check_int_list(raw.get("seeds"), "seeds", [0])
     if (len(seeds) > 1 or seed_rule is not None) and (why := loader_seed_problem()):
         problems.append(f"seeds: {why}")
-    new_blocks, p = treatment.check_new_blocks(raw.get("new_blocks"))
-    problems += p
-    problems += probe_problems(new_blocks, train)
-    judged, p = treatment.check_treatment(raw.get("treatment"))
-    problems += p
-    out = raw.get("out", f"runs/ablate/{name}")
+    return seeds, seed_rule, problems
+
+
+def _out_key(out, name: str) -> tuple[str, list[str]]:
+    """``out``: a folder that is not a file and can be written; ``(out, problems)``."""
     if not isinstance(out, str) or not out:
-        problems.append(f"out: expected a folder path, got {out!r}")
-        out = f"runs/ablate/{name}"
-    elif Path(out).exists() and not Path(out).is_dir():
-        problems.append(f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)")
-    else:
-        try:
-            check_writable(out, "out", UsageError)
-        except UsageError as e:
-            problems.append(str(e).replace("out=", "out: ", 1))
-    data, data_id, nc, p = check_data(raw.get("data"), base)
-    problems += p
-    pretrained = None
+        return f"runs/ablate/{name}", [f"out: expected a folder path, got {out!r}"]
+    if Path(out).exists() and not Path(out).is_dir():
+        return out, [f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)"]
+    try:
+        check_writable(out, "out", UsageError)
+    except UsageError as e:
+        return out, [str(e).replace("out=", "out: ", 1)]
+    return out, []
+
+
+def _arm_keys(raw: dict, base: Path, run: dict, trust: bool) -> tuple[dict, list[str]]:
+    """What the arms are: ``data``, ``train.pretrained``, ``start``, ``variants``, the design's arms (reference,
+    placebos) and each arm's own ``new_blocks``; ``({"data", "data_id", "nc", "start", "variants", "baseline",
+    "reference", "placebos", "starts"}, problems)``."""
+    data, data_id, nc, problems = check_data(raw.get("data"), base)
+    train, pretrained = run["train"], None
     if isinstance(train.get("pretrained"), str):
         try:
-            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",), trust=trust is True)
-            pretrained = pretrained.yaml
+            pretrained = load_model(train["pretrained"], "train.pretrained", suffixes=(".pt",), trust=trust).yaml
         except ValueError as e:  # load_model's messages start with "train.pretrained="
             problems.append(" ".join(str(e).split()))
-    start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(devices), trust is True,
+    start, p = design.check_start(raw.get("start"), "start", base, nc, train, bool(run["devices"]), trust,
                                   raw.get("variants"), data_id)
     problems += p
     if start is not None and pretrained is not None:
         problems.append("train.pretrained: not with `start` (every arm carries the start's weights); remove one")
     variants, baseline, p = check_variants(raw.get("variants"), base, start.model_dict if start else pretrained,
                                            "start" if start else "train.pretrained")
-    problems += p
-    problems += own_new_blocks(raw, variants, baseline)
+    problems += p + own_new_blocks(raw, variants, baseline)
     if not p and len(variants) == 1:
         problems.append(f"variants: only the baseline ({baseline!r}); an ablation compares variants with it: add "
                         "one, e.g. {name: cbam, base: yolo11n.yaml, module: CBAM, at: backbone}")
-    arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust is True) if not p \
-        else ({}, [])
+    arms, p = design.check_arms(raw, base, nc, variants, baseline, start, trust) if not p else ({}, [])
     problems += p
     if arms.get("reference") and isinstance(raw.get("reference"), dict):  # the reference arm's own new_blocks
         ref = next(v for v in arms["variants"] if v.name == arms["reference"])
         problems += own_new_blocks({**raw, "variants": [{**raw["reference"], "name": ref.name}]}, [ref], None,
                                    "reference", set(arms.get("starts", {})))
-    if seed_rule is not None and not problems:
-        problems += family_problems(seed_rule, len(variants) - 1 + len(arms.get("variants", [])),
-                                           len(arms.get("placebos", {})))
-    if problems:
-        raise ConfigError(source, problems)
-    config = {
-        "data": data,
-        "variants": raw["variants"],
-        "seeds": seeds,
-        "train": {**train, "sdpa": True} if sdpa else train,
-        "out": str(Path(out).resolve()),
-        "latency": latency,
-        "devices": devices,
-        "copy_data": copy_data,
-        "trust": trust is True,
-        "backend": backend,
-        "ray_address": ray_address,
-        "resources": resources,
-        "bootstrap": bootstrap,
-        "health": health is not False,
-        "source": source,
-    }
+    return {"data": data, "data_id": data_id, "nc": nc, "start": start, "baseline": baseline,
+            "variants": variants + arms.get("variants", []), "reference": arms.get("reference"),
+            "placebos": arms.get("placebos", {}), "starts": arms.get("starts", {})}, problems
+
+
+def _ablation(raw, source, name, shape, run, seeds, seed_rule, new_blocks, judged, out, arms) -> Ablation:
+    """The validated ``Ablation`` and the config it records (``config.yaml``), from the checked parts."""
+    out = Path(out).resolve()
+    trust, health = shape["trust"] is True, shape["health"] is not False
+    train = run["train"]
+    config = {"data": arms["data"], "variants": raw["variants"], "seeds": seeds,
+              "train": {**train, "sdpa": True} if run["sdpa"] else train, "out": str(out),
+              "latency": shape["latency"], "devices": run["devices"], "copy_data": shape["copy_data"], "trust": trust,
+              "backend": shape["backend"], "ray_address": run["ray_address"], "resources": shape["resources"],
+              "bootstrap": shape["bootstrap"], "health": health, "source": source}  # fmt: skip
     config.update({k: raw[k] for k in ("start", "reference", "placebo") if raw.get(k) is not None})
     config["new_blocks"] = dataclasses.asdict(new_blocks)
     config["treatment"] = dataclasses.asdict(judged)
     if seed_rule is not None:
         config["seeds"] = dataclasses.asdict(seed_rule)
+    start = arms["start"]
     if start is not None and start.kind == "recipe":
-        start.folder = str(Path(out).resolve() / "start")
-    for arm, s in arms.get("starts", {}).items():
-        s.folder = s.folder or str(Path(out).resolve() / f"start-{arm}")
+        start.folder = str(out / "start")
+    for arm, s in arms["starts"].items():
+        s.folder = s.folder or str(out / f"start-{arm}")
     return Ablation(
-        source=source, name=name, data=data, data_id=data_id, nc=nc, variants=variants + arms.get("variants", []),
-        baseline=baseline, seeds=seeds, train=train, sdpa=sdpa, out=Path(out).resolve(), latency=latency,
-        devices=devices, copy_data=copy_data, config=config, trust=trust is True, backend=backend,
-        ray_address=ray_address, resources=resources, bootstrap=bootstrap, health=health is not False, start=start,
-        seed_rule=seed_rule, reference=arms.get("reference"), placebos=arms.get("placebos", {}),
-        arm_starts=arms.get("starts", {}), new_blocks=new_blocks, treatment=judged,
+        source=source, name=name, data=arms["data"], data_id=arms["data_id"], nc=arms["nc"],
+        variants=arms["variants"], baseline=arms["baseline"], seeds=seeds, train=train, sdpa=run["sdpa"], out=out,
+        latency=shape["latency"], devices=run["devices"], copy_data=shape["copy_data"], config=config, trust=trust,
+        backend=shape["backend"], ray_address=run["ray_address"], resources=shape["resources"],
+        bootstrap=shape["bootstrap"], health=health, start=start, seed_rule=seed_rule, reference=arms["reference"],
+        placebos=arms["placebos"], arm_starts=arms["starts"], new_blocks=new_blocks, treatment=judged,
     )
