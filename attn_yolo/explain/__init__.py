@@ -89,9 +89,9 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     """``explain`` once its input is checked and ``out`` locked."""
     from attn_yolo.ablate.reports.plots import save_figure
     from attn_yolo.ablate.statistics.verdicts import VERDICTS_NAME, read_verdicts
-    from attn_yolo.checkpoint import atomic_write
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path
+    from attn_yolo.files import atomic_write
 
     verdicts, level = read_verdicts(runs.out / VERDICTS_NAME) or ({}, 0.95)  # the summary's, computed once
     first = next(iter(runs.records.values()))

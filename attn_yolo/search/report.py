@@ -17,7 +17,7 @@ from attn_yolo import markdown
 from attn_yolo.ablate.runs import latency
 from attn_yolo.ablate.statistics import comparisons
 from attn_yolo.ablate.statistics.verdicts import NOT_TESTED, bracket, judge
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
 

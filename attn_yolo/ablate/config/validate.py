@@ -19,7 +19,8 @@ from attn_yolo.ablate.config.variants import check_variants
 from attn_yolo.ablate.statistics import treatment
 from attn_yolo.ablate.statistics.sequential import family_problems
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import check_writable, load_model
+from attn_yolo.checkpoint import load_model
+from attn_yolo.files import check_writable
 from attn_yolo.ultralytics_api.loader import loader_seed_problem
 
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from attn_yolo.ablate.runs.records import epoch_table
 from attn_yolo.ablate.statistics.stats import BOOT_METRICS, PRIMARY
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 PLOT_TAG = "attn-yolo"  # PNG text key in every plot the runner writes: only such a plot is ever deleted
 PLOT_TAG_VALUE = "ablate plot"
 
 
 def save_figure(fig, path) -> None:
-    """Write ``fig`` to ``path`` atomically (``checkpoint.atomic_write``) as a PNG tagged ``PLOT_TAG`` (a text chunk
+    """Write ``fig`` to ``path`` atomically (``files.atomic_write``) as a PNG tagged ``PLOT_TAG`` (a text chunk
     that tells the runner's plot from a file of the same name the user put there, ``is_own_plot``)."""
     atomic_write(path, lambda p: fig.savefig(p, format="png", metadata={PLOT_TAG: PLOT_TAG_VALUE}))
 

@@ -16,7 +16,7 @@ from attn_yolo.ablate.runs.perimage import PERIMAGE_NAME, RecordError, load_reco
 from attn_yolo.ablate.statistics import comparisons
 from attn_yolo.ablate.statistics.stats import PRIMARY, bootstrap_compare, learned_nothing, resample_records, summarize
 from attn_yolo.ablate.statistics.verdicts import VERDICTS_NAME, write_verdicts
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 
 def analyze(ab: Ablation, rows: list[dict], cache: dict | None = None) -> dict:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from attn_yolo.ablate.statistics.stats import CONFIDENCE, paired_difference
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 LATENCY_NAME = "latency.json"  # in the ablation's out folder
 OWN = "attn-yolo ablate latency"  # the file's "by": only such a file is ever replaced or deleted

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 LOCK_NAME = ".attn-yolo-ablate.lock"
 HOLDER_NAME = ".attn-yolo-ablate.lock.json"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 from attn_yolo.ultralytics_api.training import PerImageTrainer, PerImageValidator
 
 PERIMAGE_NAME = "perimage.npz"  # in the run folder

@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 
 from attn_yolo.ablate.config.ablation import train_imgsz
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 from attn_yolo.ultralytics_api.flops import versions
 
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.

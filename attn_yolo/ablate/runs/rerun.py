@@ -30,7 +30,7 @@ import yaml
 from attn_yolo.ablate.runs.outdir import RUN_MARKER, check_replaceable, is_ours
 from attn_yolo.ablate.runs.records import RECORD_NAME
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 STAGING = ".redo"  # out/.redo/<variant>-seed<k>: a redone run until it has finished
 OUT_KEYS_IGNORED = {"out", "device", "plots", "verbose", "devices", "backend", "ray_address", "resources", "seeds",

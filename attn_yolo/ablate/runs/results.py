@@ -13,7 +13,7 @@ from pathlib import Path
 
 from attn_yolo.ablate.runs.outdir import RUN_MARKER, is_ours
 from attn_yolo.ablate.runs.records import FIELDS, FLOAT_FIELDS, INT_FIELDS, read_record
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 
 def read_results(path: Path) -> list[dict]:

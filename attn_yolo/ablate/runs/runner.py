@@ -31,7 +31,7 @@ from attn_yolo.ablate.runs.train import execute_run
 from attn_yolo.ablate.statistics.treatment import NewBlocks
 from attn_yolo.ablate.config.validate import validate
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that do not change a run's result
 

@@ -285,7 +285,7 @@ def write_verdicts(path, ab: Ablation, found: dict[str, Verdict]) -> None:
     """``verdicts.json``: the baseline, the joint level and every arm's verdict (``Verdict.to_dict``)."""
     from pathlib import Path
 
-    from attn_yolo.checkpoint import atomic_write
+    from attn_yolo.files import atomic_write
 
     data = {"baseline": ab.baseline, "family": comparisons.family_size(ab), "level": comparisons.joint_level(ab),
             "verdicts": {v: x.to_dict() for v, x in found.items()}}
