@@ -19,7 +19,6 @@ MAX_FUNCTION_LINES = 60  # a function reads top to bottom on one screen
 MAX_JOB_LINE = 120  # the first docstring line states the module's one job in one sentence
 
 LONG_FUNCTIONS = {  # function → why its code is still longer than MAX_FUNCTION_LINES (to split; the list only shrinks)
-    "attn_yolo.bench.blocks.blocks_section": "one benchmark table's cases and notes; to split",
     "attn_yolo.export.__init__.main": "the export tool's steps (format, verify, report); to split",
     "attn_yolo.ablate.config.variants.check_variants": "one check per variant key; to split",
     "attn_yolo.export.verify.verify_exported": "the verification's steps per runtime; to split",
