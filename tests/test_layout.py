@@ -20,7 +20,6 @@ MAX_JOB_LINE = 120  # the first docstring line states the module's one job in on
 
 LONG_FUNCTIONS = {  # function → why its code is still longer than MAX_FUNCTION_LINES (to split; the list only shrinks)
     "attn_yolo.export.__init__.main": "the export tool's steps (format, verify, report); to split",
-    "attn_yolo.ablate.config.variants.check_variants": "one check per variant key; to split",
     "attn_yolo.export.verify.verify_exported": "the verification's steps per runtime; to split",
     "attn_yolo.export.deploy.run_format": "one export format's steps; to split",
     "attn_yolo.ablate.config.design.check_arms": "one check per design key; to split",
