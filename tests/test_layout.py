@@ -22,7 +22,6 @@ LONG_FUNCTIONS = {  # function → why its code is still longer than MAX_FUNCTIO
     "attn_yolo.export.__init__.main": "the export tool's steps (format, verify, report); to split",
     "attn_yolo.export.verify.verify_exported": "the verification's steps per runtime; to split",
     "attn_yolo.export.deploy.run_format": "one export format's steps; to split",
-    "attn_yolo.ablate.config.design.check_arms": "one check per design key; to split",
     "attn_yolo.export.checks.compare_detections": "the matching of two runtimes' detections; to split",
     "attn_yolo.ablate.statistics.weighted_ap._ap_kernel": "one vectorised AP kernel (a numeric routine, read as one "
     "formula)",

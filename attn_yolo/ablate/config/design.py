@@ -290,23 +290,47 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
     """The arms the design adds: the reference (with its own start where it is not the start model with blocks
     inserted) and the names of the placebo arms (``prepare`` sizes and adds them: that needs the variants built);
     returns ({"variants", "reference", "placebos", "starts"}, problems)."""
-
-    from attn_yolo.insertion import InsertionError, layer_map
-
-    out, problems = {"variants": [], "placebos": {}, "starts": {}}, []
-    names = {v.name for v in variants}
+    out = {"variants": [], "placebos": {}, "starts": {}}
     by_name = {v.name: v for v in variants}
-    raw_by_name = {v.get("name"): v for v in raw.get("variants") or [] if isinstance(v, dict)}
-    targets, p = placebo_targets(raw.get("placebo"), [v.name for v in variants], baseline)
-    problems += p
-    if targets and "model" not in raw_by_name.get(baseline, {}):
-        problems.append("placebo: needs a baseline given as `model` (a model YAML), not an insert spec")
-        targets = []
+    problems = []
     if start is not None and (b := by_name.get(baseline)) is not None:
         bd = arm_dict(b)
         if len(bd["backbone"]) + len(bd["head"]) != len(start.model_dict["backbone"]) + len(start.model_dict["head"]):
             problems.append(f"variants ({baseline}): with `start`, the baseline is the start model itself (fine-tuned "
                             "like every arm); insert blocks in the other variants")
+    placebos, p = _placebo_arms(raw, variants, baseline)
+    problems += p
+    if not problems:
+        out["placebos"] = placebos
+    names = {v.name for v in variants} | set(out["placebos"])
+    ref, own_start, p = reference_raw(raw.get("reference"))
+    problems += p
+    if ref is None:
+        return out, problems
+    if ref.get("name") in names:
+        problems.append(f"reference.name: {ref['name']!r} is taken by a variant; name the reference arm otherwise")
+        return out, problems
+    r, p = _reference_arm(ref, base, variants, baseline)
+    problems += p
+    if r is None:
+        return out, problems
+    starts, p = _reference_start(r, own_start, start, base, nc, trust)
+    problems += p
+    out["starts"].update(starts)
+    out["variants"].append(r)
+    out["reference"] = r.name
+    return out, problems
+
+
+def _placebo_arms(raw: dict, variants: list, baseline: str) -> tuple[dict, list[str]]:
+    """``placebo``: ``{placebo arm name: its variant}`` for each variant that is the baseline with blocks inserted,
+    and problems."""
+    names = {v.name for v in variants}
+    by_name = {v.name: v for v in variants}
+    raw_by_name = {v.get("name"): v for v in raw.get("variants") or [] if isinstance(v, dict)}
+    targets, problems = placebo_targets(raw.get("placebo"), [v.name for v in variants], baseline)
+    if targets and "model" not in raw_by_name.get(baseline, {}):
+        return {}, problems + ["placebo: needs a baseline given as `model` (a model YAML), not an insert spec"]
     for t in targets:
         if f"{t}{PLACEBO_SUFFIX}" in names:
             problems.append(f"placebo: the arm name {t + PLACEBO_SUFFIX!r} is taken by a variant; rename that variant")
@@ -315,62 +339,57 @@ def check_arms(raw: dict, base: Path, nc, variants: list, baseline: str, start: 
             inserted_rows(t, arm_dict(by_name[baseline]), arm_dict(by_name[t]))
         except ValueError as e:  # InsertionError too: not the baseline with blocks inserted
             problems.append(f"placebo: {first_line(e)}")
-    if not problems:
-        out["placebos"] = {f"{t}{PLACEBO_SUFFIX}": t for t in targets}
-        names |= set(out["placebos"])
-    ref, own_start, p = reference_raw(raw.get("reference"))
-    problems += p
-    if ref is None:
-        return out, problems
-    if ref.get("name") in names:
-        problems.append(f"reference.name: {ref['name']!r} is taken by a variant; name the reference arm otherwise")
-        return out, problems
+    return {f"{t}{PLACEBO_SUFFIX}": t for t in targets}, problems
+
+
+def _reference_arm(ref: dict, base: Path, variants: list, baseline: str):
+    """The reference arm as a checked ``Variant`` (a known change of its own), or None; ``(arm, problems)``."""
     built, _, p = check_variants([{k: v for k, v in ref.items() if k != "baseline"}], base)
-    problems += [f"reference{q.removeprefix('variants[0] (' + str(ref['name']) + ')')}" for q in p]
     if p:
-        return out, problems
+        return None, [f"reference{q.removeprefix('variants[0] (' + str(ref['name']) + ')')}" for q in p]
     r = dataclasses.replace(built[0], key="reference")
-    if r.definition == by_name[baseline].definition:
-        problems.append(f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
-                        "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)")
-        return out, problems
+    if r.definition == next(v for v in variants if v.name == baseline).definition:
+        return None, [f"reference: {ref.get('model') or ref.get('base')!r} is the baseline model; the yardstick "
+                      "needs a known, larger change, e.g. the next model scale (yolo11s.yaml)"]
     if same := next((v for v in variants if v.name != baseline and v.definition == r.definition), None):
-        problems.append(f"reference: the same model as {same.key}; the yardstick needs a known change of its own, "
-                        "e.g. the next model scale (yolo11s.yaml), not one of the variants under test")
-        return out, problems
-    warm = False
-    if start is not None:
-        try:
-            rd = arm_dict(r)
-            check_same_scale(start.model_dict, rd)
-            layer_map(start.model_dict, rd)
-            warm = True
-        except InsertionError:
-            pass
+        return None, [f"reference: the same model as {same.key}; the yardstick needs a known change of its own, "
+                      "e.g. the next model scale (yolo11s.yaml), not one of the variants under test"]
+    return r, []
+
+
+def _carries(model_dict: dict, r) -> str | None:
+    """Why the weights of ``model_dict`` cannot be carried to arm ``r`` by layer, or None."""
+    from attn_yolo.insertion import InsertionError, layer_map
+
+    try:
+        rd = arm_dict(r)
+        check_same_scale(model_dict, rd)
+        layer_map(model_dict, rd)
+    except InsertionError as e:
+        return first_line(e)
+    return None
+
+
+def _reference_start(r, own_start, start: Start | None, base: Path, nc, trust: bool) -> tuple[dict, list[str]]:
+    """The reference's own start where it is not the start model with blocks inserted: its checkpoint
+    (``reference.start``) beside a checkpoint ``start``, else the same recipe on its model; ``({arm: Start},
+    problems)``."""
+    warm = start is not None and _carries(start.model_dict, r) is None
     if own_start is not None and (start is None or warm or start.kind != "checkpoint"):
-        problems.append("reference.start: only where the reference is another model than the start's, with a "
-                        "checkpoint `start` (a recipe `start` trains the reference's own start by the same recipe)")
-    elif start is not None and not warm:
-        if start.kind == "checkpoint":
-            if own_start is None:
-                problems.append("reference.start: missing; the reference is not the start model with blocks inserted, "
-                                "so it needs a checkpoint of its own, trained like the start")
-            else:
-                s, p = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "")
-                problems += p
-                if s is not None:
-                    try:
-                        rd = arm_dict(r)
-                        check_same_scale(s.model_dict, rd)
-                        layer_map(s.model_dict, rd)
-                        out["starts"][r.name] = dataclasses.replace(s, arm=r.name)
-                    except InsertionError as e:
-                        problems.append(f"reference.start: is not the reference model: {first_line(e)}")
-        else:  # the same recipe, on the reference's model
-            fp = fingerprint(start.fingerprint, r.definition)
-            out["starts"][r.name] = dataclasses.replace(
-                start, model=r.model, model_dict=arm_dict(r), fingerprint=fp, arm=r.name,
-                folder="", write_model=r.model_dict is not None)
-    out["variants"].append(r)
-    out["reference"] = r.name
-    return out, problems
+        return {}, ["reference.start: only where the reference is another model than the start's, with a "
+                    "checkpoint `start` (a recipe `start` trains the reference's own start by the same recipe)"]
+    if start is None or warm:
+        return {}, []
+    if start.kind != "checkpoint":  # the same recipe, on the reference's model
+        fp = fingerprint(start.fingerprint, r.definition)
+        return {r.name: dataclasses.replace(start, model=r.model, model_dict=arm_dict(r), fingerprint=fp, arm=r.name,
+                                            folder="", write_model=r.model_dict is not None)}, []
+    if own_start is None:
+        return {}, ["reference.start: missing; the reference is not the start model with blocks inserted, so it "
+                    "needs a checkpoint of its own, trained like the start"]
+    s, problems = check_start(own_start, "reference.start", base, nc, {}, False, trust, [], "")
+    if s is None:
+        return {}, problems
+    if (why := _carries(s.model_dict, r)) is not None:
+        return {}, problems + [f"reference.start: is not the reference model: {why}"]
+    return {r.name: dataclasses.replace(s, arm=r.name)}, problems
