@@ -61,38 +61,19 @@ worker and keep the finished runs. Exit code: 0 every run ok, 1 some run failed,
 in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
-# The package, bottom layer first (a module imports only modules listed above it):
-#   spending     the planned looks' boundaries: Lan–DeMets alpha spending of the studentised paired Δ (simulated once)
-#   sequential   seeds chosen by the data: the sequential design fitted to the looks and the stopping rule
-#   config       the embedded default, the keys, Ablation and Variant, loading, overrides
-#   checks       one check per config key (value resolved, problems named by key)
-#   variants     the variants checked, their model dicts composed (insert specs planned, not built)
-#   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
-#   validate     the whole config checked at once: cheap, nothing built, generated or written → Ablation
-#   prepare      in the run, before any training: the dataset generated, every arm built and sized, placebos
-#   outdir       the lock on out; marker files: only folders the runner made are replaced
-#   records      one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
-#   perimage     the per-image record of a run's final validation (capture, perimage.npz, recomputed mAP)
-#   weighted_ap  mAP, per-class AP and size AP of a per-image record under image weights (bootstrap resamples)
-#   results      results.csv: the index of every run's record, rebuilt from the run folders
-#   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
-#   rerun        finished runs are results: the changed-settings stop, redo into a staging folder, the default out
-#   console      the terminal: one line per run, the progress bar; each run's output into its train.log
-#   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
-#   treatment    the attention check: an arm's new blocks, mean-ablated; whether their attention matters enough
-#   comparisons  the comparisons with the baseline: paired Δ, the family and its joint level, the stopping decision,
-#                the attention check
-#   verdicts     each arm's verdict, computed once as data (the deciding interval, the others, words, check, cost):
-#                every output below reads it
-#   controls     the attention check, yardstick and placebo lines, read from the verdicts
-#   plots        ablation.png, curves.png, delta.png
-#   summary      summary.md as an ordered list of sections (the terminal shows the first ones)
-#   report       the report step: the bootstrap, summary.md, verdicts.json and the plots
-#   tracking     MLflow: one experiment per ablation, the summary as artifacts
-#   train        one training run → its record (and its perimage.npz)
-#   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
-#   session      one locked run of the plan: its runs, their records, the scheduler that records each as it ends
-#   runner       the lock, dataset preparation, and the steps: plan, resume, check, execute, report
+# The package, by job (a sub-package per job; the modules named as before):
+#   config/      ablation (the embedded default, the declared keys, Ablation and Variant, loading, overrides),
+#                checks (one check per key the declarations cannot hold), variants (checked, model dicts composed),
+#                design (start, seeds as a rule, reference, placebo: checks and the arms they add), validate (the
+#                whole config at once: cheap, nothing built → Ablation)
+#   statistics/  spending and sequential (the sequential design and stopping rule), seqpower, weighted_ap (AP under
+#                image weights), stats (mean ± std, paired differences, bootstrap, CIs, p-values: the only place),
+#                treatment (the attention check), comparisons (paired Δ, the family and its joint level, the stopping
+#                decision), verdicts (each arm's verdict computed once as data: every output reads it)
+#   runs/        records, perimage, results, outdir, rerun, console, start, prepare, train, latency, tracking,
+#                scheduling, session, runner (the lock, dataset, and the steps: plan, resume, check, execute, report)
+#   reports/     summary (summary.md as ordered sections), controls (check, yardstick, placebo lines from the
+#                verdicts), plots (ablation.png, curves.png, delta.png), report (the report step)
 #   here         the `attn-yolo ablate` command
 
 from __future__ import annotations
