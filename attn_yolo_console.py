@@ -58,7 +58,7 @@ class Tool:
 TOOLS = {  # sub-command → its entry point and key schema
     "modules": Tool("attn_yolo.cli:modules_main", "attn_yolo.cli:MODULES_SCHEMA"),
     "insert": Tool("attn_yolo.insertion:main", "attn_yolo.insertion:SCHEMA"),
-    "ablate": Tool("attn_yolo.ablate:main", None),  # a config file and its dotted overrides (attn_yolo.ablate.config)
+    "ablate": Tool("attn_yolo.ablate:main", None),  # a config file and its dotted overrides (ablate.config.ablation)
     "export": Tool("attn_yolo.export:main", "attn_yolo.export:SCHEMA"),
     "heatmap": Tool("attn_yolo.heatmap:main", "attn_yolo.heatmap:SCHEMA"),
     "bench": Tool("attn_yolo.bench:main", "attn_yolo.bench:SCHEMA"),

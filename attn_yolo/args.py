@@ -110,8 +110,9 @@ def batch_problem(v) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------------ the schema
-TYPES = ("bool", "int", "float", "choice", "str", "path", "imgsz", "list", "any")
-"""The kinds of value a ``Key`` takes: ``list`` is comma-separated or ``[a, b]``; ``any`` is checked by the tool."""
+TYPES = ("bool", "int", "float", "choice", "str", "path", "imgsz", "list", "any", "section")
+"""The kinds of value a ``Key`` takes: ``list`` is comma-separated or ``[a, b]``; ``any`` is checked by the tool;
+``section`` is a nested mapping with keys of its own (``Key.schema``), checked by ``Schema.check``."""
 
 
 def _number(v) -> bool:
@@ -137,6 +138,8 @@ class Key:
         note: appended to ``allowed`` in the error (``(the long side)``).
         required: the error when the key is missing (its text after ``<key>= is required``), or None.
         check: ``fn(value) -> why it is wrong or None``, for a rule beyond the type (a perfect square, ...).
+        words: what the key takes in words, in place of the ``allowed`` its type and range make (``a number > 0``).
+        schema: the keys of a ``section`` (a nested mapping).
     """
 
     name: str
@@ -150,15 +153,23 @@ class Key:
     note: str = ""
     required: str | None = None
     check: Callable | None = None
+    words: str = ""
+    schema: Schema | None = None
 
     def __post_init__(self):
         if self.type not in TYPES:
             raise ValueError(f"Key {self.name!r}: type {self.type!r}; allowed: {', '.join(TYPES)}")
+        if (self.type == "section") != (self.schema is not None):
+            raise ValueError(f"Key {self.name!r}: a section has a schema, and only a section")
 
     @property
     def allowed(self) -> str:
         """What the key takes, in words (the end of its error message)."""
         t = self.type
+        if self.words:
+            return self.words
+        if t == "section":
+            return "a mapping with keys " + ", ".join(self.schema.names)
         if t == "bool":
             text = "True or False"
         elif t in ("int", "float"):
@@ -206,6 +217,8 @@ class Key:
             ok = bool(items) and (not self.choices or all(i in self.choices for i in items))
         elif t in ("str", "path"):
             ok = isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        elif t == "section":
+            ok = isinstance(v, dict)
         if not ok:
             return self.allowed
         return self.check(v) if self.check else None
@@ -271,6 +284,52 @@ class Schema(tuple):
                 raise UsageError(f"attn-yolo {tool}: {k.name}={v!r} is invalid; allowed: {why}")
             a[k.name] = k.value(v)
         return a
+
+    def check(self, value, where: str = "") -> tuple[dict, list[str]]:
+        """A config mapping checked against these keys, every problem collected, none raised: the defaults updated
+        with its valid values, and one line per problem in one style: ``<where><key>: <value>; expected <allowed>``,
+        ``<where><key>: unknown key (did you mean 'x'?); allowed: ...``. A ``section`` key is checked by its own
+        schema, its problems prefixed by its path (``latency.repeats: 0; expected an int in [1, 10000]``).
+
+        Args:
+            value: the mapping (None: every default).
+            where: the prefix of each problem's key (``""`` at the top, ``"latency."`` in a section).
+
+        Returns:
+            ``(values, problems)``.
+        """
+        out = self.defaults()
+        for k in self:
+            if k.type == "section":
+                out[k.name] = k.schema.defaults()
+        if value is None:
+            return out, []
+        if not isinstance(value, dict):
+            return out, [f"{where.rstrip('.') or 'config'}: {value!r}; expected a mapping with keys "
+                         f"{', '.join(self.names)}"]
+        names = self.names
+        problems = [f"{where}{k}: unknown key{closest(k, names)}; allowed: {', '.join(names)}" for k in value
+                    if k not in names]
+        for k in self:
+            if k.name not in value:
+                continue
+            v = value[k.name]
+            if k.type == "section" and (v is None or isinstance(v, dict)):
+                out[k.name], p = k.schema.check(v, f"{where}{k.name}.")
+                problems += p
+            elif why := k.problem(v):
+                problems.append(f"{where}{k.name}: {v!r}; expected {why}")
+            else:
+                out[k.name] = k.value(v)
+        return out, problems
+
+    def walk(self, where: str = ""):
+        """Every key of this schema and its sections, depth first: ``(path, key)`` (``latency.repeats``)."""
+        for k in self:
+            if k.type == "section":
+                yield from k.schema.walk(f"{where}{k.name}.")
+            else:
+                yield f"{where}{k.name}", k
 
     def help_text(self) -> str:
         """One line per key: ``name=default  help (allowed)``."""

@@ -187,7 +187,7 @@ def passthrough(argv: list[str]) -> int:
     from contextlib import ExitStack
 
     from attn_yolo import sdpa as fused
-    from attn_yolo.ablate.console import quiet_ray_tune
+    from attn_yolo.ablate.runs.console import quiet_ray_tune
     from attn_yolo.checkpoint import weights_only
     from attn_yolo.health import default_on
     from attn_yolo.ultralytics_api import run_cli
@@ -229,7 +229,7 @@ def run(argv: list[str], tool=None) -> int:
         print(f"error: {e if isinstance(e, UsageError) else one_line(e)}", file=sys.stderr)  # a config: a line each
         return 2
     except KeyboardInterrupt as e:  # e.g. while a dataset is generated
-        term = e.args == ("SIGTERM",)  # raised by attn_yolo.ablate.scheduling.stop_on_signals
+        term = e.args == ("SIGTERM",)  # raised by attn_yolo.ablate.runs.scheduling.stop_on_signals
         print(f"\nattn-yolo {argv[0] if argv else ''}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'};"
               " nothing half-written is kept", file=sys.stderr)
         return 143 if term else 130

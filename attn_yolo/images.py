@@ -1,7 +1,6 @@
 """Reading the images a tool runs on: files, folders, globs, else the model's own validation images.
 
-Reading the images a tool runs on: files, folders, globs; by default the model's own validation images when its
-dataset is at hand, else Ultralytics' sample photos."""
+By default the model's own validation images when its dataset is at hand, else Ultralytics' sample photos."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
     python scripts/bench_bootstrap.py --per-seed               # the stopping rule's decision after each seed
     python scripts/bench_bootstrap.py --per-seed --records out/runs   # on real records (<variant>-seed<k>/perimage.npz)
 
-Each run's record comes from ``attn_yolo.ablate.perimage.simulate_run`` on one shared simulated validation set; the
+Each run's record comes from ``attn_yolo.ablate.runs.perimage.simulate_run`` on one shared simulated validation set; the
 timed part is what ``summary.md`` needs: every run's mAP50, mAP50-95, per-class AP and (unless ``--no-sizes``) COCO
 AP small / medium / large on every resample (``stats.resample_records``), then the intervals
 (``stats.bootstrap_compare``). Prints the wall time, CPU time and the threads used. The AP kernel (numba) is loaded
@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np  # noqa: E402
 
-from attn_yolo.ablate import perimage, stats  # noqa: E402
+from attn_yolo.ablate.runs import perimage  # noqa: E402
+from attn_yolo.ablate.statistics import stats
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def warm_up(rec) -> None:
     """Load (or, the first time, compile) the compiled AP kernel on one record, and print how long it took."""
-    from attn_yolo.ablate.weighted_ap import WeightedMetrics
+    from attn_yolo.ablate.statistics.weighted_ap import WeightedMetrics
 
     t0, c0 = time.perf_counter(), time.process_time()
     WeightedMetrics(rec)(np.ones((rec.n_images, 1), np.int32))
@@ -112,7 +113,7 @@ def load_records(root: Path) -> dict:
 
 def per_seed(records: dict, variants: list[str], seeds: list[int], n_boot: int, workers: int, cache: bool) -> int:
     """One row per seed: the bootstrap of the runs so far, the intervals and the stopping rule's decision, timed."""
-    from attn_yolo.ablate.sequential import SeedRule, decide_from_bootstrap
+    from attn_yolo.ablate.statistics.sequential import SeedRule, decide_from_bootstrap
 
     rule = SeedRule(min=min(3, len(seeds)) if len(seeds) >= 2 else 2, max=max(len(seeds), 2))
     store = {} if cache else None

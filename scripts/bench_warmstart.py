@@ -32,18 +32,18 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 def measure(ab) -> dict:
     """Per-seed Δ mAP50-95 of every arm, the SD over seeds and the detectable |Δ| of the ablation in ``ab.out``."""
-    from attn_yolo.ablate import readings
-    from attn_yolo.ablate.report import analyze
-    from attn_yolo.ablate.results import collect_records
-    from attn_yolo.ablate.runner import plan
-    from attn_yolo.ablate.stats import PRIMARY, detectable_delta
+    from attn_yolo.ablate.reports.report import analyze
+    from attn_yolo.ablate.runs.results import collect_records
+    from attn_yolo.ablate.runs.runner import plan
+    from attn_yolo.ablate.statistics import comparisons
+    from attn_yolo.ablate.statistics.stats import PRIMARY, detectable_delta
 
     planned = {(s.variant, s.seed): s.fingerprint for s in plan(ab, ab.data)}
     rows = [r for r in collect_records(ab.out)[0] if planned.get((r["variant"], r["seed"])) == r["fingerprint"]]
     boot = analyze(ab, rows)
     out = {}
-    for arm in readings.arms(ab):
-        d = readings.paired_diffs(ab, rows, arm)
+    for arm in comparisons.arms(ab):
+        d = comparisons.paired_diffs(ab, rows, arm)
         c = boot["compare"].get(arm, {}).get(PRIMARY)
         test_var = c["hier"]["test_var"] if c else 0.0
         sd = statistics.stdev(d) if len(d) > 1 else math.nan
@@ -60,9 +60,9 @@ def main() -> int:
     out = Path(args.out)
 
     import attn_yolo  # noqa: F401  registers the blocks
-    from attn_yolo.ablate.config import apply_overrides, load_config
-    from attn_yolo.ablate.runner import run_ablation
-    from attn_yolo.ablate.validate import validate
+    from attn_yolo.ablate.config.ablation import apply_overrides, load_config
+    from attn_yolo.ablate.config.validate import validate
+    from attn_yolo.ablate.runs.runner import run_ablation
 
     load = os.getloadavg()
     raw, base, name, source = load_config(None)  # the default `attn-yolo ablate` runs

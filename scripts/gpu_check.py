@@ -44,26 +44,26 @@ EPOCH_ARGS = {"epochs": 1, "val": True, "plots": False, "workers": 4}  # on top 
 
 def sdpa_section(device: str, tokens=TOKENS, repeats: int = 10) -> tuple[str, bool]:
     """The SDPA backend table; passes when at least one fused backend ran at every (dtype, tokens)."""
-    from attn_yolo.bench.common import md_table
     from attn_yolo.bench.gpu import sdpa_backend_rows
+    from attn_yolo.markdown import table
 
     rows = sdpa_backend_rows(device, tokens, repeats=repeats)
     fused_ran = {(r[0], r[1]) for r in rows if r[2].startswith("MHSA fused") and str(r[5])[:1].isdigit()}
     ok = fused_ran == {(r[0], r[1]) for r in rows}
     head = ["dtype", "N", "implementation", "pass", "kernel", "median ms", "peak MiB"]
-    return md_table(head, rows), ok
+    return table(head, rows), ok
 
 
 def ultralytics_attention_section(device: str, **kw) -> tuple[str, bool]:
     """Stock vs fused Ultralytics attention; passes when every fused row ran and the dispatcher's is not slower."""
-    from attn_yolo.bench.common import md_table
     from attn_yolo.bench.ultralytics_attn import DEVICE_HEADERS, device_rows
+    from attn_yolo.markdown import table
 
     rows = device_rows(device, **kw)
     ran = all(str(r[6])[:1].isdigit() for r in rows if r[3] in ("stock (explicit)", "fused (dispatcher)"))
     auto = [float(r[7]) for r in rows if r[3] == "fused (dispatcher)" and r[7] is not None]
     ok = ran and bool(auto) and min(auto) >= 0.97
-    return md_table(DEVICE_HEADERS, rows), ok
+    return table(DEVICE_HEADERS, rows), ok
 
 
 def amp_dtypes() -> list[str]:
@@ -78,7 +78,7 @@ def amp_training_section(device: str, data: str, out: Path, dtypes, models=MODEL
     import torch
     from ultralytics import YOLO
 
-    from attn_yolo.bench.common import md_table
+    from attn_yolo.markdown import table
     from attn_yolo.synthetic import QUICK_TRAIN_ARGS
 
     args = {**QUICK_TRAIN_ARGS, **EPOCH_ARGS, **train}
@@ -112,7 +112,7 @@ def amp_training_section(device: str, data: str, out: Path, dtypes, models=MODEL
             rows.append([dt, label, "on" if seen.get("amp") else "off", _f(seen.get("loss")), _f(m50), _f(m),
                          f"{time.perf_counter() - t0:.1f}", _f(mib, 0), "; ".join(problems) or "pass"])  # fmt: skip
     head = ["AMP", "model", "AMP active", "train loss", "mAP50", "mAP50-95", "wall s", "peak MiB", "check"]
-    return md_table(head, rows), ok
+    return table(head, rows), ok
 
 
 def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, bool]:
@@ -120,9 +120,9 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     import yaml
 
     from attn_yolo import ablate
-    from attn_yolo.ablate import latency
-    from attn_yolo.ablate.results import read_results
-    from attn_yolo.bench.common import md_table
+    from attn_yolo.ablate.runs import latency
+    from attn_yolo.ablate.runs.results import read_results
+    from attn_yolo.markdown import table
     from attn_yolo.synthetic import QUICK_TRAIN_ARGS
 
     cfg = {
@@ -142,12 +142,12 @@ def ablation_section(device: str, data: str, out: Path, **train) -> tuple[str, b
     rows = read_results(out / "ablation" / "results.csv")
     timing = latency.read(out / "ablation") or {}  # timed after the runs, apart from training
     ms = {arm: t["median_ms"] for arm, t in timing.get("arms", {}).items()}
-    table = md_table(["variant", "seed", "status", "device", "mAP50", "mAP50-95", "train s", "latency ms", "error"],
+    summary = table(["variant", "seed", "status", "device", "mAP50", "mAP50-95", "train s", "latency ms", "error"],
                      [[r["variant"], r["seed"], r["status"], r["device"], _f(r["map50"]), _f(r["map50_95"]),
                        _f(r["train_time_s"], 1), _f(ms.get(r["variant"], float("nan")), 2), r["error"] or ""]
                       for r in rows])  # fmt: skip
     ok = code == 0 and len(rows) == 2 and all(r["status"] == "ok" for r in rows)
-    return f"exit code {code}, wall {time.perf_counter() - t0:.0f} s\n\n{table}", ok
+    return f"exit code {code}, wall {time.perf_counter() - t0:.0f} s\n\n{summary}", ok
 
 
 class TorchRunner:
@@ -176,10 +176,10 @@ def deploy_section(device: str, out: Path, fmt: str = "engine", models=MODELS, i
     import torch
     from ultralytics import YOLO
 
-    from attn_yolo.bench.common import md_table
     from attn_yolo.export.matrix import calibrate
     from attn_yolo.export.runtime import latency_ms, open_runtime
     from attn_yolo.export.verify import verify_engine, verify_openvino
+    from attn_yolo.markdown import table
 
     rows, ok = [], True
     for label, yaml_path in models.items():
@@ -218,7 +218,7 @@ def deploy_section(device: str, out: Path, fmt: str = "engine", models=MODELS, i
                      f"{time.perf_counter() - t0:.0f}", problem or "pass"])  # fmt: skip
     head = ["model", "format", "imgsz", "verification", "worst raw rel", "NMS matched", "latency ms",
             "PyTorch fp32 ms", "wall s", "check"]
-    return md_table(head, rows), ok
+    return table(head, rows), ok
 
 
 def amp_dtypes_torch() -> list[str]:

@@ -41,7 +41,7 @@ def run(health: bool, data: str, train: dict, project: str, name: str) -> dict:
 
 def main(argv: list[str]) -> int:
     import attn_yolo  # noqa: F401
-    from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
     from attn_yolo.synthetic import default_data_yaml
 
     opts = dict(a.split("=", 1) for a in argv)

@@ -12,7 +12,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from attn_yolo.ablate.sequential import SeedRule, simulate_family
+    from attn_yolo.ablate.statistics.sequential import SeedRule, simulate_family
 
     args = dict(a.split("=", 1) for a in argv)
     e, sd = int(args.get("experiments", 2000)), float(args.get("sd", 0.008))

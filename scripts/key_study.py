@@ -4,9 +4,10 @@
 a detector that does not read it loses about half of its mAP. A global channel gate (CBAM's channel attention, SE)
 reads it in one step. Each design below is one ablation (``attn-yolo ablate``) with a fixed list of seeds, its arms
 paired with the same baseline runs; the table gives, per arm, the mean mAP50-95 of the baseline and of the arm, and
-the attention check's figures (``attn_yolo.ablate.treatment``, from each run's record): A, the mean-ablation effect
-(mean over seeds of |Δ mAP50-95| with the new blocks' gates held at their mean over the validation images), and the
-identity's and the re-initialised blocks' effects beside it, with the mean seconds of training per run.
+the attention check's figures (``attn_yolo.ablate.statistics.treatment``, from each run's record): A, the
+mean-ablation effect (mean over seeds of |Δ mAP50-95| with the new blocks' gates held at their mean over the
+validation images), and the identity's and the re-initialised blocks' effects beside it, with the mean seconds of
+training per run.
 
     python scripts/key_study.py                     # out=runs/study/key, every design (~70 min on 2 quiet cores)
     python scripts/key_study.py designs=scratch     # one design (comma-separated names)

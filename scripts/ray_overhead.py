@@ -28,7 +28,7 @@ TARGET_S = 5.0
 
 def timed_runner(spec, device):
     """``execute_run``, its duration (s) added to the record as ``run_s`` (kept in result.json)."""
-    from attn_yolo.ablate.train import execute_run
+    from attn_yolo.ablate.runs.train import execute_run
 
     t0 = time.perf_counter()
     row = execute_run(spec, device)
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     import ray
 
     from attn_yolo import ablate
-    from attn_yolo.ablate.results import collect_records
+    from attn_yolo.ablate.runs.results import collect_records
 
     config = argv[0] if argv and "=" not in argv[0] else str(REPO / "configs/ablation/tiny-test.yaml")
     overrides = argv[1:] if argv and "=" not in argv[0] else argv

@@ -2,8 +2,8 @@
 
 For every run of an arm that adds blocks, its ``best.pt`` is validated as trained, with its blocks' gates and attention
 held at their mean (mean ablation), with the blocks replaced by the identity, and with their weights re-initialised
-(``attn_yolo.ablate.train.attention_figures``, the same validator settings as the run's). Prints one row per run and
-the arm's means; the run folders are not changed (the validations go to a temporary folder). Used for the "before"
+(``attn_yolo.ablate.runs.train.attention_figures``, the same validator settings as the run's). Prints one row per run
+and the arm's means; the run folders are not changed (the validations go to a temporary folder). Used for the "before"
 rows of BENCHMARKS.md (ablations run before the check existed).
 
     python scripts/recheck_attention.py runs/ablate/synthetic-quick
@@ -20,9 +20,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from attn_yolo import ablate
-    from attn_yolo.ablate.config import CONFIG_KEYS
-    from attn_yolo.ablate.results import collect_records
-    from attn_yolo.ablate.train import attention_figures
+    from attn_yolo.ablate.config.ablation import CONFIG_KEYS
+    from attn_yolo.ablate.runs.results import collect_records
+    from attn_yolo.ablate.runs.train import attention_figures
 
     out = Path(argv[0]).resolve()
     raw, base, name, source = ablate.load_config(out / "config.yaml")  # the resolved config the ablation wrote
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     raw = {**{k: v for k, v in raw.items() if k in CONFIG_KEYS}, "out": str(out),
            "seeds": sorted({r["seed"] for r in done})}  # the seeds that ran, as a fixed list: plan() builds them
     ab = ablate.prepare(ablate.validate(raw, base, name, source))
-    specs = {(s.variant, s.seed): s for s in ablate.runner.plan(ab, ab.data)}
+    specs = {(s.variant, s.seed): s for s in ablate.runs.runner.plan(ab, ab.data)}
     rows = [r for r in done if r["status"] == "ok" and specs[(r["variant"], r["seed"])].new_blocks]
     print("| run | mAP50-95 | mean ablation Δ | identity Δ | re-initialised Δ |\n|---|---|---|---|---|")
     per_arm: dict[str, list[dict]] = {}

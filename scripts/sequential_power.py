@@ -27,7 +27,7 @@ RANGES = ((3, 6), (3, 12))
 def earlier_intervals(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """The confidence sequence of versions before issue 49 on every prefix of ``x`` (E, N): the normal mixture at
     τ² = ``PRIOR_SCALE2`` (``sequential.radius_factor``), read after every seed."""
-    from attn_yolo.ablate.sequential import radius_factor
+    from attn_yolo.ablate.statistics.sequential import radius_factor
 
     n = np.arange(1, x.shape[1] + 1)
     mean = np.cumsum(x, 1) / n
@@ -40,7 +40,7 @@ def earlier_intervals(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.
 
 def outcome(design: str, rule, deltas, x: np.ndarray) -> dict:
     """``family_outcome`` of ``design`` (``earlier`` or a ``SeedRule`` design name and spending) on draws ``x``."""
-    from attn_yolo.ablate.sequential import _intervals, family_outcome, joint_confidence
+    from attn_yolo.ablate.statistics.sequential import _intervals, family_outcome, joint_confidence
 
     e, k, n = x.shape
     each = dataclasses.replace(rule, confidence=joint_confidence(rule.confidence, k))
@@ -59,7 +59,7 @@ DESIGNS = {"earlier": "anytime-valid, τ² = 10 (before)", "cs": "cs tuned to ma
 
 def rows(experiments: int) -> list[str]:
     """The table's rows: every seed range × K × design, on the same draws per range and K."""
-    from attn_yolo.ablate.sequential import SeedRule, family_draws
+    from attn_yolo.ablate.statistics.sequential import SeedRule, family_draws
 
     out = []
     for lo, hi in RANGES:

@@ -1,15 +1,15 @@
 """The warm-start study: which way of training new blocks from the shared start makes their attention matter.
 
-Each group is one ablation on the default's data and train arguments (``attn_yolo.ablate.config.DEFAULT_CONFIG_YAML``)
-from one shared start, with a fixed list of seeds, so that every choice in a group is paired with the same baseline
-runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each under every choice of its group (an arm's own
-``new_blocks:``). Groups differ in what the baseline does too: a probe phase (the baseline held still for as many
-steps) and longer arms (the baseline longer too). Per block and choice the table gives the attention check's figures
-(``attn_yolo.ablate.treatment``): A, the mean-ablation effect (mean over seeds of |Δ mAP50-95| with the gates at their
-mean), the identity's and the re-initialised blocks' effects beside it, the gates' normalised entropy (1 = flat) and
-the share of seeds with a block flagged ``uniform``, mean |γ|, Δ mAP50-95 against the group's baseline, the SD of Δ
-over seeds, the resolution (half-width of the fixed-n hierarchical 95 % interval at the study's seeds), whether A
-reaches it, and the mean seconds per run.
+Each group is one ablation on the default's data and train arguments
+(``attn_yolo.ablate.config.ablation.DEFAULT_CONFIG_YAML``) from one shared start, with a fixed list of seeds, so that
+every choice in a group is paired with the same baseline runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each
+under every choice of its group (an arm's own ``new_blocks:``). Groups differ in what the baseline does too: a probe
+phase (the baseline held still for as many steps) and longer arms (the baseline longer too). Per block and choice the
+table gives the attention check's figures (``attn_yolo.ablate.statistics.treatment``): A, the mean-ablation effect (mean
+over seeds of |Δ mAP50-95| with the gates at their mean), the identity's and the re-initialised blocks' effects beside
+it, the gates' normalised entropy (1 = flat) and the share of seeds with a block flagged ``uniform``, mean |γ|, Δ
+mAP50-95 against the group's baseline, the SD of Δ over seeds, the resolution (half-width of the fixed-n hierarchical 95
+% interval at the study's seeds), whether A reaches it, and the mean seconds per run.
 
     python scripts/warmstart_study.py                      # out=runs/study/warmstart, seeds 0..2 (~40 min, 2 cores)
     python scripts/warmstart_study.py out=/tmp/w seeds=4 start=runs/ablate/synthetic-quick/start/weights/best.pt
@@ -48,7 +48,7 @@ GROUPS = (  # name, train overrides (every arm, baseline too), the design's new_
 
 def config(group: tuple, out: Path, seeds: int, start) -> dict:
     """The default ablation with the group's arms, seeds 0 .. seeds − 1."""
-    from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
 
     name, train, top, choices = group
     cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
@@ -65,15 +65,15 @@ def config(group: tuple, out: Path, seeds: int, start) -> dict:
 
 def row(ab, rows: list[dict], boot: dict, arm: str) -> list[str]:
     """One table row: the arm's attention check, its Δ and its cost."""
-    from attn_yolo.ablate import readings, treatment
-    from attn_yolo.ablate.stats import PRIMARY
+    from attn_yolo.ablate.statistics import comparisons, treatment
+    from attn_yolo.ablate.statistics.stats import PRIMARY
     from attn_yolo.health.report import arm_health
 
     c = (boot["compare"].get(arm) or {}).get(PRIMARY)
     if c is None:
         return [arm, f"no comparison ({boot['why'].get(arm, 'runs missing')})"]
     h = c["hier"]
-    seeds = readings.paired_seeds(ab, rows, arm)
+    seeds = comparisons.paired_seeds(ab, rows, arm)
     t = treatment.check(treatment.effect(rows, arm, seeds), h["lo"], h["hi"])
     health = arm_health([r for r in rows if r["variant"] == arm])
     secs = [r["train_time_s"] for r in rows if r["variant"] == arm and r.get("train_time_s")]
@@ -94,8 +94,8 @@ def table(results: list[tuple]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     from attn_yolo import ablate
-    from attn_yolo.ablate.report import analyze
-    from attn_yolo.ablate.results import collect_records
+    from attn_yolo.ablate.reports.report import analyze
+    from attn_yolo.ablate.runs.results import collect_records
 
     args = dict(a.split("=", 1) for a in argv)
     out, seeds, start = Path(args.get("out", "runs/study/warmstart")).resolve(), int(args.get("seeds", 3)), \

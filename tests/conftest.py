@@ -282,7 +282,7 @@ def truncated(d: dict, rows: int) -> dict:
 def trained_start(data: Path, folder: Path, **train) -> Path:
     """``best.pt`` of yolo11n trained on ``data`` into ``folder`` (1 epoch at 64 px unless ``train`` says otherwise):
     a checkpoint ``start:`` for a test ablation. A checkpoint start is not held to the recipe start's mAP floor
-    (``attn_yolo.ablate.start.START_FLOOR``), which a 1-epoch recipe on a few images would not reach."""
+    (``attn_yolo.ablate.runs.start.START_FLOOR``), which a 1-epoch recipe on a few images would not reach."""
     from ultralytics import YOLO
 
     args = {"epochs": 1, "imgsz": 64, "batch": 4, "val": False, "plots": False, "device": "cpu", "workers": 0,

@@ -16,10 +16,10 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import perimage
-from attn_yolo.ablate import train as ablate_train
-from attn_yolo.ablate.runner import prepare_data
-from attn_yolo.ablate.train import check_finite_loss
+from attn_yolo.ablate.runs import perimage
+from attn_yolo.ablate.runs import train as ablate_train
+from attn_yolo.ablate.runs.runner import prepare_data
+from attn_yolo.ablate.runs.train import check_finite_loss
 from attn_yolo.args import UsageError
 from attn_yolo_console import main as cli_main
 
@@ -111,7 +111,7 @@ def test_check_finite_loss():
 
 def test_first_run_eta_from_dataset_size_and_epochs():
     """A run's work: training steps × epochs plus validation passes, against a hand count."""
-    from attn_yolo.ablate.eta import Cost, work
+    from attn_yolo.ablate.runs.eta import Cost, work
 
     train = {"epochs": 3, "batch": 8, "val": True, "imgsz": 128}
     cost = Cost(0.0, 0.5, 0.2 / 16, "test")  # a validation batch of 16 images: 0.2 s
@@ -243,13 +243,13 @@ def test_values_ultralytics_would_misread_are_refused(tmp_path, tiny_data, capsy
     with pytest.raises(ablate.ConfigError) as e:
         ablate.validate(bad, tmp_path, "t")
     assert e.value.problems == [
+        "latency.repeats: 1000000000; expected an int in [1, 10000]",  # the declared keys first (config.SHAPE)
+        "latency.warmup: 1001; expected an int in [0, 1000]",
         (
             "train.batch: 0; expected a positive int, -1 (auto batch at 60% of GPU memory) or a float in (0, 1) "
             "(auto batch at that fraction of GPU memory)"
         ),
         "seeds: 3; expected a list of ints, e.g. seeds: [0, 1, 2] for 3 seeds, or seeds: [3] for seed 3 alone",
-        "latency.repeats: 1000000000; expected an int in 1..10000",
-        "latency.warmup: 1001; expected an int in 0..1000",
     ]
     for batch in (-3, 1.0, 2.5, 0):
         with pytest.raises(ablate.ConfigError) as e:
@@ -352,7 +352,7 @@ def test_backend_keys(tmp_path, tiny_data):
     del raw["train"]["device"]
     ab = ablate.validate({**raw, "resources": {"num_cpus": 4, "num_gpus": 0.5}}, tmp_path)
     assert (ab.backend, ab.ray_address, ab.resources) == ("ray", "ray://head:10001", {"num_cpus": 4, "num_gpus": 0.5})
-    from attn_yolo.ablate.scheduling import ray_device
+    from attn_yolo.ablate.runs.scheduling import ray_device
 
     assert [ray_device({"num_gpus": g}) for g in (0, 0.5, 1, 2)] == ["cpu", "0", "0", "0,1"]
 
@@ -464,11 +464,13 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
         assert all(0 < float(r[k]) < 1 for k in ("map50_95", "ap_small", "ap_medium", "ap_large")), r
         assert (Path(r["run_dir"]) / perimage.PERIMAGE_NAME).exists()
     text = (o / "summary.md").read_text()
-    assert "Verdicts use the hierarchical interval (each at 95%)" in text
+    assert "Each line shows the one interval that decides its verdict, at 95%: the hierarchical interval" in text
     assert "- image bootstrap: 500 resamples (seed 1) of the 8 validation images" in text
     verdict = next(line for line in text.split("## Verdict")[1].splitlines() if line.startswith("- **cbam**"))
-    for part in ("; hierarchical 95% CI [", "; seeds only [", "; images only [", "n = 2 paired seeds"):
-        assert part in verdict, verdict
+    assert ", hierarchical 95% CI [" in verdict and "n = 2 paired seeds" in verdict, verdict
+    assert verdict.count("[") == 1 and "p = " not in verdict  # the deciding interval alone; the others do not decide
+    other = next(line for line in text.split("## Not deciding")[1].splitlines() if line.startswith("- `cbam`"))
+    assert "seeds-only [" in other and "images-only [" in other and "p = " in other, other
     assert "Power (mAP50-95" in text and "- `cbam`: with 2 seeds and 8 images this design detects |Δ| >= " in text
 
     # the seeds-only column against a hand computation from results.csv (t with 1 degree of freedom)
@@ -563,10 +565,11 @@ def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
     assert "no detectable difference" not in text.split("## Intervals")[0]
 
     # out2: fake runs, cbam with the baseline's mAP50-95 per seed (Δ = 0, 0, 0: a zero-width interval at 0, worded as
-    # such); se shifted by Δ = 0.001, 0.003, 0.002 per seed. Its verdict from the interval, computed here by hand:
-    # mean 0.002, sample SD 0.001, SE 0.001 / √3, t(0.975, 2) = 4.3027: CI [-0.0005, +0.0045] holds 0 and lies within
-    # ±0.01 (the Δ the summary asks about), so "no difference beyond ±0.0045" (its larger bound, rounded up);
-    # p = 2 (1 − F2(t)) = 1 − t / √(2 + t²) at t = mean / SE
+    # such); se shifted by Δ = 0.001, 0.003, 0.002 per seed. Two comparisons: each interval at 97.5 % (Bonferroni).
+    # se's verdict from its interval, computed here by hand: mean 0.002, sample SD 0.001, SE 0.001 / √3,
+    # t(0.9875, 2) = 6.2053: CI [-0.0016, +0.0056] holds 0 and lies within ±0.01 (the Δ the summary asks about), so
+    # "no difference beyond ±0.0056" (its larger bound, rounded up); p = 2 (1 − F2(t)) = 1 − t / √(2 + t²) at
+    # t = mean / SE, in the section of what does not decide
     deltas = (0.001, 0.003, 0.002)
 
     def shifted(spec, device):
@@ -578,28 +581,28 @@ def test_learned_nothing_and_records_missing(tmp_path, tiny_data):
     cfg = write_config(tmp_path, tiny_data, seeds=[0, 1, 2], out=str(tmp_path / "out2"), variants=variants)
     assert ablate.run(cfg, runner=shifted) == 0
     text = (tmp_path / "out2" / "summary.md").read_text()
-    assert "- **cbam**: **no difference beyond ±0.0000** (Δ +0.0000, seeds-only 95% CI [+0.0000, +0.0000]" in text
+    assert "- **cbam**: **no difference beyond ±0.0000** (Δ +0.0000, seeds-only 97.5% CI [+0.0000, +0.0000]" in text
     why = next(line for line in text.splitlines() if line.startswith("- `cbam`: seeds-only t-interval only: "))
     assert "no per-image record in run folder(s) baseline-seed0" in why and " and 3 more (made before" in why
     se, mean = 0.001 / math.sqrt(3), sum(deltas) / 3
-    lo, hi, t = mean - 4.302652729911275 * se, mean + 4.302652729911275 * se, mean / se
-    assert lo < 0 < hi <= 0.01 and math.ceil(hi * 1e4) == 45
+    lo, hi, t = mean - 6.205346816570706 * se, mean + 6.205346816570706 * se, mean / se
+    assert lo < 0 < hi <= 0.01 and math.ceil(hi * 1e4) == 56
     p = 1 - t / math.sqrt(2 + t * t)
-    want = f"- **se**: **no difference beyond ±0.0045** (Δ {mean:+.4f}, seeds-only 95% CI [{lo:+.4f}, {hi:+.4f}], "
-    assert want + f"p = {p:.3f}, n = 3 paired seeds" in text
-    assert want == "- **se**: **no difference beyond ±0.0045** (Δ +0.0020, seeds-only 95% CI [-0.0005, +0.0045], "
+    want = f"- **se**: **no difference beyond ±0.0056** (Δ {mean:+.4f}, seeds-only 97.5% CI [{lo:+.4f}, {hi:+.4f}], "
+    assert want + "n = 3 paired seeds" in text
+    assert want == "- **se**: **no difference beyond ±0.0056** (Δ +0.0020, seeds-only 97.5% CI [-0.0016, +0.0056], "
+    assert f"- `se`: p = {p:.3g} (seeds-only); no image-level interval: " in text.split("## Not deciding")[1]
 
 
 def test_class_movers_are_the_five_largest_each_way():
-    from attn_yolo.ablate.report import _class_movers
+    from attn_yolo.ablate.reports.summary import class_movers
 
     means = [0.05, -0.01, 0.03, -0.2, 0.0, 0.1, -0.05, 0.02, 0.07, -0.03, 0.04, -0.15, 0.06]
     classes = {c: {"mean": m, "lo": m - 0.01, "hi": m + 0.01, "variant": 0.5 + m, "baseline": 0.5} for c, m in
                enumerate(means)}
-    lines = _class_movers({"v": {"classes": classes}}, [f"c{c}" for c in range(len(means))])
-    assert [line.split(" | ")[1] for line in lines] == ["c5", "c8", "c12", "c0", "c10", "c3", "c11", "c6", "c9",
-                                                        "c1"]  # fmt: skip
-    assert lines[0] == "| v | c5 | +0.1000 | [+0.0900, +0.1100] | 0.6000 | 0.5000 |"
+    rows = class_movers({"v": {"classes": classes}}, [f"c{c}" for c in range(len(means))])
+    assert [row[1] for row in rows] == ["c5", "c8", "c12", "c0", "c10", "c3", "c11", "c6", "c9", "c1"]
+    assert rows[0] == ["v", "c5", "+0.1000", "[+0.0900, +0.1100]", "0.6000", "0.5000"]
 
 
 def test_parallel_devices(tmp_path, tiny_data, capsys):
@@ -717,7 +720,7 @@ DRIVER = """
 import multiprocessing, os, sys, time
 from pathlib import Path
 from attn_yolo import ablate
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs.records import new_record
 
 def runner(spec, device):
     if os.environ.get("RUN_LOG"):
@@ -860,7 +863,7 @@ def test_mlflow_groups_the_runs_of_an_ablation(tmp_path, tiny_data, monkeypatch)
     mlflow = pytest.importorskip("mlflow")
     from ultralytics.utils import SETTINGS
 
-    from attn_yolo.ablate.tracking import OUT_TAG
+    from attn_yolo.ablate.runs.tracking import OUT_TAG
 
     if not SETTINGS["mlflow"]:
         pytest.skip("Ultralytics' MLflow integration is off (yolo settings mlflow=False)")
@@ -990,7 +993,7 @@ def test_a_discarded_interrupt_does_not_deafen_the_next_signal():
     import signal as sig_
     import time as time_
 
-    from attn_yolo.ablate.scheduling import cleaning, stop_on_signals
+    from attn_yolo.ablate.runs.scheduling import cleaning, stop_on_signals
 
     class Discards:
         def __del__(self):
@@ -1015,9 +1018,9 @@ def test_each_setting_is_held_once(tmp_path, tiny_data):
     not in them: a changed imgsz reaches every view, and no dataclass holds a copy."""
     import dataclasses
 
-    from attn_yolo.ablate.config import load_config
-    from attn_yolo.ablate.runner import plan
-    from attn_yolo.ablate.validate import validate
+    from attn_yolo.ablate.config.ablation import load_config
+    from attn_yolo.ablate.config.validate import validate
+    from attn_yolo.ablate.runs.runner import plan
 
     cfg = write_config(tmp_path, tiny_data, train={"epochs": 1, "imgsz": 96, "batch": 4, "device": "cpu"})
     ab = validate(*load_config(cfg)[:2])

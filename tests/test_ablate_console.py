@@ -14,8 +14,8 @@ import pytest
 from conftest import trained_start, write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import console
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs import console
+from attn_yolo.ablate.runs.records import new_record
 
 REPO = Path(__file__).resolve().parents[1]
 T975 = {2: 4.302652729911275}  # Student t 0.975 quantile, 2 degrees of freedom (tables)
@@ -117,10 +117,12 @@ def test_summary_leads_with_worded_verdicts(tmp_path, tiny_data, deltas):
 
 
 def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
-    from attn_yolo.ablate.plots import plot_delta
+    from attn_yolo.ablate.reports.plots import plot_delta
+    from attn_yolo.ablate.statistics.verdicts import Interval, Verdict
 
     c = {"hier": {"mean": 0.01, "lo": -0.02, "hi": 0.04}, "t": {"lo": -0.03, "hi": 0.05}, "image": (0.0, 0.02)}
-    fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline")
+    v = Verdict("cbam", "inconclusive", "inconclusive", 0.01, 3, Interval("hierarchical", 0.95, -0.02, 0.04, True))
+    fig = plot_delta(tmp_path / "d.png", {"cbam": {"map50_95": c}}, "baseline", 0.95, {"cbam": v})
     ax = fig.axes[0]
     widths = {col.get_label(): (col.get_linewidth()[0], col.get_alpha()) for col in ax.collections}
     hier = widths.pop("hierarchical (decides)")
@@ -130,7 +132,7 @@ def test_delta_plot_makes_the_deciding_interval_stand_out(tmp_path):
 
 def test_eta_counts_fraction():
     """A run's work trains on fraction × the train images."""
-    from attn_yolo.ablate.eta import work
+    from attn_yolo.ablate.runs.eta import work
 
     train = {"epochs": 2, "batch": 10, "val": False, "imgsz": 64}
     assert work(train, 1000, 0).steps == 200 and work({**train, "fraction": 0.1}, 1000, 0).steps == 20

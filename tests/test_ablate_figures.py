@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attn_yolo.ablate.plots import plot_ablation, plot_curves, plot_delta
-from attn_yolo.ablate.stats import TARGET_DELTA
+from attn_yolo.ablate.reports.plots import plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.statistics.stats import TARGET_DELTA
+from attn_yolo.ablate.statistics.verdicts import Interval, Verdict
 
 
 def _draw(fig):
@@ -49,7 +50,9 @@ def compare_like_the_default():
 
 def test_delta_ticks_do_not_overlap_and_the_band_and_deciding_interval_are_drawn(tmp_path):
     deciding = {"cbam": (-0.0091, 0.0101)}  # the group-sequential interval, wider than the hierarchical one
-    fig = plot_delta(tmp_path / "d.png", compare_like_the_default(), "baseline", deciding=deciding)
+    v = Verdict("cbam", "inconclusive", "inconclusive", 0.0005, 3, Interval("group-sequential", 0.95, -0.0091, 0.0101,
+                                                                           True))
+    fig = plot_delta(tmp_path / "d.png", compare_like_the_default(), "baseline", 0.95, {"cbam": v})
     assert_ticks_readable(fig)
     primary = next(ax for ax in fig.axes if ax.get_title().startswith("mAP50-95"))
     bands = [p for p in primary.patches if p.get_x() == pytest.approx(-TARGET_DELTA)
@@ -134,12 +137,12 @@ def test_ablation_plot_is_delta_with_its_interval_against_extra_cost_labels_next
     """Δ with the interval that decides against extra GFLOPs % and latency Δ: the default's baseline and CBAM differ
     by 0.04 % GFLOPs (once one spot on an axis from 0), and each name sits next to its own point."""
     points = [{"variant": "cbam", "delta": 0.0005, "lo": -0.0091, "hi": 0.0101, "gflops_pct": 0.04,
-               "latency": (0.4, 0.1, 0.7), "interval": "anytime-valid"},
+               "latency": (0.4, 0.1, 0.7), "interval": "anytime-valid", "level": 0.95},
               {"variant": "se", "delta": -0.004, "lo": -0.012, "hi": 0.004, "gflops_pct": 0.02,
-               "latency": (0.2, -0.1, 0.5), "interval": "anytime-valid"},
+               "latency": (0.2, -0.1, 0.5), "interval": "anytime-valid", "level": 0.95},
               {"variant": "eca", "delta": 0.003, "lo": -math.inf, "hi": math.inf, "gflops_pct": 0.01,
-               "latency": None, "interval": "anytime-valid"}]  # fmt: skip
-    fig = plot_ablation(tmp_path / "a.png", points, "baseline", 128, "anytime-valid")
+               "latency": None, "interval": "anytime-valid", "level": 0.95}]  # fmt: skip
+    fig = plot_ablation(tmp_path / "a.png", points, "baseline", 128)
     r = _draw(fig)
     assert_ticks_readable(fig)
     gflops_ax, latency_ax = fig.axes
@@ -199,7 +202,7 @@ def test_the_summary_says_which_curves_png_it_is(tmp_path):
     """summary.md's list of plots names what curves.png shows: the curves, or for arms of one epoch the points."""
     from types import SimpleNamespace
 
-    from attn_yolo.ablate.report import curves_caption
+    from attn_yolo.ablate.reports.summary import curves_caption
 
     start = SimpleNamespace(start=SimpleNamespace(kind="recipe"))
     one = curves_caption(start, _runs(tmp_path / "one", 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_yolo.ablate.config import apply_overrides, load_config
+from attn_yolo.ablate.config.ablation import apply_overrides, load_config
 from attn_yolo.args import UsageError
 
 RAW = {"seeds": {"min": 3, "max": 6}, "train": {"epochs": 1, "imgsz": 128}, "start": {"epochs": 5}}

@@ -13,8 +13,8 @@ import pytest
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate.records import new_record
-from attn_yolo.ablate.rerun import default_out, ran_name
+from attn_yolo.ablate.runs.records import new_record
+from attn_yolo.ablate.runs.rerun import default_out, ran_name
 from attn_yolo.args import UsageError
 from attn_yolo_console import main as cli_main
 
@@ -24,7 +24,7 @@ DRIVER = """
 import os, sys, time
 from pathlib import Path
 from attn_yolo import ablate
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs.records import new_record
 
 def runner(spec, device):
     Path(spec.run_dir, "started").write_text(str(os.getpid()))
@@ -67,7 +67,7 @@ def test_the_embedded_default_is_named_after_its_data_and_arms():
 def test_the_embedded_defaults_folder_and_title_name_what_ran(argv, folder, name, tmp_path, monkeypatch):
     """``attn-yolo ablate data=path/to/own/data.yaml imgsz=64`` writes to ``runs/ablate/own-cbam-imgsz64`` under the
     title "Ablation `own-cbam`" (was ``synthetic-quick-datadata-imgsz64``, "Ablation `synthetic-quick`")."""
-    from attn_yolo.ablate import runner
+    from attn_yolo.ablate.runs import runner
     from attn_yolo.synthetic import generate
 
     data = generate(tmp_path / "own", n_train=2, n_val=2, imgsz=64, seed=0)

@@ -10,9 +10,9 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate, synthetic
-from attn_yolo.ablate import tracking
-from attn_yolo.ablate.outdir import USER_COPY
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs import tracking
+from attn_yolo.ablate.runs.outdir import USER_COPY
+from attn_yolo.ablate.runs.records import new_record
 
 
 def runner(spec, device):
@@ -96,7 +96,7 @@ def test_mlflow_store_is_in_out_not_in_the_working_directory(tmp_path, tiny_data
 def test_cached_synthetic_dataset_is_not_announced(tmp_path, tiny_data, monkeypatch, capsys):
     import importlib
 
-    prepare = importlib.import_module("attn_yolo.ablate.prepare")  # (ablate.prepare is also a function's name)
+    prepare = importlib.import_module("attn_yolo.ablate.runs.prepare")  # (ablate.prepare is also a function's name)
     cfg = write_config(tmp_path, tiny_data)
     raw, base, name, source = ablate.load_config(cfg)
     raw["data"] = "synthetic"

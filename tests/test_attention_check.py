@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import trained_start
 
-from attn_yolo.ablate import treatment
+from attn_yolo.ablate.statistics import treatment
 from attn_yolo.health.mean_ablation import MeanAblation
 
 DATA = {"n_train": 640, "n_val": 64, "imgsz": 64, "seed": 3, "clutter": 0.0, "size_range": (0.3, 0.5)}  # easy shapes
@@ -169,8 +169,8 @@ def test_a_fixed_rescale_fails_and_attention_that_matters_passes(start, tmp_path
     - SAM whose spatial gate is hand-set to a steep function of the channel mean (``σ(8 (mean_c x − 0.5))``, γ = 1):
       the gate depends on the input, the model's outputs depend on it, and its mean in its place moves mAP by far
       more than the resolution: passed."""
-    from attn_yolo.ablate.records import RunSpec
-    from attn_yolo.ablate.train import attention_figures
+    from attn_yolo.ablate.runs.records import RunSpec
+    from attn_yolo.ablate.runs.train import attention_figures
     from attn_yolo.checkpoint import save_checkpoint
 
     data, best = start
@@ -205,7 +205,7 @@ def test_a_fixed_rescale_fails_and_attention_that_matters_passes(start, tmp_path
 RUNS = """
 import json, pickle, random, sys
 import attn_yolo
-from attn_yolo.ablate.train import execute_run
+from attn_yolo.ablate.runs.train import execute_run
 from ultralytics.utils import callbacks
 once = []  # the first run of the process draws from Python's generator once, as MLflow's first run start does
 callbacks.default_callbacks["on_pretrain_routine_start"].append(lambda t: once or once.append(random.random()))
@@ -250,7 +250,7 @@ def test_a_run_depends_only_on_its_settings_and_seed(start, tmp_path):
                      "lr0": 0.0005, "warmup_epochs": 0, "mosaic": 0.0, "fliplr": 0.5, "val": True, "plots": False,
                      "device": "cpu", "workers": 0}}
     ab = ablate.validate(raw, tmp_path)
-    specs = {(s.variant, s.seed): s for s in ablate.runner.plan(ab, ab.data)}
+    specs = {(s.variant, s.seed): s for s in ablate.runs.runner.plan(ab, ab.data)}
     run = specs[("baseline", 0)]
 
     def at(spec, name, **train):

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_yolo.ablate import perimage, stats
-from attn_yolo.ablate.weighted_ap import GRID, WeightedMetrics, grid_counts
+from attn_yolo.ablate.runs import perimage
+from attn_yolo.ablate.statistics import stats
+from attn_yolo.ablate.statistics.weighted_ap import GRID, WeightedMetrics, grid_counts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,7 +172,7 @@ def test_blocked_kernel_equals_independent_ap_on_random_records():
     resample, and the size APs a plain COCO accumulate of it, to 1e-9."""
     from ultralytics.utils.metrics import ap_per_class
 
-    from attn_yolo.ablate.weighted_ap import BLOCK, Weights
+    from attn_yolo.ablate.statistics.weighted_ap import BLOCK, Weights
 
     rng = np.random.default_rng(7)
     for trial in range(4):
@@ -195,7 +196,7 @@ def test_blocked_kernel_equals_independent_ap_on_random_records():
 
 
 def test_weights_are_checked():
-    from attn_yolo.ablate.weighted_ap import Weights
+    from attn_yolo.ablate.statistics.weighted_ap import Weights
 
     rng = np.random.default_rng(3)
     rec = perimage.simulate_run(rng, perimage.simulate_val_set(rng, 6, nc=2))

@@ -332,7 +332,7 @@ def test_the_projects_own_yamls_and_insert_specs_get_no_compatibility_note(sourc
     assert len([line for line in log if "left out" in line]) == 1
     public = insert_dict(d, "SE", "backbone", [], check=False)  # a base with notes of its own: no marker
     assert OWN_KEY not in public
-    from attn_yolo.ablate.variants import definition
+    from attn_yolo.ablate.config.variants import definition
 
     assert definition(d) == definition({**d, OWN_KEY: "own"})  # the marker changes no model an ablation compares
 

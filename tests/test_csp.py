@@ -421,7 +421,7 @@ def test_insert_errors():
 
 
 def test_ablation_insert_spec_accepts_a_derived_block():
-    from attn_yolo.ablate.variants import check_variants
+    from attn_yolo.ablate.config.variants import check_variants
 
     raw = [{"name": "base", "model": "yolo11n.yaml"},
            {"name": "inside", "base": "yolo11n.yaml", "module": "C3k2_CBAM", "at": "backbone", "args": [8]}]

@@ -212,7 +212,7 @@ def test_every_block_has_a_page_with_its_parts():
 
 def test_ablation_config_keys_are_documented():
     """Every key an ablation config takes has a row on the config reference page, and the page names no other."""
-    from attn_yolo.ablate.config import CONFIG_KEYS
+    from attn_yolo.ablate.config.ablation import CONFIG_KEYS
 
     page = (DOCS / "reference" / "ablation-config.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \|", page, re.MULTILINE)

@@ -1,4 +1,4 @@
-"""The ablation's expected wall time (attn_yolo.ablate.eta), against simulated ablations on a fake clock.
+"""The ablation's expected wall time (attn_yolo.ablate.runs.eta), against simulated ablations on a fake clock.
 
 The simulated machine runs every run in a time of its own making: a set-up per run, each worker process's start (once
 per worker and round), training steps 2.5 × slower than the one timed step (data loading, the optimizer), validation
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import write_config
 
-from attn_yolo.ablate import console, eta, runner, session
-from attn_yolo.ablate.config import load_config
-from attn_yolo.ablate.records import new_record
-from attn_yolo.ablate.validate import validate
+from attn_yolo.ablate.config.ablation import load_config
+from attn_yolo.ablate.config.validate import validate
+from attn_yolo.ablate.runs import console, eta, runner, session
+from attn_yolo.ablate.runs.records import new_record
 
 N_TRAIN, N_VAL = 1000, 200  # the embedded default's synthetic dataset
 PRIOR = eta.Cost(0.0, 0.1, 0.005 / 2, "one timed step, the set-up per run not yet measured")  # what time_steps gives
@@ -206,7 +206,7 @@ def test_calibrate_from_the_start_recovers_the_machine():
 
 
 def test_arm_with_blocks_counts_the_attention_check():
-    from attn_yolo.ablate.train import CHECK_PASSES
+    from attn_yolo.ablate.runs.train import CHECK_PASSES
 
     train = {"epochs": 1, "batch": 8, "fraction": 0.5, "val": True}
     assert eta.work(train, N_TRAIN, N_VAL).val_images == 2 * N_VAL  # per epoch + best.pt

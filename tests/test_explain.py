@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import oracle_predictions, write_config
 
-from attn_yolo.ablate import perimage
-from attn_yolo.ablate.stats import bootstrap_compare, resample_records
+from attn_yolo.ablate.runs import perimage
+from attn_yolo.ablate.statistics.stats import bootstrap_compare, resample_records
 from attn_yolo.explain import decompose, explain, read_runs, tide
 from attn_yolo.explain.changed import changed_images
 from attn_yolo.explain.figure import DRAW_CONF, changed_figure
@@ -262,7 +262,7 @@ def single_image_ap(rec, i: int) -> float:
 def test_changed_figure_shows_the_images_that_moved(explained, ablation):
     """changed-cbam.png holds, row by row, the images whose paired AP moved most (against an independent per-image
     AP), each with both models' recorded detections, both CAMs and the variant's maps, same image and seed."""
-    from attn_yolo.ablate.plots import is_own_plot
+    from attn_yolo.ablate.reports.plots import is_own_plot
 
     runs = explained["runs"]
     assert is_own_plot(ablation / "changed-cbam.png")
@@ -332,7 +332,7 @@ def test_rerun_refuses_files_it_did_not_write(ablation, tmp_path, capsys):
 
 def test_an_ablation_running_in_out_is_refused(ablation, tmp_path, capsys, monkeypatch):
     """While an ablation holds out's lock, explain exits 2 naming it, before any work."""
-    from attn_yolo.ablate.outdir import OutLock
+    from attn_yolo.ablate.runs.outdir import OutLock
 
     monkeypatch.setattr(decompose, "fixed_maps", None)  # never reached
     out = tmp_path / "out"
@@ -391,7 +391,7 @@ def test_explain_of_many_seeds_and_images_is_quick(ablation, tmp_path):
     runs.rows = {(v, s): rows[(v, s % 2)] for v, s in maps}
     t0, c0 = time.perf_counter(), time.process_time()
     fig = changed_figure(runs, "cbam", up + down)
-    from attn_yolo.ablate.plots import save_figure
+    from attn_yolo.ablate.reports.plots import save_figure
 
     save_figure(fig, tmp_path / "changed.png")
     took, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -15,7 +15,7 @@ import ultralytics
 from ultralytics.nn.tasks import DetectionModel
 from ultralytics.utils.torch_utils import get_flops
 
-from attn_yolo.ablate.records import RunSpec, new_record
+from attn_yolo.ablate.runs.records import RunSpec, new_record
 from attn_yolo.insertion import insert_dict
 from attn_yolo.ultralytics_api.flops import flop_counter_gflops, full_size_gflops
 

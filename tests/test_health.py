@@ -355,7 +355,7 @@ def test_ablation_config_health_key(tmp_path, tiny_data):
     from conftest import write_config
 
     from attn_yolo import ablate
-    from attn_yolo.ablate.runner import plan
+    from attn_yolo.ablate.runs.runner import plan
 
     raw = yaml.safe_load(write_config(tmp_path, tiny_data).read_text())
     ab = ablate.validate(raw, tmp_path, "t")

@@ -234,7 +234,7 @@ def test_int8_cli_onnx_runs_the_map_comparison_and_agrees_with_ultralytics(tmp_p
 
 def test_map_check_fails_above_the_threshold():
     """The map check against a simulated pair of runs with a known mAP gap (the ablation's simulator)."""
-    from attn_yolo.ablate.perimage import recompute, simulate_run, simulate_val_set
+    from attn_yolo.ablate.runs.perimage import recompute, simulate_run, simulate_val_set
     from attn_yolo.export.int8_verify import map_check
 
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Latency timed apart from training (attn_yolo.ablate.latency): the load other processes put on the machine is
+"""Latency timed apart from training (attn_yolo.ablate.runs.latency): the load other processes put on the machine is
 measured and a busy machine's latencies are not compared (a real busy loop beside the timing), arms of the baseline's
 architecture never get a latency verdict, and a real difference does get one."""
 
@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from attn_yolo.ablate import latency
+from attn_yolo.ablate.runs import latency
 
 
 def test_load_meter_counts_other_processes_cores_from_the_machines_busy_time():

@@ -251,7 +251,7 @@ def test_a_dataset_that_vanishes_after_the_config_check_is_one_line(gone, tmp_pa
     line naming the dataset YAML and what is missing, never a traceback; nothing is trained."""
     import shutil
 
-    import attn_yolo.ablate.runner as runner
+    import attn_yolo.ablate.runs.runner as runner
     from attn_yolo.synthetic import generate
 
     data = generate(tmp_path / "own", n_train=2, n_val=2, imgsz=64, seed=0)

@@ -9,9 +9,9 @@ import pytest
 from conftest import REPO, write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import runner as ablate_runner
-from attn_yolo.ablate.outdir import LOCK_NAME, OUT_MARKER, RUN_MARKER
-from attn_yolo.ablate.plots import is_own_plot, save_figure
+from attn_yolo.ablate.reports.plots import is_own_plot, save_figure
+from attn_yolo.ablate.runs import runner as ablate_runner
+from attn_yolo.ablate.runs.outdir import LOCK_NAME, OUT_MARKER, RUN_MARKER
 from attn_yolo.args import UsageError
 from attn_yolo.images import default_sources
 from attn_yolo_console import main as cli_main

@@ -9,10 +9,10 @@ import pytest
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate.control import positive_control, scale_change
-from attn_yolo.ablate.readings import decision
-from attn_yolo.ablate.report import summary_markdown
-from attn_yolo.ablate.stats import summarize
+from attn_yolo.ablate.reports.controls import positive_control, scale_change
+from attn_yolo.ablate.reports.summary import results, summary_markdown
+from attn_yolo.ablate.statistics.stats import summarize
+from attn_yolo.ablate.statistics.verdicts import all_verdicts
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,12 @@ NOISE = [0.004, -0.003, 0.001, -0.002, 0.003, 0.0, -0.004, 0.002, -0.001]  # a s
 
 def text_of(ab, rows) -> str:
     stats = summarize(rows, [v.name for v in ab.variants], ab.baseline)
-    return summary_markdown(ab, rows, stats)
+    return summary_markdown(results(ab, rows, stats))
+
+
+def verdicts_of(ab, rows) -> dict:
+    """Every arm's verdict (``verdicts.all_verdicts``), the one the summary reads."""
+    return all_verdicts(ab, rows, summarize(rows, [v.name for v in ab.variants], ab.baseline))
 
 
 def test_a_reference_called_better_passes_the_control(ablation):
@@ -61,18 +66,18 @@ def test_a_reference_hidden_by_the_spread_fails_the_control_in_words(ablation):
     head = text.split("## Verdict")[0]
     assert ("**Positive control failed: this design cannot resolve even a model-scale change**: the reference "
             "`yolo11s` (a model-scale change, yolo11n → yolo11s) is not called better than `baseline`") in head
-    lines = positive_control(ablation, rows, None, decision(ablation, rows))
+    lines = positive_control(ablation, verdicts_of(ablation, rows))
     assert lines == [line for line in head.splitlines() if "Positive control" in line] + [""]
 
 
 def test_before_two_seeds_the_control_is_not_read(ablation):
     rows = recorded(ablation, {"yolo11s": 0.05}, NOISE, seeds=(0,))
-    assert positive_control(ablation, rows, None, None)[0].startswith("**Positive control: not read yet**")
+    assert positive_control(ablation, verdicts_of(ablation, rows))[0].startswith("**Positive control: not read yet**")
 
 
 def test_without_a_reference_there_is_no_control(tiny_data, tmp_path):
     ab = ablate.validate(*ablate.load_config(write_config(tmp_path, tiny_data, seeds=[0, 1])))
-    assert positive_control(ab, recorded(ab, {}, NOISE, (0, 1)), None, None) == []
+    assert positive_control(ab, verdicts_of(ab, recorded(ab, {}, NOISE, (0, 1)))) == []
 
 
 @pytest.mark.parametrize("base, ref, words", [

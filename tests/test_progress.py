@@ -9,8 +9,8 @@ import sys
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import console
-from attn_yolo.ablate.records import new_record
+from attn_yolo.ablate.runs import console
+from attn_yolo.ablate.runs.records import new_record
 
 
 class Terminal(io.StringIO):

@@ -163,7 +163,7 @@ def tiny_overrides(argv: list[str], root: Path) -> list[str]:
     if tool in ("ablate", "scripts/ablate.py"):
         default = not any(a.endswith((".yaml", ".yml")) for a in argv[1:])  # the embedded config: a warm start
         # its shared start: a 1-epoch checkpoint, not a 5-epoch recipe; a 1-epoch recipe detects nothing and stops the
-        # ablation (attn_yolo.ablate.start.START_FLOOR)
+        # ablation (attn_yolo.ablate.runs.start.START_FLOOR)
         start = [f"start={tiny_checkpoint(root)}"] if default else []
         return [*TRAIN, "seeds=[0]", "latency={'repeats':3,'warmup':1}", *start]
     if tool in ("bench", "scripts/bench.py"):

@@ -181,7 +181,7 @@ def test_trust_loads_a_foreign_checkpoint(ckpts, tiny_data, tmp_path, capsys):
     assert (tmp_path / "foreign.onnx").exists()
 
     from attn_yolo.ablate import load_config, validate
-    from attn_yolo.ablate.runner import plan
+    from attn_yolo.ablate.runs.runner import plan
 
     cfg = ablation_config(tmp_path, tiny_data, foreign, ckpts["yaml"])
     assert cli.main(["ablate", str(cfg), "trust=maybe"]) == 2

@@ -460,10 +460,10 @@ def test_callbacks_reach_ddp_workers(tmp_path, how):
 def test_ablation_train_sdpa(tiny_data, tmp_path, always_sdpa, sdpa_calls):
     from conftest import write_config
 
-    from attn_yolo.ablate.config import ConfigError, load_config
-    from attn_yolo.ablate.runner import plan
-    from attn_yolo.ablate.train import execute_run
-    from attn_yolo.ablate.validate import validate
+    from attn_yolo.ablate.config.ablation import ConfigError, load_config
+    from attn_yolo.ablate.config.validate import validate
+    from attn_yolo.ablate.runs.runner import plan
+    from attn_yolo.ablate.runs.train import execute_run
 
     train = {"epochs": 1, "imgsz": 64, "batch": 4, "workers": 0, "plots": False, "device": "cpu"}
     with pytest.raises(ConfigError, match=r"train.sdpa: 1; expected true or false"):

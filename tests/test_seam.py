@@ -190,7 +190,8 @@ def test_scan_passes_public_use():
 def test_the_seam_imports_nothing_of_attn_yolo():
     """The seam sits below every other module (``tests/test_layout.py``: layer 0.5): it imports Ultralytics, torch and
     the standard library only (and ultralytics-thop, which Ultralytics counts GFLOPs with; onnxruntime and NNCF, which
-    its INT8 export quantizes with; PyYAML, which reads Ultralytics' default.yaml without importing it, words.py)."""
+    its INT8 export quantizes with; PyYAML, which reads Ultralytics' default.yaml without importing it, words.py; the
+    RNG states of random and numpy, which the dataloader probe keeps, loader.py)."""
     mods = set()
     for f in SEAM.glob("*.py"):
         tree = ast.parse(f.read_text())
@@ -201,5 +202,6 @@ def test_the_seam_imports_nothing_of_attn_yolo():
                "logging", "re", "sys", "textwrap", "threading", "types", "pathlib", "typing", "torch", "ultralytics",
                "thop", "attn_yolo",  # thop: ultralytics-thop, the counter of Ultralytics' get_flops (flops.py)
                "nncf", "onnxruntime",  # the quantizers Ultralytics' INT8 export calls, extended there (int8.py)
-               "yaml"}  # words.py: Ultralytics' cfg/default.yaml read without importing Ultralytics
+               "yaml",  # words.py: Ultralytics' cfg/default.yaml read without importing Ultralytics
+               "random", "numpy"}  # loader.py: the RNG states the dataloader probe keeps
     assert {m.split(".")[0] for m in mods} <= allowed

@@ -192,7 +192,7 @@ def test_the_search_records_its_design_and_a_rerun_may_not_change_it(tmp_path, t
     on the same runs with another ``search.seeds.max`` is refused as an ablation's (``rerun.check_seed_design``)."""
     import dataclasses
 
-    from attn_yolo.ablate.rerun import check_seed_design
+    from attn_yolo.ablate.runs.rerun import check_seed_design
     from attn_yolo.args import UsageError
     from attn_yolo.search.config import DESIGN, validate
 
@@ -425,8 +425,8 @@ def test_real_search_on_the_embedded_data_and_its_winner_trains(tmp_path):
 def test_placebo_arms_at_one_site_each(tmp_path, tiny_data):
     """``placebo: true``: each arm gets a Placebo arm at its one site, sized to its block's parameters (a one-block
     placebo is insert's one-module form: its args are the block's, not a list of them)."""
-    from attn_yolo.ablate.config import load_config
-    from attn_yolo.ablate.prepare import prepare
+    from attn_yolo.ablate.config.ablation import load_config
+    from attn_yolo.ablate.runs.prepare import prepare
     from attn_yolo.search.config import validate
 
     cfg = search_config(tmp_path, tiny_data, blocks=["SE"], sites=["sppf"], placebo=True)

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from attn_yolo.ablate import rerun, spending
-from attn_yolo.ablate import sequential as sq
-from attn_yolo.ablate.sequential import SeedRule
+from attn_yolo.ablate.runs import rerun
+from attn_yolo.ablate.statistics import sequential as sq
+from attn_yolo.ablate.statistics import spending
+from attn_yolo.ablate.statistics.sequential import SeedRule
 from attn_yolo.args import UsageError
 
 SD = 0.008  # seed SD of Δ mAP50-95 with a warm start (issue 18)
@@ -137,7 +138,7 @@ def test_the_report_of_a_sequential_ablation_with_per_image_records(tmp_path, ti
     from test_bootstrap import box_record
 
     from attn_yolo import ablate
-    from attn_yolo.ablate import perimage
+    from attn_yolo.ablate.runs import perimage
 
     def runner(spec, device):
         rec = box_record(np.random.default_rng(0), 12, 2)  # the same images and boxes in every run: paired

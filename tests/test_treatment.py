@@ -12,8 +12,8 @@ import yaml
 from conftest import randomized, write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import treatment
-from attn_yolo.ablate.treatment import NewBlocks, check_new_blocks, check_treatment
+from attn_yolo.ablate.statistics import treatment
+from attn_yolo.ablate.statistics.treatment import NewBlocks, check_new_blocks, check_treatment
 from attn_yolo_console import main as cli_main
 
 
@@ -214,13 +214,13 @@ def test_an_arms_own_new_blocks_and_the_fingerprint(tmp_path, tiny_data):
     raw = yaml.safe_load(cfg.read_text())
     raw["variants"].append({**raw["variants"][1], "name": "cbam30", "new_blocks": {"lr_mult": 30, "gamma": 0.05}})
     ab = ablate.validate(raw, tmp_path)
-    specs = {(s.variant, s.seed): s for s in ablate.runner.plan(ab, ab.data)}
+    specs = {(s.variant, s.seed): s for s in ablate.runs.runner.plan(ab, ab.data)}
     assert specs[("cbam", 0)].lr_mult == 5 and specs[("cbam30", 0)].lr_mult == 30
     assert specs[("cbam30", 0)].gamma == 0.0  # no start: γ stays as inserted
     assert specs[("baseline", 0)].new_blocks is None and specs[("cbam", 0)].new_blocks == ["model.5", "model.8",
                                                                                          "model.13"]
     other = ablate.validate({**raw, "new_blocks": {"lr_mult": 7}}, tmp_path)
-    again = {(s.variant, s.seed): s for s in ablate.runner.plan(other, other.data)}
+    again = {(s.variant, s.seed): s for s in ablate.runs.runner.plan(other, other.data)}
     assert again[("baseline", 0)].fingerprint == specs[("baseline", 0)].fingerprint
     assert again[("cbam", 0)].fingerprint != specs[("cbam", 0)].fingerprint
     raw["variants"][0]["new_blocks"] = {"lr_mult": 2}
@@ -234,7 +234,7 @@ def test_a_seed_rule_too_short_for_the_joint_intervals_names_seeds_max(tmp_path,
     """Two variants: each joint interval is at 97.5 %; alpha spending (the default) is bounded from its first look, so
     max 3 is accepted. A confidence sequence (``design: cs``) over 36 comparisons is unbounded at 2 seeds: max 2 is
     refused, naming seeds.max and the seeds it needs."""
-    from attn_yolo.ablate.sequential import SeedRule, family_problems
+    from attn_yolo.ablate.statistics.sequential import SeedRule, family_problems
 
     cfg = write_config(tmp_path, tiny_data, seeds={"min": 2, "max": 3})
     raw = yaml.safe_load(cfg.read_text())
@@ -257,7 +257,7 @@ def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passe
     the arm's best.pt, scored by Ultralytics' own DetectionValidator."""
     from ultralytics.models.yolo.detect import DetectionValidator
 
-    from attn_yolo.ablate.results import collect_records
+    from attn_yolo.ablate.runs.results import collect_records
     from attn_yolo.checkpoint import load_model
     from attn_yolo.synthetic import default_data_yaml
 
@@ -287,7 +287,7 @@ def test_real_training_frozen_block_is_not_tested_and_a_block_that_matters_passe
     r = rows[("matters", 0)]
     assert r["map50_95"] > 0.05 and abs(r["treatment_map50_95"]) > 0  # the start detects; the blocks matter
     model = load_model(f"{r['run_dir']}/weights/best.pt", "weights", suffixes=(".pt",))
-    spec = next(s for s in ablate.runner.plan(ab, ab.data) if s.variant == "matters")
+    spec = next(s for s in ablate.runs.runner.plan(ab, ab.data) if s.variant == "matters")
     hooks = [model.get_submodule(p).register_forward_hook(lambda mod, a, o: a[0]) for p in spec.new_blocks]
     v = DetectionValidator(args={"model": f"{r['run_dir']}/weights/best.pt", "data": ab.data, "imgsz": 96,
                                  "batch": 8, "rect": True, "device": "cpu", "plots": False, "mode": "val",
@@ -318,7 +318,7 @@ def test_an_arms_own_new_blocks_merge_over_the_configs_and_the_reference_is_chec
 
 
 def test_changed_new_blocks_are_named_in_the_rerun_stop():
-    from attn_yolo.ablate.rerun import changed_keys
+    from attn_yolo.ablate.runs.rerun import changed_keys
 
     old = {"new_blocks": {"lr_mult": 1.0, "gamma": 0.0}, "variants": [{"name": "se", "module": "SE", "args": [16]}]}
     new = {"new_blocks": {"lr_mult": 1.0, "gamma": 0.1},

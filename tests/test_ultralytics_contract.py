@@ -193,6 +193,20 @@ def _break_trainer_callbacks(mp):
     mp.setattr(BaseTrainer, "run_callbacks", run_callbacks)
 
 
+def _break_loader_seed(monkeypatch):
+    """A loader whose generator ignores the seed (earlier 8.4.x builds): every seed, one data order."""
+    import torch
+    import ultralytics.data.build as build
+
+    original = build.build_dataloader
+
+    def constant(*args, **kwargs):
+        torch.manual_seed(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(build, "build_dataloader", constant)
+
+
 BREAK = {
     "parse_model looks names up in tasks' globals": _break_lookup,
     "parse_model binds i, f, ch, scale and passes unknown modules' args verbatim": _break_row_context,
@@ -216,6 +230,7 @@ BREAK = {
     "get_validator(test_loader, _callbacks=) and the per-image batch's keys and scale_preds": _break_validator_batch,
     "a trainer runs callbacks[event] in list order and lists its validation images": _break_trainer_callbacks,
     "the INT8 exporter calls quantize_static(nodes_to_exclude=) and nncf.quantize(ignored_scope=)": _break_int8_calls,
+    "the training dataloader's data order follows init_seeds(seed + 1)": _break_loader_seed,
 }
 
 

@@ -10,9 +10,9 @@ import pytest
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import report, seqpower, sequential
-from attn_yolo.ablate.records import new_record
-from attn_yolo.ablate.sequential import SeedRule
+from attn_yolo.ablate.runs.records import new_record
+from attn_yolo.ablate.statistics import seqpower, sequential, stats, verdicts
+from attn_yolo.ablate.statistics.sequential import SeedRule
 
 
 def fake(deltas: dict):
@@ -65,9 +65,9 @@ def test_power_line_of_the_sequential_design_never_asks_fewer_seeds_than_its_fir
     rule = SeedRule(min=3, max=6)
     diffs = [0.0004, -0.0002, 0.0001]
     h = {"seed_var": float(np.var(diffs, ddof=1)), "test_var": 0.0, "n": 3}
-    assert report.seeds_needed(h["seed_var"], 0.0, 0.01) == 2  # what the line used to print
+    assert stats.seeds_needed(h["seed_var"], 0.0, 0.01) == 2  # what the line used to print
     seq = sequential.decide(diffs, rule)
-    line, mde = report.power_line(_ab(rule), "cbam", h, seq, 200)
+    line, mde = verdicts.power_line(_ab(rule), "cbam", h, seq, 200)
     need = seqpower.seeds_for(0.01, h["seed_var"], rule, 0.0)
     assert need >= sequential.first_bounded(rule) == 3
     assert f"needs {need} paired seeds (this design fitted to seeds.max {need}; now 6)" in line

@@ -14,12 +14,14 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
-from attn_yolo.ablate import design, readings
-from attn_yolo.ablate.records import RunSpec
-from attn_yolo.ablate.start import start_spec
-from attn_yolo.ablate.train import build_arm, execute_run
-from attn_yolo.ablate.treatment import NewBlocks
+from attn_yolo.ablate.config import design
+from attn_yolo.ablate.runs.records import RunSpec
+from attn_yolo.ablate.runs.start import start_spec
+from attn_yolo.ablate.runs.train import build_arm, execute_run
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.treatment import NewBlocks
 from attn_yolo.args import UsageError
+from attn_yolo.ultralytics_api.loader import loader_seed_problem
 from attn_yolo_console import main as cli_main
 
 
@@ -30,7 +32,7 @@ class Stop(Exception):
 def capturing_trainer(seen: dict, batches: int = 2):
     """A RecordingTrainer that keeps, at step 0, the model's eval predictions on ``seen["x"]``, and the first
     ``batches`` training batches as they leave the dataloader (images after augmentation, files), then stops."""
-    from attn_yolo.ablate.perimage import RecordingTrainer
+    from attn_yolo.ablate.runs.perimage import RecordingTrainer
 
     class Capture(RecordingTrainer):
         def _setup_train(self):
@@ -71,7 +73,7 @@ def warm(tiny_data, tmp_path_factory):
 
 def arm_run(ab, arm: str, seed: int, seen: dict):
     """Fine-tune arm ``arm`` with ``seed`` as the runner does, stopping after two batches."""
-    spec = next(s for s in ablate.runner.plan(ab, ab.data) if s.variant == arm and s.seed == seed)
+    spec = next(s for s in ablate.runs.runner.plan(ab, ab.data) if s.variant == arm and s.seed == seed)
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     model = spec.model
@@ -126,7 +128,7 @@ def test_an_arm_is_built_the_same_for_a_seed_whatever_ran_before(warm, tmp_path)
     """The inserted blocks' own weights (not in the start) depend on the run's seed only, not on what the process
     drew before (the runner builds arms in-process one after another, or in fresh worker processes): the
     serial-vs-worker difference the default's + CBAM runs showed before build_arm seeded."""
-    spec = next(s for s in ablate.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 1)
+    spec = next(s for s in ablate.runs.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 1)
     model = str(tmp_path / spec.model)
     Path(model).write_text(yaml.safe_dump(spec.model_dict, sort_keys=False))
     states = []
@@ -136,7 +138,7 @@ def test_an_arm_is_built_the_same_for_a_seed_whatever_ran_before(warm, tmp_path)
         states.append(build_arm(spec, model, dict(spec.train)).model.state_dict())
     assert states[0].keys() == states[1].keys()
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
-    other = next(s for s in ablate.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 0)
+    other = next(s for s in ablate.runs.runner.plan(warm, warm.data) if s.variant == "cbam" and s.seed == 0)
     third = build_arm(other, model, dict(other.train)).model.state_dict()
     assert any(not torch.equal(states[0][k], third[k]) for k in third)  # another seed: other block weights
 
@@ -146,7 +148,7 @@ def test_an_ultralytics_that_ignores_the_seed_is_refused(tiny_data, tmp_path, mo
     8.4.x builds) is refused before any training, naming `seeds`."""
     import ultralytics.data.build as build
 
-    assert design.loader_seed_problem() is None
+    assert loader_seed_problem() is None
     original = build.build_dataloader
 
     def constant(*args, **kwargs):
@@ -154,7 +156,7 @@ def test_an_ultralytics_that_ignores_the_seed_is_refused(tiny_data, tmp_path, mo
         return original(*args, **kwargs)
 
     monkeypatch.setattr(build, "build_dataloader", constant)
-    assert "ignores `seed`" in design.loader_seed_problem()
+    assert "ignores `seed`" in loader_seed_problem()
     cfg = write_config(tmp_path, tiny_data)
     raw, base, name, source = ablate.load_config(cfg)
     with pytest.raises(ablate.ConfigError) as e:
@@ -282,13 +284,13 @@ def test_a_rerun_with_a_larger_max_is_refused_and_the_same_design_continues(tiny
 
 def test_decision_matches_the_sequential_rule():
     """The runner's decision is sequential.decide_all on the paired Δ of every arm, in seed order."""
-    from attn_yolo.ablate.sequential import SeedRule, decide_all
+    from attn_yolo.ablate.statistics.sequential import SeedRule, decide_all
 
     ab = dataclasses.make_dataclass("A", ["baseline", "seeds", "variants", "seed_rule", "placebos"])(
         "b", [0, 1, 2, 3], [dataclasses.make_dataclass("V", ["name"])(n) for n in ("b", "x")], SeedRule(3, 4), {})
     rows = [{"variant": v, "seed": s, "status": "ok", "map50_95": 0.3 + (0.02 + 0.001 * s if v == "x" else 0)}
             for v in ("b", "x") for s in range(3)]
-    dec = readings.decision(ab, rows)
+    dec = comparisons.decision(ab, rows)
     want = decide_all({"x": [0.02, 0.021, 0.022]}, SeedRule(3, 4))
     assert dec["variants"]["x"]["lo"] == pytest.approx(want["variants"]["x"]["lo"])
     assert dec["stop"] == want["stop"]
@@ -363,10 +365,10 @@ def test_a_start_checkpoint_is_carried_into_every_arm(tiny_data, tmp_path):
     raw, base, name, source = ablate.load_config(cfg)
     ab = ablate.validate(raw, base, name, source)
     assert ab.start.kind == "checkpoint" and ab.start.weights == str(ck.resolve())
-    specs = ablate.runner.plan(ab, ab.data)
+    specs = ablate.runs.runner.plan(ab, ab.data)
     assert all(s.start == str(ck.resolve()) for s in specs)
     ck2 = save_checkpoint(DetectionModel("yolo11n.yaml", nc=4, verbose=False), tmp_path / "base.pt", overwrite=True)
-    specs2 = ablate.runner.plan(ablate.validate(raw, base, name, source), ab.data)
+    specs2 = ablate.runs.runner.plan(ablate.validate(raw, base, name, source), ab.data)
     assert ck2 == ck and {s.fingerprint for s in specs}.isdisjoint({s.fingerprint for s in specs2})
 
 
@@ -405,7 +407,7 @@ def test_the_default_gamma_starts_the_blocks_off_the_identity(warm):
     """With the default new_blocks (γ = 0.3, the study's pick) a + CBAM arm's inserted gates start at 0.3, not at the
     identity; with gamma 0.0 (the fixture) every arm starts as the start's copy (the test above)."""
     ab = warm
-    spec = next(s for s in ablate.runner.plan(ab, ab.data) if s.variant == "cbam" and s.seed == 0)
+    spec = next(s for s in ablate.runs.runner.plan(ab, ab.data) if s.variant == "cbam" and s.seed == 0)
     spec = dataclasses.replace(spec, gamma=0.3)
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -422,7 +424,7 @@ def test_a_start_that_detects_nothing_stops_before_any_arm(tiny_data, tmp_path, 
     """Real training: a 1-epoch start on 8 tiny images scores mAP50-95 below the floor; the ablation exits 2 right
     after it with one line naming what it measured and the fixes, and no arm runs. The same design with a start above
     the floor (stand-in runs) proceeds."""
-    from attn_yolo.ablate.start import START_FLOOR
+    from attn_yolo.ablate.runs.start import START_FLOOR
 
     cfg = write_config(tmp_path, tiny_data, start={"epochs": 1}, seeds=[0])
     assert cli_main(["ablate", str(cfg)]) == 2

@@ -45,7 +45,7 @@ variants whose metrics are all 0), ``ablation.png`` (mAP50-95 vs GFLOPs), ``curv
 epoch), ``delta.png`` (Δ with its three intervals per variant and metric) and ``config.yaml`` (the resolved
 config). Run folders without ``perimage.npz`` (made before it existed) are summarised with the seeds-only interval,
 and summary.md says so. With Ultralytics' MLflow integration on, the runs are grouped in one MLflow experiment
-named after the ablation (``attn_yolo.ablate.tracking``).
+named after the ablation (``attn_yolo.ablate.runs.tracking``).
 
 Re-running the same command skips runs recorded ``ok`` with the same settings and redoes runs that are missing
 (interrupted) or failed. Finished runs whose settings changed (model, data, train args) stop the ablation before any
@@ -61,48 +61,40 @@ worker and keep the finished runs. Exit code: 0 every run ok, 1 some run failed,
 in the way, 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
 """
 
-# The package, bottom layer first (a module imports only modules listed above it):
-#   spending     the planned looks' boundaries: Lan–DeMets alpha spending of the studentised paired Δ (simulated once)
-#   sequential   seeds chosen by the data: the sequential design fitted to the looks and the stopping rule
-#   config       the embedded default, the keys, Ablation and Variant, loading, overrides
-#   checks       one check per config key (value resolved, problems named by key)
-#   variants     the variants checked, their model dicts composed (insert specs planned, not built)
-#   design       the design keys (start, seeds as a rule, reference, placebo): checks and the arms they add
-#   validate     the whole config checked at once: cheap, nothing built, generated or written → Ablation
-#   prepare      in the run, before any training: the dataset generated, every arm built and sized, placebos
-#   outdir       the lock on out; marker files: only folders the runner made are replaced
-#   records      one run: RunSpec (what it trains) and its record (the metrics it yields, result.json in its folder)
-#   perimage     the per-image record of a run's final validation (capture, perimage.npz, recomputed mAP)
-#   weighted_ap  mAP, per-class AP and size AP of a per-image record under image weights (bootstrap resamples)
-#   results      results.csv: the index of every run's record, rebuilt from the run folders
-#   stats        mean ± std, paired differences, bootstrap, CIs, p-values, power, verdicts (the only place for them)
-#   rerun        finished runs are results: the changed-settings stop, redo into a staging folder, the default out
-#   console      the terminal: one line per run, the progress bar; each run's output into its train.log
-#   start        the starts of a warm-started ablation: trained once into out/start, reused while unchanged
-#   treatment    the attention check: an arm's new blocks, mean-ablated; whether their attention matters enough
-#   readings     what the design reads off the runs: the stopping decision, the joint level, the attention check,
-#                the yardstick, the placebo verdicts
-#   plots        ablation.png, curves.png, delta.png
-#   report       summary.md (and the plots beside it)
-#   tracking     MLflow: one experiment per ablation, the summary as artifacts
-#   train        one training run → its record (and its perimage.npz)
-#   eta          the expected wall time: each run's cost, the schedule's rounds, the seeds the rule still needs
-#   scheduling   where runs execute (this process, worker processes per device, Ray tasks); stopping on signals
-#   session      one locked run of the plan: its runs, their records, the scheduler that records each as it ends
-#   runner       the lock, dataset preparation, and the steps: plan, resume, check, execute, report
+# The package, by job (a sub-package per job; the modules named as before):
+#   config/      ablation (the embedded default, the declared keys, Ablation and Variant, loading, overrides),
+#                checks (one check per key the declarations cannot hold), variants (checked, model dicts composed),
+#                design (start, seeds as a rule, reference, placebo: checks and the arms they add), validate (the
+#                whole config at once: cheap, nothing built → Ablation)
+#   statistics/  spending and sequential (the sequential design and stopping rule), seqpower, weighted_ap (AP under
+#                image weights), stats (mean ± std, paired differences, bootstrap, CIs, p-values: the only place),
+#                treatment (the attention check), comparisons (paired Δ, the family and its joint level, the stopping
+#                decision), verdicts (each arm's verdict computed once as data: every output reads it)
+#   runs/        records, perimage, results, outdir, rerun, console, start, prepare, train, latency, tracking,
+#                eta (the expected wall time: each run's cost, the schedule's rounds, the seeds the rule still needs),
+#                scheduling, session, runner (the lock, dataset, and the steps: plan, resume, check, execute, report)
+#   reports/     summary (summary.md as ordered sections), controls (check, positive control, yardstick, placebo
+#                lines from the verdicts), plots (ablation.png, curves.png, delta.png), report (the report step)
 #   here         the `attn-yolo ablate` command
 
 from __future__ import annotations
 
-from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML, Ablation, ConfigError, Variant, apply_overrides, load_config
-from attn_yolo.ablate.prepare import prepare
-from attn_yolo.ablate.records import RunSpec
-from attn_yolo.ablate.report import write_report
-from attn_yolo.ablate.results import read_results, write_results
-from attn_yolo.ablate.runner import run, run_ablation
-from attn_yolo.ablate.stats import paired_difference, summarize, verdict
-from attn_yolo.ablate.train import NonFiniteLossError, execute_run
-from attn_yolo.ablate.validate import validate
+from attn_yolo.ablate.config.ablation import (
+    DEFAULT_CONFIG_YAML,
+    Ablation,
+    ConfigError,
+    Variant,
+    apply_overrides,
+    load_config,
+)
+from attn_yolo.ablate.config.validate import validate
+from attn_yolo.ablate.reports.report import write_report
+from attn_yolo.ablate.runs.prepare import prepare
+from attn_yolo.ablate.runs.records import RunSpec
+from attn_yolo.ablate.runs.results import read_results, write_results
+from attn_yolo.ablate.runs.runner import run, run_ablation
+from attn_yolo.ablate.runs.train import NonFiniteLossError, execute_run
+from attn_yolo.ablate.statistics.stats import paired_difference, summarize, verdict
 
 __all__ = [
     "DEFAULT_CONFIG_YAML", "Ablation", "ConfigError", "NonFiniteLossError", "RunSpec", "Variant", "apply_overrides",

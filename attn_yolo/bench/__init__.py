@@ -61,7 +61,7 @@ from attn_yolo.bench.report import has_regions, quick_table, report, write_regio
 from attn_yolo.bench.timm_compare import timm_section
 from attn_yolo.bench.train import train_section
 from attn_yolo.bench.ultralytics_attn import ultralytics_section
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 
 RUNNERS = {  # section name (``sections=``) → its runner: cfg → Section, one module each
     "attention": attention_section,

@@ -19,13 +19,13 @@ from attn_yolo.bench.common import (
     Section,
     address_space_limit,
     fmt,
-    md_table,
     median_ms,
     profile_kernel,
     ratio,
     short_error,
     timed,
 )
+from attn_yolo.markdown import table
 from attn_yolo.nn import MHSA, BiLevelRoutingAttention
 from attn_yolo.progress import bar
 
@@ -246,7 +246,7 @@ def attention_section(cfg: dict) -> Section:
                         ]
                     )
         heads = ["N (map)", "pass", "implementation", "kernel", "n", "median ms", "extra peak MiB"]
-        s.body += [f"### {title}", "", md_table([*heads, "time × fused", "memory × fused"], rows), ""]
+        s.body += [f"### {title}", "", table([*heads, "time × fused", "memory × fused"], rows), ""]
     attention_targets(s, results, cfg["tokens"])
     return s
 

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import torch
 
 from attn_yolo.args import UsageError
-from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ci, median_ms, paired_ratio
+from attn_yolo.bench.common import Section, fmt, interleaved_times, median_ci, median_ms, paired_ratio
+from attn_yolo.markdown import table
 from attn_yolo.progress import bar
 
 PACKAGE = Path(__file__).resolve().parent.parent  # attn_yolo/
@@ -287,56 +288,39 @@ def overhead_text(r: tuple[float, float, float]) -> str:
     return f"{r[0] - 1:+.1%}" + (f" (95% CI {r[1] - 1:+.1%} to {r[2] - 1:+.1%})" if not math.isnan(r[1]) else "")
 
 
-def blocks_section(cfg: dict) -> Section:
-    """Section 2: latency overhead of each attention variant on yolo11n, PyTorch and onnxruntime, interleaved."""
-    from ultralytics.utils.torch_utils import get_flops
+def _onnx_times(cfg: dict, yamls: dict, imgsz: int, threads: int, rounds: int) -> tuple[dict, str]:
+    """onnxruntime times of every model, interleaved as the PyTorch runs, and the note under the table."""
+    if not cfg["onnx"]:
+        return {}, "onnxruntime not measured (onnx=False)."
+    try:
+        import numpy as np
 
-    imgsz, rounds, threads = cfg["imgsz"], cfg["rounds"], cfg["threads"]
-    s = Section(f"2. Block overhead on yolo11n at {imgsz} (batch 1)")
-    yamls = detector_yamls(cfg["variants"])
-    models, info = {}, {}
-    for name, y in bar(yamls.items(), "bench blocks: building", total=len(yamls), unit="model"):
-        m = build_detector(y).model.eval()
-        m.fuse(verbose=False)
-        info[name] = (sum(p.numel() for p in m.parameters()), get_flops(m, imgsz))
-        models[name] = m
-    x = torch.rand(1, 3, imgsz, imgsz)
-    torch.set_num_threads(threads)
-    clocks = {k: BlockClock(m, x) for k, m in models.items()}
-    t_pt = interleaved_times({k: c.run for k, c in clocks.items()}, rounds)
-    t_own = {k: c.seconds[-rounds:] for k, c in clocks.items()}  # the rounds after the warm-up, as t_pt
-    t_ort, ort_note = {}, ""
-    if cfg["onnx"]:
-        try:
-            import numpy as np
+        from attn_yolo.export import ort_session
 
-            from attn_yolo.export import ort_session
+        files = exports_cached(export_onnx_cached, yamls, imgsz, Path(cfg["cache"]), "ONNX")
+        torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
+        xn = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
+        sessions = {}
+        for k, f in files.items():
+            sess = ort_session(f, threads)
+            sessions[k] = (sess, {sess.get_inputs()[0].name: xn})
+        t_ort = interleaved_times(
+            {k: (lambda s_=s_, f_=f_: s_.run(None, f_)) for k, (s_, f_) in sessions.items()}, rounds
+        )
+    except ImportError as e:
+        return {}, f"onnxruntime not measured: {e} (pip install 'attn-yolo[export]')"
+    return t_ort, (
+        f"onnxruntime {__import__('onnxruntime').__version__}, CPU provider, {threads} intra-op "
+        f"threads; `attn_yolo.export.export_onnx` (Ultralytics' exporter) at {imgsz}, cached in "
+        f"`{cfg['cache']}`. Sessions (`attn_yolo.export.ort_session`) are driven round-robin like the "
+        "PyTorch runs (not `onnx_latency_ms`, which times one model alone), so ratios are paired."
+    )
 
-            files = exports_cached(export_onnx_cached, yamls, imgsz, Path(cfg["cache"]), "ONNX")
-            torch.set_num_threads(threads)  # Ultralytics' exporter resets it (select_device)
-            xn = np.random.default_rng(0).random((1, 3, imgsz, imgsz), dtype=np.float32)
-            sessions = {}
-            for k, f in files.items():
-                sess = ort_session(f, threads)
-                sessions[k] = (sess, {sess.get_inputs()[0].name: xn})
-            t_ort = interleaved_times(
-                {k: (lambda s_=s_, f_=f_: s_.run(None, f_)) for k, (s_, f_) in sessions.items()}, rounds
-            )
-            ort_note = (
-                f"onnxruntime {__import__('onnxruntime').__version__}, CPU provider, {threads} intra-op "
-                f"threads; `attn_yolo.export.export_onnx` (Ultralytics' exporter) at {imgsz}, cached in "
-                f"`{cfg['cache']}`. Sessions (`attn_yolo.export.ort_session`) are driven round-robin like the "
-                "PyTorch runs (not `onnx_latency_ms`, which times one model alone), so ratios are paired."
-            )
-        except ImportError as e:
-            ort_note = f"onnxruntime not measured: {e} (pip install 'attn-yolo[export]')"
-    else:
-        ort_note = "onnxruntime not measured (onnx=False)."
-    t_ov, ov_note = ({}, "OpenVINO not measured (openvino=False).")
-    if cfg.get("openvino", True):
-        t_ov, ov_note = _openvino_times(yamls, imgsz, threads, rounds, Path(cfg["cache"]))
+
+def _overhead_rows(s: Section, info: dict, t_pt: dict, t_own: dict, t_ort: dict, t_ov: dict, imgsz: int) -> list:
+    """The table's rows, one per model, and each variant's overhead target added to ``s``."""
     rows = []
-    for k in models:
+    for k in info:
         p, g = info[k]
         r_pt, r_ort, r_ov = (ratio_ci(t, k) for t in (t_pt, t_ort, t_ov))
         own = median_ms(t_own[k]) if k != "baseline" else None
@@ -369,6 +353,32 @@ def blocks_section(cfg: dict) -> Section:
                     VARIANTS[k].hint if ok == "missed" else "",
                 )
             )
+    return rows
+
+
+def blocks_section(cfg: dict) -> Section:
+    """Section 2: latency overhead of each attention variant on yolo11n, PyTorch and onnxruntime, interleaved."""
+    from ultralytics.utils.torch_utils import get_flops
+
+    imgsz, rounds, threads = cfg["imgsz"], cfg["rounds"], cfg["threads"]
+    s = Section(f"2. Block overhead on yolo11n at {imgsz} (batch 1)")
+    yamls = detector_yamls(cfg["variants"])
+    models, info = {}, {}
+    for name, y in bar(yamls.items(), "bench blocks: building", total=len(yamls), unit="model"):
+        m = build_detector(y).model.eval()
+        m.fuse(verbose=False)
+        info[name] = (sum(p.numel() for p in m.parameters()), get_flops(m, imgsz))
+        models[name] = m
+    x = torch.rand(1, 3, imgsz, imgsz)
+    torch.set_num_threads(threads)
+    clocks = {k: BlockClock(m, x) for k, m in models.items()}
+    t_pt = interleaved_times({k: c.run for k, c in clocks.items()}, rounds)
+    t_own = {k: c.seconds[-rounds:] for k, c in clocks.items()}  # the rounds after the warm-up, as t_pt
+    t_ort, ort_note = _onnx_times(cfg, yamls, imgsz, threads, rounds)
+    t_ov, ov_note = ({}, "OpenVINO not measured (openvino=False).")
+    if cfg.get("openvino", True):
+        t_ov, ov_note = _openvino_times(yamls, imgsz, threads, rounds, Path(cfg["cache"]))
+    rows = _overhead_rows(s, info, t_pt, t_own, t_ort, t_ov, imgsz)
     s.body += [
         f"Fused (Conv+BN), eval, random weights, input 1×3×{imgsz}×{imgsz}, {threads} threads. Each "
         f"round runs every model once (round-robin, start rotated); {rounds} rounds after one warm-up round. "
@@ -380,7 +390,7 @@ def blocks_section(cfg: dict) -> Section:
         "rest of the model does differently around the blocks (allocator state, cache). GFLOPs: Ultralytics' "
         f"`get_flops` at {imgsz}.",
         "",
-        md_table(
+        table(
             ["model", "params (M)", "GFLOPs", "PyTorch ms", "PyTorch × baseline (95% CI)", "blocks' own ms",
              "blocks' own, share", "ORT ms", "ORT × baseline (95% CI)", "OpenVINO ms", "OpenVINO × baseline (95% CI)"],
             rows,

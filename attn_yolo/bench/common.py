@@ -1,4 +1,4 @@
-"""Shared benchmark tools: timing, paired ratios, kernel detection, peak-memory probes, Markdown tables, ``Section``."""
+"""Shared benchmark tools: timing, paired ratios, kernel detection, peak-memory probes, the bench `Section`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attn_yolo import markdown
+
 MIB = 2**20
 
 
@@ -24,12 +26,10 @@ SMOKE_TABLE_TAG = "_Smoke run (`quick=True`): the numbers in this table mean not
 
 
 @dataclass
-class Section:
-    """One benchmark section: its Markdown body, target checks and run time. ``smoke`` marks a quick run: its Markdown
-    then opens with ``SMOKE_WARNING`` and every table is preceded by ``SMOKE_TABLE_TAG``."""
+class Section(markdown.Section):
+    """One benchmark section (``markdown.Section``): its Markdown body, target checks and run time. ``smoke`` marks a
+    quick run: its Markdown then opens with ``SMOKE_WARNING`` and every table is preceded by ``SMOKE_TABLE_TAG``."""
 
-    title: str
-    body: list[str] = field(default_factory=list)
     targets: list[tuple[str, str, str, str]] = field(default_factory=list)  # (target, measured, status, note)
     seconds: float = 0.0
     smoke: bool = False
@@ -42,14 +42,8 @@ class Section:
         body = self.body
         if self.smoke:  # tables are body entries that start with "|"
             body = [SMOKE_WARNING, "", *(x for b in body for x in ([SMOKE_TABLE_TAG, "", b] if b[:1] == "|" else [b]))]
-        return "\n".join([f"## {self.title}", "", *body, "", f"_Section time: {self.seconds:.0f} s._", ""])
-
-
-def md_table(headers: list[str], rows: list[list]) -> str:
-    """A Markdown table; ``None`` cells print as an em dash, ``|`` inside a cell is escaped."""
-    cell = lambda v: "—" if v is None else str(v).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    return "\n".join([*lines, *("| " + " | ".join(cell(v) for v in r) + " |" for r in rows)])
+        section = markdown.Section(self.title, [*body, "", f"_Section time: {self.seconds:.0f} s._"], self.level)
+        return "\n".join(section.lines())
 
 
 def fmt(v: float | None, digits: int = 3) -> str | None:

@@ -7,7 +7,8 @@ import contextlib
 import torch
 
 from attn_yolo.bench.attention import PASSES, attention_call, attention_inputs
-from attn_yolo.bench.common import MIB, Section, fmt, md_table, median_ms, profile_kernel, short_error, timed
+from attn_yolo.bench.common import MIB, Section, fmt, median_ms, profile_kernel, short_error, timed
+from attn_yolo.markdown import table
 
 
 def sdpa_backend_rows(device: str, tokens, dtypes=("float16", "bfloat16"), repeats: int = 10, passes=PASSES):
@@ -89,6 +90,6 @@ def gpu_section(cfg: dict) -> Section:
         f"{torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda}, autocast; median of {cfg['repeats']} runs; "
         "peak = `torch.cuda.max_memory_allocated` minus the allocation before the pass.",
         "",
-        md_table(["dtype", "N", "implementation", "pass", "kernel", "median ms", "peak MiB"], rows),
+        table(["dtype", "N", "implementation", "pass", "kernel", "median ms", "peak MiB"], rows),
     ]
     return s

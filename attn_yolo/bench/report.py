@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from attn_yolo.bench.common import SMOKE_TABLE_TAG, SMOKE_WARNING, Section, md_table
+from attn_yolo.bench.common import SMOKE_TABLE_TAG, SMOKE_WARNING, Section
+from attn_yolo.markdown import table
 
 
 def cpu_name() -> str:
@@ -48,7 +49,7 @@ def machine_table(cfg: dict) -> str:
         *versions,
         ["mode", "QUICK smoke run: sizes and repeats too small to mean anything" if cfg["quick"] else "full"],
     ]
-    return md_table(["machine / software", ""], rows)
+    return table(["machine / software", ""], rows)
 
 
 def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) -> str:
@@ -69,8 +70,8 @@ def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) 
         lines[1:1] = ["", SMOKE_WARNING]
     if targets:
         quick = [SMOKE_TABLE_TAG, ""] if cfg["quick"] else []
-        table = md_table(["target", "measured", "status", "note"], [list(t) for t in targets])
-        lines += ["## Targets", "", *quick, table, ""]
+        targets_table = table(["target", "measured", "status", "note"], [list(t) for t in targets])
+        lines += ["## Targets", "", *quick, targets_table, ""]
     lines += [s.markdown() for s in sections]
     return "\n".join(lines)
 
@@ -82,7 +83,7 @@ def quick_table(sections: list[Section], seconds: float, out: str = "") -> str:
     rows.append(["total", sum(s.cases() for s in sections), f"{seconds:.1f}"])
     where = f"the tables: {out}" if out else "the tables: out=<file.md>; timings that mean something: attn-yolo bench"
     return "\n".join([f"attn-yolo bench: {SMOKE_WARNING.strip('*')}", "",
-                      md_table(["section", "cases (table rows)", "wall time (s)"], rows), "", where])
+                      table(["section", "cases (table rows)", "wall time (s)"], rows), "", where])
 
 
 def region_markers(name: str) -> tuple[str, str]:

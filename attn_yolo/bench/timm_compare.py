@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ms, paired_ratio
+from attn_yolo.bench.common import Section, fmt, interleaved_times, median_ms, paired_ratio
+from attn_yolo.markdown import table
 from attn_yolo.nn import CBAM, ECA, SE
 
 TIMM_NOISE = 1.05  # "ours no slower than timm": ratio <= this (identical op sequences; 5 % = interleaved-median noise)
@@ -100,7 +101,7 @@ def timm_section(cfg: dict) -> Section:
         f"fp32; inputs randn. Latency: interleaved, median of {max(5, cfg['repeats'] * 5)} runs each; ratio = median "
         "of per-round ours/timm.",
         "",
-        md_table(["block", "input", "max abs Δ", "≤ 1e-6", "ours ms", "timm ms", "ours / timm"], rows),
+        table(["block", "input", "max abs Δ", "≤ 1e-6", "ours ms", "timm ms", "ours / timm"], rows),
         "",
         "Definitions: SE = `SEModule(C, rd_channels=ours.hidden)` (identical). ECA = `EcaModule(kernel_size=ours.k)` "
         "(identical; timm clamps its adaptive k to ≥ 3). CBAM = `CbamModule(C, rd_channels=ours.hidden, "

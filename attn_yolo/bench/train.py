@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from attn_yolo.bench.blocks import build_detector, detector_yamls
-from attn_yolo.bench.common import Section, fmt, interleaved_times, md_table, median_ms, paired_ratio
+from attn_yolo.bench.common import Section, fmt, interleaved_times, median_ms, paired_ratio
+from attn_yolo.markdown import table
 
 
 def random_detection_batch(batch: int, imgsz: int, nc: int = 80, per_image: int = 4, seed: int = 0) -> dict:
@@ -59,6 +60,6 @@ def train_section(cfg: dict) -> Section:
         f"weights, {cfg['threads']} threads. One warm-up round, then {iters} round-robin rounds; "
         "throughput ratio = 1 / median of per-round step-time ratios.",
         "",
-        md_table(["model", "step ms", "images/s", "throughput × baseline"], rows),
+        table(["model", "step ms", "images/s", "throughput × baseline"], rows),
     ]
     return s

@@ -16,13 +16,13 @@ from attn_yolo.bench.common import (
     Section,
     fmt,
     interleaved_times,
-    md_table,
     median_ms,
     paired_ratio,
     profile_kernel,
     short_error,
     timed,
 )
+from attn_yolo.markdown import table
 from attn_yolo.progress import bar
 from attn_yolo.sdpa import CPU_MIN_TOKENS, attention_layers, fuse_attention, kernel_for
 from attn_yolo.ultralytics_api.layers import instance_forward, split_v
@@ -221,7 +221,7 @@ def ultralytics_section(cfg: dict) -> Section:
         "any attention kernel can give that pass (Amdahl's bound)."
         + (" Quick run: SDPA forced at every size (`CPU_MIN_TOKENS` 0), so the fused path runs." if quick else ""),
         "",
-        md_table(["model", "imgsz", "pass", "stock ms", "fused ms", "speed ×", "no attention ms", "bound ×",
+        table(["model", "imgsz", "pass", "stock ms", "fused ms", "speed ×", "no attention ms", "bound ×",
                   "stock peak MiB", "fused peak MiB", "memory ×", "fused: kernels", "stock: kernels"],
                  rows),  # fmt: skip
         "",
@@ -230,7 +230,7 @@ def ultralytics_section(cfg: dict) -> Section:
         f"Batch 2, random input, SDPA forced vs Ultralytics' explicit path, {1 if quick else cfg['ultra_rounds'] * 4} "
         "interleaved rounds; speed × > 1: SDPA faster. Last column: the path `fuse_attention` takes there.",
         "",
-        md_table(["layer", "map", "tokens / sequence", "pass", "explicit ms", "SDPA ms", "speed ×", "SDPA kernel",
+        table(["layer", "map", "tokens / sequence", "pass", "explicit ms", "SDPA ms", "speed ×", "SDPA kernel",
                   "fused model uses"], mrows),  # fmt: skip
     ]
     if not quick:

@@ -7,16 +7,17 @@ attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
     attn-yolo explain out=runs/ablate/mine variants=cbam,se top=5     # these variants; 5 images each way
 
 Writes into the ablation's ``out``: ``explain.md`` (per variant: Δ mAP50-95 decomposed by TIDE error type -
-classification, localisation, both, duplicate, background, missed - each part with the summary's hierarchical 95%
-interval and the parts summing to the summary's Δ; the same by object size and by class; the images whose AP moved
-most each way over the seeds; each run's Δ beside its blocks' last-epoch health and how knock-out and entropy moved
-in training) and ``changed-<variant>.png`` (those images: both models' recorded detections, the baseline's and the
-variant's CAM, the variant's attention maps, same image and seed, on the heatmap tool's fixed [0, 1] scale).
+classification, localisation, both, duplicate, background, missed - each part with a hierarchical interval at the
+summary's level, under the summary's verdict it explains, the parts summing to the summary's Δ; the same by object
+size and by class; the images whose AP moved most each way over the seeds; each run's Δ beside its blocks' last-epoch
+health and how knock-out and entropy moved in training) and ``changed-<variant>.png`` (those images: both models'
+recorded detections, the baseline's and the variant's CAM, the variant's attention maps, same image and seed, on the
+heatmap tool's fixed [0, 1] scale).
 
 Nothing it did not write is replaced: an existing explain.md without its first-line mark, or a PNG without the
-project's plot tag (``ablate.plots.is_own_plot``), stops it (exit 2, naming the files) unless ``overwrite=True``.
-Bad input (no such out, no finished runs, runs without ``perimage.npz``, a variant that is not there, an unknown
-key) exits 2 with one line, before any heavy work.
+project's plot tag (``ablate.reports.plots.is_own_plot``), stops it (exit 2, naming the files) unless
+``overwrite=True``. Bad input (no such out, no finished runs, runs without ``perimage.npz``, a variant that is not
+there, an unknown key) exits 2 with one line, before any heavy work.
 
 The package, bottom layer first (a module imports only modules above it):
     inputs      the out folder checked and read: config, runs, records, the files explain writes
@@ -34,7 +35,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from attn_yolo.ablate.outdir import OutLock
+from attn_yolo.ablate.runs.outdir import OutLock
 from attn_yolo.args import Key, Schema
 from attn_yolo.explain import decompose
 from attn_yolo.explain.changed import changed_images
@@ -77,7 +78,7 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
 
     Raises:
         UsageError: bad input (see ``inputs.read_runs``, ``inputs.check_writes``), or an ablation running in ``out``
-            (its lock, ``ablate.outdir.OutLock``), before any heavy work.
+            (its lock, ``ablate.runs.outdir.OutLock``), before any heavy work.
     """
     runs = read_runs(out, variants)
     check_writes(runs.out, runs.variants, overwrite)
@@ -87,11 +88,13 @@ def explain(out, variants=None, top: int = 3, cam: str | None = "eigencam", over
 
 def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     """``explain`` once its input is checked and ``out`` locked."""
-    from attn_yolo.ablate.plots import save_figure
-    from attn_yolo.checkpoint import atomic_write
+    from attn_yolo.ablate.reports.plots import save_figure
+    from attn_yolo.ablate.statistics.verdicts import VERDICTS_NAME, read_verdicts
     from attn_yolo.explain.figure import best_weights, changed_figure
     from attn_yolo.explain.report import explain_markdown, figure_path
+    from attn_yolo.files import atomic_write
 
+    verdicts, level = read_verdicts(runs.out / VERDICTS_NAME) or ({}, 0.95)  # the summary's, computed once
     first = next(iter(runs.records.values()))
     wt = decompose.resample_weights(first.n_images, runs.resamples, runs.boot_seed)
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
@@ -101,7 +104,7 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     results, written = {}, []
     for v in bar(runs.variants, "explain: images and figures", unit="variant"):
         seeds = runs.seeds[v]
-        dec = decompose.decompose(maps, v, runs.baseline, seeds)
+        dec = decompose.decompose(maps, v, runs.baseline, seeds, level)
         up, down = changed_images(runs.records, v, runs.baseline, seeds, top)
         res = {"decomposition": dec, "images": (up, down), "figure": None, "no_figure": "",
                "health": health_rows(runs, v, dict(zip(seeds, dec["per_seed"]["total"]))),
@@ -120,7 +123,7 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
             res["figure"] = figure_path(runs, v).name
             written.append(figure_path(runs, v))
         results[v] = res
-    text = explain_markdown(runs, results, first.names)
+    text = explain_markdown(runs, results, first.names, verdicts, level)
     atomic_write(runs.out / REPORT_NAME, lambda p: Path(p).write_text(text))
     return {"runs": runs, "results": results, "text": text, "paths": [runs.out / REPORT_NAME, *written]}
 

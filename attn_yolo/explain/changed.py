@@ -1,7 +1,6 @@
 """The images that changed: each validation image's paired AP change over the seeds, the largest each way.
 
-The images that changed: each validation image's paired AP change (variant − baseline), over the seeds, and the
-images that moved most each way."""
+The change is variant − baseline, mean over the paired seeds."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from attn_yolo.ablate.weighted_ap import WeightedMetrics
+from attn_yolo.ablate.statistics.weighted_ap import WeightedMetrics
 
 
 def image_ap(rec) -> np.ndarray:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_yolo.ablate.perimage import SIZES, Record
-from attn_yolo.ablate.stats import hierarchical_interval, image_weights
-from attn_yolo.ablate.weighted_ap import Weights
+from attn_yolo.ablate.runs.perimage import SIZES, Record
+from attn_yolo.ablate.statistics.stats import hierarchical_interval, image_weights
+from attn_yolo.ablate.statistics.weighted_ap import Weights
 from attn_yolo.explain import tide
 
 PARTS = (*tide.ERROR_NAMES, "interaction", "ceiling")
@@ -104,11 +104,12 @@ def intervals(per_seed: list[np.ndarray], confidence: float = 0.95) -> dict:
     return hierarchical_interval(arr[:, 0], arr[:, 1:], confidence)
 
 
-def decompose(maps: dict, variant: str, baseline: str, seeds: list[int]) -> dict:
+def decompose(maps: dict, variant: str, baseline: str, seeds: list[int], confidence: float = 0.95) -> dict:
     """A variant's Δ decomposed, each term with its hierarchical interval over the paired ``seeds``.
 
     Args:
         maps: ``{(variant, seed): fixed_maps(...)}`` on the same resamples.
+        confidence: the intervals' level (the summary's, ``verdicts.json``).
 
     Returns:
         ``{"seeds", "parts": {part | "total": interval}, "per_seed": {part | "total": [Δ per seed]},
@@ -118,14 +119,14 @@ def decompose(maps: dict, variant: str, baseline: str, seeds: list[int]) -> dict
     diffs = [difference(maps[(variant, s)], maps[(baseline, s)]) for s in seeds]
     out = {"seeds": list(seeds), "parts": {}, "per_seed": {}, "sizes": {}, "classes": {}, "class_total": {}}
     for k in (*PARTS, "total"):
-        out["parts"][k] = intervals([d[k] for d in diffs])
+        out["parts"][k] = intervals([d[k] for d in diffs], confidence)
         out["per_seed"][k] = [float(d[k][0]) for d in diffs]
     if all(f"miss@{SIZES[0]}" in maps[(m, s)] for m in (variant, baseline) for s in seeds):
         sd = [size_differences(maps[(variant, s)], maps[(baseline, s)]) for s in seeds]
-        out["sizes"] = {k: intervals([d[k] for d in sd]) for k in sd[0]}
+        out["sizes"] = {k: intervals([d[k] for d in sd], confidence) for k in sd[0]}
     cd = [difference(maps[(variant, s)], maps[(baseline, s)], which=1) for s in seeds]
     total = np.stack([d["total"] for d in cd])  # (S, B, nc)
     for c in np.flatnonzero(np.isfinite(total[:, 0]).all(0)):
-        out["class_total"][int(c)] = hierarchical_interval(total[:, 0, c], total[:, 1:, c])
+        out["class_total"][int(c)] = hierarchical_interval(total[:, 0, c], total[:, 1:, c], confidence)
         out["classes"][int(c)] = {k: float(np.mean([d[k][0, c] for d in cd])) for k in (*PARTS, "total")}
     return out

@@ -1,7 +1,7 @@
 """``changed-<variant>.png``: both models' detections, CAMs and attention maps on the images that changed most.
 
-``changed-<variant>.png``: on the images that changed most, both models' detections, the baseline's and the
-variant's CAM and the variant's attention maps, same image and seed, on the heatmap tool's fixed [0, 1] scale.
+Same image and seed; the baseline's and the variant's CAM, the variant's attention maps, on the heatmap tool's
+fixed [0, 1] scale.
 
 The maps and CAMs are the heatmap tool's own (``heatmap.predict_with_maps``, ``heatmap.class_activation_map``,
 ``ImageHeatmaps.on_image``, ``heatmap.figure.colour_range``), of each run's ``weights/best.pt``. The detections drawn

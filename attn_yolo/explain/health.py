@@ -1,7 +1,7 @@
 """Health next to Δ: each paired run's Δ mAP50-95 beside its blocks' last-epoch health.
 
-Health next to Δ: each paired run's Δ mAP50-95 beside its blocks' last-epoch health (``gates.csv``,
-``attn_yolo.health``), and how knock-out and entropy moved from before training to the last epoch."""
+The health comes from ``gates.csv`` (``attn_yolo.health``); beside it, how knock-out and entropy moved from before
+training to the last epoch."""
 
 from __future__ import annotations
 

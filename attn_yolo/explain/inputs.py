@@ -1,7 +1,7 @@
 """What ``attn-yolo explain`` reads: an ablation's out folder, checked before any heavy work.
 
-What ``attn-yolo explain`` reads: an ablation's out folder checked (config, runs, per-image records, the files it
-writes) before any heavy work, every problem a one-line ``UsageError``."""
+Config, runs, per-image records and the files it writes are checked; every problem is a one-line
+``UsageError``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate.config import BOOTSTRAP_DEFAULTS
-from attn_yolo.ablate.perimage import PERIMAGE_NAME, Record, RecordError, load_record
-from attn_yolo.ablate.plots import is_own_plot
-from attn_yolo.ablate.results import collect_records
+from attn_yolo.ablate.config.ablation import BOOTSTRAP_DEFAULTS
+from attn_yolo.ablate.reports.plots import is_own_plot
+from attn_yolo.ablate.runs.perimage import PERIMAGE_NAME, Record, RecordError, load_record
+from attn_yolo.ablate.runs.results import collect_records
 from attn_yolo.args import UsageError
 
 TOOL = "attn-yolo explain"

@@ -1,14 +1,14 @@
 """explain.md: per variant, Δ mAP50-95 decomposed by TIDE error type, object size and class.
 
-explain.md: per variant the decomposition of Δ mAP50-95 by TIDE error type (with intervals), by object size and
-by class, the images that changed, and the blocks' health beside Δ."""
+The error types carry their intervals; then the images that changed and the blocks' health beside Δ."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from attn_yolo.ablate.perimage import SIZES
+from attn_yolo.ablate.runs.perimage import SIZES
+from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, bracket, level_words
 from attn_yolo.explain import decompose, tide
 from attn_yolo.explain.health import largest_moved
 from attn_yolo.explain.inputs import REPORT_MARK, figure_name
@@ -24,20 +24,40 @@ def _f(x, dec: int = 4, sign: bool = True) -> str:
 
 
 def _ci(h: dict) -> str:
-    return "n/a" if math.isnan(h["lo"]) else f"[{_f(h['lo'])}, {_f(h['hi'])}]"
+    return bracket(h["lo"], h["hi"])
 
 
-def parts_table(dec: dict) -> list[str]:
-    """The decomposition table: each part's mean over seeds, its hierarchical 95% CI, its share of Δ, per seed."""
+def _reading(h: dict, settled: bool) -> str:
+    """A part's interval read beside the verdict: ``exploratory`` where it excludes 0 while the verdict does not."""
+    off = h["lo"] > 0 or h["hi"] < 0
+    return "exploratory: excludes 0, the verdict does not" if off and not settled else ""
+
+
+def parts_table(dec: dict, level: float = 0.95, settled: bool = True) -> list[str]:
+    """The decomposition table: each part's mean over seeds, its hierarchical CI at ``level`` (the summary's), its
+    share of Δ, per seed, and ``exploratory`` where its interval excludes 0 while the verdict (``settled``: better or
+    worse) does not."""
     total = dec["parts"]["total"]["mean"]
-    lines = ["| part | Δ mAP50-95 | hierarchical 95% CI | share of Δ | per seed |", "|---|---|---|---|---|"]
+    lines = [f"| part | Δ mAP50-95 | hierarchical {level_words(level)} CI | share of Δ | per seed | reading |",
+             "|---|---|---|---|---|---|"]
     for k in (*decompose.PARTS, "total"):
         h = dec["parts"][k]
         share = f"{100 * h['mean'] / total:+.0f} %" if total and k != "total" else ""
         seeds = ", ".join(_f(x) for x in dec["per_seed"][k])
         label = "**total (the summary's Δ)**" if k == "total" else PART_LABELS[k]
-        lines.append(f"| {label} | {_f(h['mean'])} | {_ci(h)} | {share} | {seeds} |")
+        lines.append(f"| {label} | {_f(h['mean'])} | {_ci(h)} | {share} | {seeds} | {_reading(h, settled)} |")
     return lines
+
+
+def verdict_lines(v: str, verdict, baseline: str) -> list[str]:
+    """The verdict a variant's section explains, as the summary states it (``verdicts.json``)."""
+    if verdict is None:
+        return ["**Verdict**: not recorded (no verdicts.json in the out folder: run `attn-yolo ablate` on its config "
+                "again to write it); the parts below explain a Δ, they decide nothing.", ""]
+    iv = f", {verdict.interval.text()}, n = {verdict.n} paired seeds" if verdict.interval is not None else ""
+    return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** (Δ {_f(verdict.mean)}{iv}). The "
+            "parts below explain this Δ; their intervals do not decide, and a part whose interval excludes 0 where "
+            "the verdict's does not is exploratory.", ""]
 
 
 def sizes_table(dec: dict) -> list[str]:
@@ -57,7 +77,7 @@ def classes_table(dec: dict, names: list[str]) -> list[str]:
     if not movers:
         return []
     head = " | ".join(tide.ERROR_NAMES)
-    lines = [f"| class | Δ AP50-95 | 95% CI | {head} | interaction | ceiling |", "|---|---|---|" + "---|" * 8]
+    lines = [f"| class | Δ AP50-95 | CI | {head} | interaction | ceiling |", "|---|---|---|" + "---|" * 8]
     for c in movers:
         p = dec["classes"][c]
         cells = " | ".join(_f(p[k]) for k in decompose.PARTS)
@@ -94,16 +114,21 @@ def health_table(rows: list[dict]) -> list[str]:
     return lines + [""] + [f"- {s}" for s in largest_moved(rows)]
 
 
-def variant_section(v: str, res: dict, names: list[str], baseline: str) -> list[str]:
-    """The Markdown of one variant (``res``: ``decompose``'s result, ``images``, ``health``, ``figure``)."""
+def variant_section(v: str, res: dict, names: list[str], baseline: str, verdict=None, level: float = 0.95
+                    ) -> list[str]:
+    """The Markdown of one variant (``res``: ``decompose``'s result, ``images``, ``health``, ``figure``), opening
+    with the summary's ``verdict`` (``verdicts.Verdict``; None: not recorded) it explains."""
     dec = res["decomposition"]
+    settled = verdict is not None and verdict.status in (BETTER, WORSE)
     lines = [f"## {v} vs {baseline} ({len(dec['seeds'])} paired seeds: {', '.join(map(str, dec['seeds']))})", "",
-             "### Δ mAP50-95 by TIDE error type", "", *parts_table(dec), ""]
+             *verdict_lines(v, verdict, baseline), "### Δ mAP50-95 by TIDE error type", "",
+             *parts_table(dec, level, settled), ""]
     if res["disagree"]:
         lines += [f"({res['disagree']} detection-threshold flags where the boxes as recorded, clipped to the image, "
                   "match otherwise than Ultralytics' validation did: the record's flags are kept)", ""]
     if dec["sizes"]:
-        lines += ["### By object size (only the errors on objects of that size fixed; mean over seeds and 95% CI)", "",
+        lines += [f"### By object size (only the errors on objects of that size fixed; mean over seeds and "
+                  f"{level_words(level)} CI; exploratory)", "",
                   *sizes_table(dec), ""]
     lines += [f"### By class (the {N_CLASSES} that moved most; parts: means over seeds)", "",
               *classes_table(dec, names), "", "### The images that changed", "", *images_table(*res["images"]), ""]
@@ -118,17 +143,23 @@ HOW = ("How to read it: TIDE (Bolya et al., ECCV 2020) sorts each false positive
        "by fixing every error of type e (an oracle). A part is ΔAP_e(baseline) − ΔAP_e(variant): positive when the "
        "variant has less to gain from fixing that type, i.e. it makes fewer or cheaper such errors. Interaction: "
        "what the fixes of single types leave unexplained (they overlap); ceiling: the difference after every fix. "
-       "The parts sum to the summary's Δ mAP50-95, seed by seed. Intervals: the summary's hierarchical 95% interval "
-       "(seeds and the same image resamples). Images: each image's own mAP50-95, variant − baseline, mean over "
-       "seeds (the seed shown is the one where it moved most).")
+       "The parts sum to the summary's Δ mAP50-95, seed by seed. Intervals: hierarchical (seeds and the same image "
+       "resamples), at the level of the summary's intervals; they explain the Δ, the verdict is the summary's. "
+       "Images: each image's own mAP50-95, variant − baseline, mean over seeds (the seed shown is the one where it "
+       "moved most).")
 
 
-def explain_markdown(runs, results: dict, names: list[str]) -> str:
-    """explain.md's text: ``REPORT_MARK``, then one section per variant (``variant_section``)."""
-    lines = [REPORT_MARK, f"# Why the Δ: {runs.out.name}", "", HOW, "",
+def explain_markdown(runs, results: dict, names: list[str], verdicts: dict | None = None, level: float = 0.95) -> str:
+    """explain.md's text: ``REPORT_MARK``, then one section per variant (``variant_section``), each opening with the
+    summary's verdict of that variant (``verdicts``: ``verdicts.read_verdicts``) and its intervals at ``level``."""
+    said = [f"- `{v}`: **{verdicts[v].words}**" + (f" ({verdicts[v].interval.text()})" if verdicts[v].interval else "")
+            for v in runs.variants if v in (verdicts or {})]
+    opening = (["The verdicts explained (summary.md, vs `" + runs.baseline + "`):", "", *said, ""] if said else
+               verdict_lines("", None, runs.baseline))
+    lines = [REPORT_MARK, f"# Why the Δ: {runs.out.name}", "", *opening, HOW, "",
              f"- image bootstrap: {runs.resamples} resamples (seed {runs.boot_seed}), as the summary's", ""]
     for v in runs.variants:
-        lines += variant_section(v, results[v], names, runs.baseline)
+        lines += variant_section(v, results[v], names, runs.baseline, (verdicts or {}).get(v), level)
     return "\n".join(lines)
 
 

@@ -22,8 +22,8 @@ Where this differs from ``tidecv`` (on purpose, so that the AP before any fix is
   confidence order, each taking the best unmatched box of its class per threshold) on the record's boxes; it is the
   same greedy rule as tidecv's, and ``matches`` reproduces the record's own TP flags;
 - AP is Ultralytics' (``ap_per_class``: 101-point precision envelope, trapezoid rule), computed by
-  ``attn_yolo.ablate.weighted_ap`` under image weights, not tidecv's COCO sum; all detections count (Ultralytics'
-  ``max_det`` 300, not tidecv's 100);
+  ``attn_yolo.ablate.statistics.weighted_ap`` under image weights, not tidecv's COCO sum; all detections count
+  (Ultralytics' ``max_det`` 300, not tidecv's 100);
 - TIDE is run at each of the 10 IoU thresholds 0.50:0.95 with t_f = that threshold, and AP averaged over them, so
   that the fixes explain mAP50-95 (tidecv's ``evaluate_range`` does the same for its plots);
 - a class whose every box at a threshold was missed has no ground truth left after the Miss fix: its AP there is 1
@@ -41,8 +41,8 @@ import dataclasses
 
 import numpy as np
 
-from attn_yolo.ablate.perimage import IOU_THRESHOLDS, SIZE_RANGES, Record
-from attn_yolo.ablate.weighted_ap import Ranking, Weights
+from attn_yolo.ablate.runs.perimage import IOU_THRESHOLDS, SIZE_RANGES, Record
+from attn_yolo.ablate.statistics.weighted_ap import Ranking, Weights
 
 BG_THRESHOLD = 0.1  # TIDE's t_b
 # error codes in Errors.pred_type; 0: a true positive
@@ -197,7 +197,7 @@ def error_sizes(rec: Record, err: Errors) -> tuple[np.ndarray, np.ndarray]:
     """The object size (index into ``SIZE_RANGES``) each error is counted under: (N, T) for detections, (M,) for
     boxes. A Cls / Loc / Dupe error and a missed box: the size of the box it refers to; Bkg and Both: the detection's
     own box."""
-    from attn_yolo.ablate.perimage import box_area
+    from attn_yolo.ablate.runs.perimage import box_area
 
     own = size_of(box_area(rec.pred_box))[:, None]
     gt = size_of(rec.gt_area)

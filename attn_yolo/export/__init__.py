@@ -26,7 +26,7 @@ import difflib
 from pathlib import Path
 
 from attn_yolo.args import Key, Schema, UsageError
-from attn_yolo.checkpoint import check_writable, load_yolo
+from attn_yolo.checkpoint import load_yolo
 from attn_yolo.export.checks import TOLERANCE, Check
 from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.int8 import export_int8, keep_float_scopes
@@ -49,6 +49,7 @@ from attn_yolo.export.report import VerifyReport, report_path
 from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, onnx_latency_ms, ort_session
 from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
 from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
+from attn_yolo.files import check_writable
 from attn_yolo.sdpa import fuse_attention
 from attn_yolo.ultralytics_api.cli_checks import export_format_names
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import check_writable, load_yolo
+from attn_yolo.checkpoint import load_yolo
 from attn_yolo.export.checks import TOLERANCE
 from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.report import report_path
+from attn_yolo.files import check_writable
 
 
 def run_format(fmt: str, a: dict, imgsz) -> int:

@@ -237,8 +237,8 @@ def export_int8(yolo, fmt: str, imgsz, data: str, fraction=1.0, keep_float: bool
     Raises:
         FileExistsError: ``out`` exists and not ``overwrite``.
     """
-    from attn_yolo.checkpoint import check_out
     from attn_yolo.export.openvino_export import SUFFIX, openvino_xml
+    from attn_yolo.files import check_out
 
     out = Path(out) if out is not None else default_int8_path(yolo, fmt)
     check_out(out, overwrite)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from attn_yolo.args import UsageError
-from attn_yolo.checkpoint import check_writable, load_yolo
+from attn_yolo.checkpoint import load_yolo
 from attn_yolo.export.end2end import use_end2end
 from attn_yolo.export.int8 import (
     INT8_FORMATS,
@@ -31,6 +31,7 @@ from attn_yolo.export.int8 import (
     keep_float_scopes,
 )
 from attn_yolo.export.report import report_path
+from attn_yolo.files import check_writable
 
 
 def check_int8_args(fmt: str, a: dict) -> None:

@@ -7,8 +7,8 @@ its loss measured against the baseline's.
 1. **Training** is an ablation (``attn_yolo.ablate.run``): the embedded default config (``DEFAULT_CONFIG_YAML``: the
    recipe start, yolo11n 5 epochs on synthetic-shapes at 128 px, about 0.58 mAP50-95; every arm fine-tuned from it,
    the inserted blocks at γ = 0.3) with one arm per block at the backbone (``study_config``) and a fixed list of
-   seeds. Each arm's attention check (``attn_yolo.ablate.readings.treated``: mean ablation against the resolution of
-   the arm's interval) is the ablation's own; a block that fails it is listed as such.
+   seeds. Each arm's attention check (mean ablation against the resolution of the arm's interval) is the ablation's
+   own, read from its ``verdicts.json``; a block that fails it is listed as such.
 2. **INT8** (``measure``): the first paired seed's ``best.pt`` of every arm and of the baseline is exported by
    Ultralytics' exporter (``quantize=8``, calibrated on the training split, ``fraction``) with the block's keep-float
    list (``attn_yolo.export.int8.export_int8``), for ONNX Runtime (static QDQ) and OpenVINO (NNCF). Per model and
@@ -66,15 +66,14 @@ def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
 
 def train_arms(cfg: dict, folder: Path):
     """Run the study's ablation (written to ``folder/study.yaml``; a rerun reuses finished runs) and read it back:
-    ``(ablation, ok rows, {arm: attention check})``, each check ``readings.treated`` of the arm's reading.
+    ``(ablation, ok rows, {arm: attention check})``, each check its verdict's (``out/verdicts.json``).
 
     Raises:
         StudyError: the ablation stopped before its arms (exit 2; it printed why).
     """
     from attn_yolo import ablate
-    from attn_yolo.ablate import readings
-    from attn_yolo.ablate.report import analyze
-    from attn_yolo.ablate.results import collect_records
+    from attn_yolo.ablate.runs.results import collect_records
+    from attn_yolo.ablate.statistics.verdicts import read_verdicts
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "study.yaml"
@@ -85,13 +84,8 @@ def train_arms(cfg: dict, folder: Path):
     raw, base, name, source = ablate.load_config(path)
     ab = ablate.prepare(ablate.validate(raw, base, name, source))
     rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]
-    boot = analyze(ab, rows)
-    dec = readings.decision(ab, rows, boot)
-    checks = {}
-    for v in ab.variants:
-        if v.name != ab.baseline:
-            checks[v.name] = readings.treated(ab, rows, v.name, readings.reading(ab, rows, boot, v.name, dec))
-    return ab, rows, checks
+    found = read_verdicts(ab.out / "verdicts.json")  # the ablation's own verdicts, written by its report
+    return ab, rows, {arm: v.check for arm, v in (found[0] if found else {}).items()}
 
 
 def checkpoint(ab, rows: list[dict], arm: str) -> Path | None:
@@ -129,7 +123,7 @@ def measure(pt, fmt: str, folder: Path, fraction=1.0, n_boot: int = 1000) -> dic
 def excess(block: dict, base: dict, n_boot: int = 1000) -> dict:
     """The block's INT8 drop minus the baseline's, in points, with a percentile interval over the same image
     resamples of all four records (both models on the same validation images): ``{"excess", "lo", "hi"}``."""
-    from attn_yolo.ablate.stats import CONFIDENCE, percentile_interval, resample_records
+    from attn_yolo.ablate.statistics.stats import CONFIDENCE, percentile_interval, resample_records
 
     recs = {"bf": block["records"]["fp32"], "bi": block["records"]["int8"],
             "af": base["records"]["fp32"], "ai": base["records"]["int8"]}
@@ -146,7 +140,7 @@ def run_study(cfg: dict, folder: Path, fraction=1.0, n_boot: int = 1000) -> dict
     "cpu", "minutes", "loads"}``."""
     import os
 
-    from attn_yolo.ablate.start import record
+    from attn_yolo.ablate.runs.start import record
     from attn_yolo.export.cpu import cpu_info
 
     t0, loads = time.time(), [os.getloadavg()[0]]

@@ -9,7 +9,7 @@ the validation set with a paired image bootstrap interval; INT8 and fp32 latency
 * ``map``: Ultralytics' validator on the validation split, the fp32 PyTorch model and the INT8 file at the export
   size (batch 1, square letterbox: the same input images), each kept image by image (``RecordingValidator``); the
   drop ``mAP50-95(fp32) − mAP50-95(INT8)`` in points (×100) with a percentile interval over image resamples shared by
-  both (``attn_yolo.ablate.stats.resample_records``: the ablation's bootstrap). It passes when the drop is at most
+  both (``ablate.statistics.stats.resample_records``: the ablation's bootstrap). It passes when the drop is at most
   ``int8_max_drop`` (default ``INT8_MAX_DROP``).
 
 The paired figures are not ``attn-yolo val``'s: it validates the checkpoint in batches of 16 padded together to one
@@ -68,8 +68,8 @@ def int8_checks(shape, strides):
 def records(yolo, file, data: str, imgsz, folder) -> dict:
     """Per-image records of the fp32 PyTorch model and the INT8 ``file`` on the validation split of ``data``, with
     Ultralytics' validator (batch 1, square letterbox at ``imgsz``, no plots): ``{"fp32": Record, "int8": Record}``."""
-    from attn_yolo.ablate.perimage import RecordingValidator, record_from_validator
-    from attn_yolo.ablate.records import box_metrics
+    from attn_yolo.ablate.runs.perimage import RecordingValidator, record_from_validator
+    from attn_yolo.ablate.runs.records import box_metrics
 
     out = {}
     file = Path(file).parent if Path(file).suffix == ".xml" else Path(file)  # Ultralytics loads an IR by its folder
@@ -99,7 +99,7 @@ def val_map(yolo, data: str, imgsz, folder) -> dict:
     from ultralytics.cfg import DEFAULT_CFG_DICT
     from ultralytics.models.yolo.detect import DetectionValidator
 
-    from attn_yolo.ablate.records import box_metrics
+    from attn_yolo.ablate.runs.records import box_metrics
 
     size = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(set(imgsz)) == 1 else imgsz
     args = {"data": data, "imgsz": size, "batch": DEFAULT_CFG_DICT["batch"], **VAL_SETTINGS, "device": "cpu",
@@ -111,7 +111,7 @@ def val_map(yolo, data: str, imgsz, folder) -> dict:
 
 def map_check(recs: dict, max_drop: float, n_boot: int | None = None) -> Check:
     """The ``map`` check from the two records: drop in points, its paired bootstrap interval, pass if ≤ ``max_drop``."""
-    from attn_yolo.ablate.stats import CONFIDENCE, N_BOOT, percentile_interval, resample_records
+    from attn_yolo.ablate.statistics.stats import CONFIDENCE, N_BOOT, percentile_interval, resample_records
 
     n_boot = N_BOOT if n_boot is None else n_boot
     r = resample_records(recs, n_boot=n_boot)

@@ -307,7 +307,7 @@ def write_section(path, body: str, markers: tuple[str, str] = (BEGIN, END),
                   title: str = "Export matrix (`scripts/export_matrix.py`)") -> None:
     """Replace what lies between the ``markers`` (default ``BEGIN``, ``END``) in ``path`` with ``body`` (appending a
     new section ``## title`` with the markers if the file has none)."""
-    from attn_yolo.checkpoint import atomic_write
+    from attn_yolo.files import atomic_write
 
     begin, finish = markers
     p = Path(path)

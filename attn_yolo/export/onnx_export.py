@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.checkpoint import check_out, load_yolo
+from attn_yolo.checkpoint import load_yolo
+from attn_yolo.files import check_out
 from attn_yolo.nn.declaration import ULTRALYTICS_MIN_OPSET, LiveMapping, blocks
 from attn_yolo.sdpa import is_fused
 

@@ -10,8 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.export.checks import IOU_MIN, Check, _num
+from attn_yolo.files import atomic_write, check_out
 
 FORMATS = {"onnx": "ONNX", "openvino": "OpenVINO", "engine": "TensorRT"}
 """Export format (Ultralytics' ``format=``) → the name a report uses."""

@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.checkpoint import check_out, load_yolo
+from attn_yolo.checkpoint import load_yolo
+from attn_yolo.files import check_out
 
 
 class NoCudaError(RuntimeError):

@@ -35,7 +35,7 @@ def read_csv(path: str | Path) -> list[dict]:
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
     """Write ``rows`` (dicts with ``CSV_FIELDS``; ``flags`` a list) to ``path`` atomically; floats with 12 digits."""
-    from attn_yolo.checkpoint import atomic_write
+    from attn_yolo.files import atomic_write
 
     def write(p):
         with open(p, "w", newline="") as f:

@@ -115,7 +115,7 @@ class MeanAblation:
 
     Args:
         model: the model (an Ultralytics ``DetectionModel``); hooks go on its own submodules.
-        paths: module paths of the blocks (``attn_yolo.ablate.treatment.new_block_paths``).
+        paths: module paths of the blocks (``attn_yolo.ablate.statistics.treatment.new_block_paths``).
 
     Attributes:
         parts (int): gates and attention operators held (0: nothing to ablate, e.g. a ``Placebo``).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 from attn_yolo.health.flags import FLAGS
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv
 

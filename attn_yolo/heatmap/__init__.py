@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.args import Key, Schema, UsageError
-from attn_yolo.checkpoint import check_writable
+from attn_yolo.files import check_writable
 from attn_yolo.heatmap.cam import CAM_METHODS, class_activation_map
 from attn_yolo.heatmap.capture import AttentionCapture
 from attn_yolo.heatmap.figure import (

@@ -1,7 +1,6 @@
 """Figures of captured maps: one PNG per image, ``.npy`` files and ``stats.csv``.
 
-Figures of captured maps: one PNG per image (detections, then a panel with colour bar per map), ``.npy`` files and
-``stats.csv``."""
+A PNG holds the detections, then a panel with a colour bar per map."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo.files import atomic_write
 from attn_yolo.heatmap.predict import ImageHeatmaps
 
 PANEL_PX = 480  # panel width, pixels: the image (PANEL_PX - CBAR_PX wide) and its colour bar
@@ -194,7 +193,7 @@ def check_new(paths, overwrite: bool = False) -> None:
 def save(item: ImageHeatmaps, out: str | Path, scale: str = "fixed", overwrite: bool = False) -> dict[str, Path]:
     """Write ``<stem>_heatmaps.png`` and one ``<stem>_<map name>.npy`` per map into ``out`` (``item.stem``: unique
     among the images of one ``heatmaps`` call, also for equal file names in different folders), each atomically
-    (``checkpoint.atomic_write``: an interrupted run leaves no half-written file).
+    (``files.atomic_write``: an interrupted run leaves no half-written file).
 
     Args:
         overwrite: replace those files where they exist; otherwise nothing is written when one of them exists.

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from attn_yolo.args import Key, Schema, UsageError
-from attn_yolo.checkpoint import check_out, check_writable, load_model, save_checkpoint
+from attn_yolo.checkpoint import load_model, save_checkpoint
+from attn_yolo.files import check_out, check_writable
 from attn_yolo.insertion.base import InsertionError, load_base, model_rows
 from attn_yolo.insertion.blocks import describe_args, module_class
 from attn_yolo.insertion.insert import insert, insert_dict

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from attn_yolo import ultralytics_api as api
-from attn_yolo.checkpoint import check_out
+from attn_yolo.files import check_out
 from attn_yolo.insertion.base import InsertionError
 from attn_yolo.insertion.plan import check_build, default_out, make_plan
 from attn_yolo.insertion.yaml_text import write_yaml, yaml_text

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.checkpoint import atomic_write, check_out
 from attn_yolo.conventions import OWN_KEY
+from attn_yolo.files import atomic_write, check_out
 from attn_yolo.insertion.base import InsertionError, model_rows
 from attn_yolo.insertion.blocks import attention_class, block_reference, describe_args, param_index
 from attn_yolo.insertion.plan import Plan, default_out

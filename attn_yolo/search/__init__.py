@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import time
 
-from attn_yolo.ablate.config import ConfigError, apply_overrides, from_command_line
-from attn_yolo.ablate.rerun import split_flags
-from attn_yolo.ablate.train import execute_run
+from attn_yolo.ablate.config.ablation import ConfigError, apply_overrides, from_command_line
+from attn_yolo.ablate.runs.rerun import split_flags
+from attn_yolo.ablate.runs.train import execute_run
 from attn_yolo.args import UsageError
 
 
 def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
     """Load, override, validate (every problem at once, before any training) and run a search."""
-    from attn_yolo.ablate.runner import run_ablation
+    from attn_yolo.ablate.runs.runner import run_ablation
     from attn_yolo.search.config import load, validate
     from attn_yolo.search.report import search_report
     from attn_yolo.search.rounds import search_rounds
@@ -57,7 +57,7 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
 
 def plan_lines(search):
     """The search's plan printout (``lines`` for ``run_ablation``): arms, seeds, budget, design, out."""
-    from attn_yolo.ablate.runner import describe
+    from attn_yolo.ablate.runs.runner import describe
 
     def lines(ab, n_todo: int) -> list[str]:
         k, rule = len(search.arm_names), search.rule

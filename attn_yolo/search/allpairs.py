@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from attn_yolo.ablate.sequential import SeedRule, _intervals, joint_confidence
+from attn_yolo.ablate.statistics.sequential import SeedRule, _intervals, joint_confidence
 
 
 @dataclasses.dataclass

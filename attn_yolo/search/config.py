@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from attn_yolo.ablate.config import ConfigError, first_line
+from attn_yolo.ablate.config.ablation import ConfigError, first_line
 from attn_yolo.search.rule import SearchRule
 from attn_yolo.search.sites import Site, auto_sites, parse_site
 
@@ -68,7 +68,7 @@ class Arm:
 class Search:
     """A validated search: its ablation (``ab``: the baseline and every arm), the arms, the rule and the budget."""
 
-    ab: object  # attn_yolo.ablate.config.Ablation
+    ab: object  # attn_yolo.ablate.config.ablation.Ablation
     model: str
     arms: list[Arm]
     rule: SearchRule
@@ -216,7 +216,7 @@ def ablation_raw(raw: dict, sec: dict, arms: list[Arm]) -> dict:
 
 
 def validate(raw: dict, base: Path, name: str, source: str) -> Search:
-    """Check a search config at once, before any work (``attn_yolo.ablate.validate`` for the ablation's keys). With
+    """Check a search config at once, before any work (``ablate.config.validate`` for the ablation's keys). With
     ``sites: auto``, a block × site the block cannot be built at is left out and said (``Search.unbuildable``), as
     the user named no such site; with sites given, it is an error.
 
@@ -244,10 +244,10 @@ def validate(raw: dict, base: Path, name: str, source: str) -> Search:
 
 
 def _unbuildable(ab) -> dict[str, str]:
-    """The arms of ``ab`` that do not build (``attn_yolo.ablate.prepare.build_all``, as the run would find before
+    """The arms of ``ab`` that do not build (``attn_yolo.ablate.runs.prepare.build_all``, as the run would find before
     training), with the reason."""
-    from attn_yolo.ablate import design
-    from attn_yolo.ablate.prepare import build_all
+    from attn_yolo.ablate.config import design
+    from attn_yolo.ablate.runs.prepare import build_all
 
     base = design.arm_dict(next(v for v in ab.variants if v.name == ab.baseline))
     out = {}
@@ -259,7 +259,7 @@ def _unbuildable(ab) -> dict[str, str]:
 
 def _ablation(raw: dict, sec: dict, arms: list[Arm], base: Path, name: str, source: str):
     """The search's ablation (``ablation_raw``) validated; its problems named by arm (``arm_key``)."""
-    from attn_yolo.ablate.validate import validate as validate_ablation
+    from attn_yolo.ablate.config.validate import validate as validate_ablation
 
     raw = ablation_raw(raw, sec, arms)
     raw.setdefault("out", f"runs/search/{name}")
@@ -276,8 +276,8 @@ def arm_key(problem: str) -> str:
 
 
 def load(path: str | Path | None) -> tuple[dict, Path, str, str]:
-    """Read a search config (None: the embedded default); as ``attn_yolo.ablate.config.load_config``."""
-    from attn_yolo.ablate.config import default_source, load_config
+    """Read a search config (None: the embedded default); as ``attn_yolo.ablate.config.ablation.load_config``."""
+    from attn_yolo.ablate.config.ablation import default_source, load_config
 
     if path is not None:
         return load_config(path, "search")

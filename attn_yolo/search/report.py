@@ -13,9 +13,11 @@ import io
 import math
 from pathlib import Path
 
-from attn_yolo.ablate import latency, readings
-from attn_yolo.ablate.report import verdict_words
-from attn_yolo.checkpoint import atomic_write
+from attn_yolo import markdown
+from attn_yolo.ablate.runs import latency
+from attn_yolo.ablate.statistics import comparisons
+from attn_yolo.ablate.statistics.verdicts import NOT_TESTED, bracket, judge
+from attn_yolo.files import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
 
@@ -27,7 +29,8 @@ WHY = {"settled": "one arm is left, better than the baseline: settled as the bes
 
 
 def _latency(timing: dict | None, arm: str) -> float:
-    """The arm's median batch-1 forward time (ms), timed after the runs apart from training (``ablate.latency``)."""
+    """The arm's median batch-1 forward time (ms), timed after the runs apart from training
+    (``attn_yolo.ablate.runs.latency``)."""
     return float((timing or {}).get("arms", {}).get(arm, {}).get("median_ms", math.nan))
 
 
@@ -41,18 +44,14 @@ def table(search, rows: list[dict], dec: dict) -> list[dict]:
     for k, arm in enumerate(names):
         lo, hi, n, state = float(dec["lo"][k]), float(dec["hi"][k]), int(dec["n"][k]), int(dec["state"][k])
         v = next(x for x in ab.variants if x.name == arm)
-        t = readings.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
-        verdict = verdict_words("better" if lo > 0 else "worse" if hi < 0 else "no detectable difference", lo, hi,
-                                math.nan)
-        if n < 2:
-            verdict = "n/a (needs >= 2 paired seeds)"
-        elif t["status"] == "failed":
-            verdict = "not tested"
+        t = comparisons.treated(ab, rows, arm, {"lo": lo, "hi": hi, "n": n}) if n else {"status": "n/a"}
+        status, words = judge(lo, hi, n, t)  # the ablation's one rule and word list (ablate.statistics.verdicts)
+        verdict = NOT_TESTED if status == NOT_TESTED else words
         by = int(dec["by"][k])
         why = DROPS[state] if state != 2 else f"not the best (below {names[by]})"
         block, site = sites[arm] if arm in sites else ("Placebo", sites.get(ab.placebos.get(arm), ("", ""))[1])
         out.append({"arm": arm, "block": block, "site": site, "delta": float(dec["mean"][k]), "lo": lo, "hi": hi,
-                    "verdict": verdict, "treatment": t["status"], "treatment_words": readings.not_tested(t)
+                    "verdict": verdict, "treatment": t["status"], "treatment_words": comparisons.not_tested(t)
                     if t["status"] == "failed" else t.get("why", ""), "seeds": n, "state": why, "params": v.params,
                     "gflops": v.gflops, "latency_ms": _latency(timing, arm)})  # fmt: skip
     out.sort(key=lambda r: (r["state"] != "in", -(r["delta"] if math.isfinite(r["delta"]) else -math.inf)))
@@ -133,13 +132,11 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
              "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
-             "| # | arm | block | site | Δ mAP50-95 | joint interval | verdict vs baseline | treatment | seeds | "
-             "state | params | GFLOPs | latency ms |", "|" + "---|" * 13]
-    for r in ranked:
-        lines.append(f"| {r['rank']} | {r['arm']} | {r['block']} | {r['site']} | {_f(r['delta'])} | "
-                     f"[{_f(r['lo'])}, {_f(r['hi'])}] | {r['verdict']} | {r['treatment']} | {r['seeds']} | "
-                     f"{r['state']} | {r['params'] or '—'} | {_f(r['gflops'], 2, False)} | "
-                     f"{_f(r['latency_ms'], 1, False)} |")
+             markdown.table(["#", "arm", "block", "site", "Δ mAP50-95", "joint interval", "verdict vs baseline",
+                             "treatment", "seeds", "state", "params", "GFLOPs", "latency ms"],
+                             [[r["rank"], r["arm"], r["block"], r["site"], _f(r["delta"]), bracket(r["lo"], r["hi"]),
+                              r["verdict"], r["treatment"], r["seeds"], r["state"], r["params"] or "—",
+                              _f(r["gflops"], 2, False), _f(r["latency_ms"], 1, False)] for r in ranked])]  # fmt: skip
     notes = [f"- {r['arm']}: {r['treatment_words']}" for r in ranked if r["treatment"] == "failed"]
     skipped = [f"- {arm}: {why}" for arm, why in search.unbuildable.items()]
     return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])

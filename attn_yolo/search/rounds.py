@@ -71,7 +71,7 @@ def next_batch(search, s, dec: dict) -> list:
 
 
 def search_rounds(search, say=print):
-    """``rounds(session)`` for ``attn_yolo.ablate.runner.run_ablation``: the search's rounds (module docstring).
+    """``rounds(session)`` for ``attn_yolo.ablate.runs.runner.run_ablation``: the search's rounds (module docstring).
     Sets ``search.result`` (the last decision, with ``stop_reason`` ``budget`` where the budget stopped it)."""
     t0 = time.perf_counter()
     pace = []  # this session's rounds: (runs, wall seconds)

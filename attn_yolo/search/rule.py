@@ -22,8 +22,8 @@ is a t-interval on that spread. Unequal spreads (0.5–1.5 × σ) kept the false
 
 The looks: after ``min`` paired seeds and at ``looks`` (default every round) up to ``max``. Each look j is given the
 share α(t_j) − α(t_{j−1}) of every comparison's α (Lan–DeMets spending function ``spending``, t = seeds / ``max``,
-``attn_yolo.ablate.spending.spent``), and the looks are joined by the union bound: no joint law of the looks is
-needed, so the pooled spread's degrees of freedom may change with the arms left.
+``attn_yolo.ablate.statistics.spending.spent``), and the looks are joined by the union bound: no joint law of the
+looks is needed, so the pooled spread's degrees of freedom may change with the arms left.
 
 A round adds one paired seed for the baseline and every arm still in. At each look an arm is dropped below the
 baseline (its interval lies below 0) or below another arm (that arm's bound over it lies above 0), and the answer so
@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from attn_yolo.ablate.spending import SPENDING, spent
+from attn_yolo.ablate.statistics.spending import SPENDING, spent
 
 STOPS = ("running", "settled", "answered", "max", "budget")  # why a search stopped (budget: set by the caller)
 DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's state

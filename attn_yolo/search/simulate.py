@@ -1,9 +1,10 @@
 """The search's rule chosen by simulation: candidate families on the same simulated searches, within the budget.
 
-Every candidate runs on the same draws (``attn_yolo.ablate.sequential.family_draws``: per seed the baseline's run
-noise shared by every arm, Δ of seed SD ``sd``), with the default search's budget of training runs (``max_runs``),
-and is scored by what the issue asks of a search (issue 45): is an arm 2 seed-SDs better returned, does the search end
-in an answer at w ≤ 0.01 mAP50-95, how often is any of its verdicts false, the runs it used and its bound at the stop.
+Every candidate runs on the same draws (``attn_yolo.ablate.statistics.sequential.family_draws``: per seed the
+baseline's run noise shared by every arm, Δ of seed SD ``sd``), with the default search's budget of training runs
+(``max_runs``), and is scored by what the issue asks of a search (issue 45): is an arm 2 seed-SDs better returned, does
+the search end in an answer at w ≤ 0.01 mAP50-95, how often is any of its verdicts false, the runs it used and its
+bound at the stop.
 
 Candidates (``CANDIDATES``): the earlier rule (every pair of arms, ``attn_yolo.search.allpairs``); each arm against
 the baseline and the best (``attn_yolo.search.rule``) on each comparison's own spread, or on the pooled spread (the
@@ -20,7 +21,7 @@ import math
 
 import numpy as np
 
-from attn_yolo.ablate.sequential import family_draws, radius_factor, tuned_tau2
+from attn_yolo.ablate.statistics.sequential import family_draws, radius_factor, tuned_tau2
 from attn_yolo.search.allpairs import PairsRule, replay_pairs
 from attn_yolo.search.config import default_rule
 from attn_yolo.search.rule import SearchRule, levels, pooled_sd, pooled_spread, replay

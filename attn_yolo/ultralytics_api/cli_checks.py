@@ -1,7 +1,7 @@
 """Ultralytics' own checks of a command line, run up front: key=value parsing, model YAMLs, formats.
 
-Ultralytics' own checks of a command line, run up front: its ``key=value`` parsing and checks, where it finds a
-model YAML, the formats its exporter takes (copied rules of the seam, which the CLI check of ``CONTRACT`` watches)."""
+Copied rules of the seam, watched by the CLI check of ``CONTRACT``: its ``key=value`` parsing and checks, where it
+finds a model YAML, the formats its exporter takes."""
 
 from __future__ import annotations
 

@@ -175,6 +175,13 @@ def _check_callbacks() -> None:
           "get_default_callbacks (what every YOLO copies) no longer reads base.default_callbacks")
 
 
+def _check_loader_seed() -> None:
+    from attn_yolo.ultralytics_api.loader import loader_seed_problem
+
+    why = loader_seed_problem()
+    _need(why is None, f"the training dataloader's order does not follow init_seeds(seed + 1): {why}")
+
+
 def _check_trainer() -> None:
     from ultralytics.engine.trainer import BaseTrainer
 
@@ -344,6 +351,7 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "Attention/AAttn lay qkv out head-major q | k | v, and an instance forward shadows the class's": _check_qkv_layout,
     "get_validator(test_loader, _callbacks=) and the per-image batch's keys and scale_preds": _check_validator_batch,
     "a trainer runs callbacks[event] in list order and lists its validation images": _check_trainer_callbacks,
+    "the training dataloader's data order follows init_seeds(seed + 1)": _check_loader_seed,
 }
 """Each assumption attn_yolo makes about the installed Ultralytics → a check that raises AssertionError if not."""
 

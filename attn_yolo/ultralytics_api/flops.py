@@ -1,7 +1,6 @@
 """GFLOPs as Ultralytics counts them, and the counters they are checked against.
 
-GFLOPs as Ultralytics counts them, and the counters they are checked against (the seam: thop, as ``get_flops``
-calls it).
+The seam's part: thop, as Ultralytics' ``get_flops`` calls it.
 
 Ultralytics' ``ultralytics.utils.torch_utils.get_flops`` (what ``model.info()``, the ablation's records and the bench
 report) runs ``thop.profile`` with ``stride=``: ultralytics-thop 2.2 then measures proxy images one stride tall and

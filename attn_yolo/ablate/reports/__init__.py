@@ -1,0 +1,1 @@
+"""The ablation reports: summary.md in sections, the controls beside the verdicts, the plots."""

@@ -1,0 +1,1 @@
+"""The ablation statistics: paired differences, intervals, the sequential design, the verdicts."""
