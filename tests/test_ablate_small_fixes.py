@@ -100,9 +100,10 @@ def test_cached_synthetic_dataset_is_not_announced(tmp_path, tiny_data, monkeypa
     cfg = write_config(tmp_path, tiny_data)
     raw, base, name, source = ablate.load_config(cfg)
     raw["data"] = "synthetic"
-    monkeypatch.setattr(synthetic, "default_data_yaml", lambda: tiny_data)  # the tiny set stands in for the cache
+    monkeypatch.setattr(synthetic, "default_data_yaml", lambda name=None: tiny_data)  # the tiny set: the cache
     for cached in (True, False):
-        monkeypatch.setattr(synthetic, "default_root", lambda c=cached: tiny_data.parent if c else tmp_path / "no")
+        root = tiny_data.parent if cached else tmp_path / "no"
+        monkeypatch.setattr(synthetic, "default_root", lambda name=None, r=root: r)
         ab = ablate.validate(dict(raw), base, name, source)
         prepare.prepare(ab)
         said = capsys.readouterr().out

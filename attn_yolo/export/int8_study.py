@@ -49,7 +49,7 @@ def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
     args) beside the baseline, ``seeds`` fixed, into ``out``. ``over``: top-level keys replaced (``data``,
     ``devices``, ``start`` given as a checkpoint path) or, for a ``start`` or ``train`` mapping, merged into the
     default's."""
-    from attn_yolo.ablate.config import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
 
     cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
     base = cfg["variants"][0]
@@ -94,8 +94,9 @@ def checkpoint(ab, rows: list[dict], arm: str) -> Path | None:
     return Path(got[0][1]) / "weights" / "best.pt" if got else None
 
 
-def measure(pt, fmt: str, folder: Path, fraction=1.0, n_boot: int = 1000) -> dict:
-    """One model in one runtime: INT8 with the keep-float list, its records, drop, latency and what ran in INT8.
+def measure(pt, fmt: str, folder: Path, imgsz: int, fraction=1.0, n_boot: int = 1000) -> dict:
+    """One model in one runtime at ``imgsz`` (pixels, the size it trained at): INT8 with the keep-float list, its
+    records, drop, latency and what ran in INT8.
 
     Returns:
         ``{"fp32", "int8", "drop", "lo", "hi", "n_images", "latency": {...}, "ran": {block: {role: counts}},
@@ -108,7 +109,6 @@ def measure(pt, fmt: str, folder: Path, fraction=1.0, n_boot: int = 1000) -> dic
     from attn_yolo.export.int8_verify import latency, map_check, records
 
     yolo = YOLO(str(pt))
-    imgsz = int(yolo.ckpt["train_args"]["imgsz"])
     data = calibration_data(yolo)[0]
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / ("int8.onnx" if fmt == "onnx" else "int8_openvino_model")
@@ -155,7 +155,7 @@ def run_study(cfg: dict, folder: Path, fraction=1.0, n_boot: int = 1000) -> dict
         block = next((s.get("module") for s in cfg["variants"] if s["name"] == v.name and "module" in s), "baseline")
         arms[v.name] = {"block": block, "check": checks.get(v.name), "pt": str(pt)}
         for fmt in FORMATS:
-            arms[v.name][fmt] = measure(pt, fmt, folder / "int8" / v.name / fmt, fraction, n_boot)
+            arms[v.name][fmt] = measure(pt, fmt, folder / "int8" / v.name / fmt, ab.imgsz, fraction, n_boot)
             loads.append(os.getloadavg()[0])
             print(f"int8 study: {v.name} {fmt}: drop {arms[v.name][fmt]['drop']:+.2f}", flush=True)
     base = arms.get(ab.baseline, {})
