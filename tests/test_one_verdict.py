@@ -184,7 +184,9 @@ def _plots_agree(drawn, verdicts, lv, delta: bool):
             assert y_data > TARGET_DELTA
     for c in (c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"):
         seg = c.lines[2][0].get_segments()[0]
-        assert any((seg[0][1], seg[1][1]) == pytest.approx((v.interval.lo, v.interval.hi))
+        lo, hi = float(seg[0][1]), float(seg[1][1])
+        assert any(math.isclose(lo, v.interval.lo, rel_tol=1e-6, abs_tol=1e-9)
+                   and math.isclose(hi, v.interval.hi, rel_tol=1e-6, abs_tol=1e-9)
                    for v in verdicts.values() if v.status in COMPARED)
     if not delta:
         assert "plot_delta" not in drawn
