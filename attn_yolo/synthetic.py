@@ -472,6 +472,12 @@ def default_root(name: str = NAME) -> Path:
     return cache_dir() / f"{setting(name)}-v{VERSION}-{key}"
 
 
+def setting_of(data_yaml: str | Path) -> str | None:
+    """The setting whose ``default_root`` holds ``data_yaml`` (the same attn-yolo, the same folder name), else None."""
+    folder = Path(data_yaml).parent.name
+    return next((n for n in SETTINGS if folder == default_root(n).name), None)
+
+
 def default_data_yaml(name: str = NAME) -> Path:
     """Path of setting ``name``'s dataset YAML, generating the data on first use.
 

@@ -195,8 +195,8 @@ def ray_task(runner, spec: RunSpec, device: str) -> tuple[dict, bytes, str]:
     with tempfile.TemporaryDirectory(prefix="attn-yolo-ray-") as tmp:
         local = dataclasses.replace(spec, run_dir=str(Path(tmp) / Path(spec.run_dir).name))
         Path(local.run_dir).mkdir()
-        name = Path(spec.data).parent.name.partition("-v")[0]
-        if not Path(spec.data).exists() and name in synthetic.SETTINGS:
+        name = synthetic.setting_of(spec.data)
+        if not Path(spec.data).exists() and name is not None:
             synthetic.default_data_yaml(name)  # `data: synthetic...`, made on this node (same path: same attn-yolo)
         if Path(spec.data).exists():
             row = runner(local, device)
