@@ -9,7 +9,7 @@ mean-ablation effect (mean over seeds of |Δ mAP50-95| with the new blocks' gate
 validation images), and the identity's and the re-initialised blocks' effects beside it, with the mean seconds of
 training per run.
 
-    python scripts/key_study.py                     # out=runs/study/key, every design (~70 min on 2 quiet cores)
+    python scripts/key_study.py                     # out=runs/study/key, every design (~90 min on 2 quiet cores)
     python scripts/key_study.py designs=scratch     # one design (comma-separated names)
 
 The warm designs share one start (``warm-start``: yolo11n trained 5 epochs on the key data, the default's recipe
@@ -45,6 +45,13 @@ DESIGNS = {  # name: (start: a recipe, "shared" = the warm start's best.pt, None
                     {"cbam": CBAM, "cbam-neck": CBAM_NECK}, 1),
     "scratch": (None, {"epochs": 5, "fraction": 1.0, "lr0": 0.003, "warmup_epochs": 0.3, "val": False}, None,
                 {"cbam-neck": CBAM_NECK}, 1),
+    # a start that detects every shape and has never needed the key (trained on synthetic-key-decoy), then 2 epochs
+    # in which reading the key is the one new thing to learn
+    "decoy-start": ("decoy", LONG, {"lr_mult": 1.0, "gamma": 0.3}, {"cbam-neck": CBAM_NECK, "se-neck": SE_NECK}, 2),
+    # one shared epoch, then 4 epochs per arm at the start's rate: most of the from-scratch training, from one point
+    "one-epoch-start": ({**START, "epochs": 1}, {"epochs": 4, "fraction": 1.0, "lr0": 0.003, "warmup_epochs": 0,
+                                                 "val": False}, {"lr_mult": 1.0, "gamma": 0.3},
+                        {"cbam-neck": CBAM_NECK}, 2),
 }
 
 
@@ -62,11 +69,28 @@ def config(name: str, out: Path) -> dict:
         cfg["start"] = START
     elif start == "shared":
         cfg["start"] = str(out / "warm" / "start" / "weights" / "best.pt")
+    elif start == "decoy":
+        cfg["start"] = str(decoy_start(out))
     elif start is not None:
         cfg["start"] = start
     if new_blocks is not None:
         cfg["new_blocks"] = new_blocks
     return cfg
+
+
+def decoy_start(out: Path) -> Path:
+    """yolo11n trained on ``synthetic-key-decoy`` (every shape a target) with the start's recipe (seed 0), once:
+    the ``decoy-start`` design's start checkpoint."""
+    weights = out / "decoy-start-model" / "weights" / "last.pt"
+    if not weights.is_file():
+        from ultralytics import YOLO
+
+        from attn_yolo.synthetic import QUICK_TRAIN_ARGS, default_data_yaml
+
+        YOLO("yolo11n.yaml").train(data=str(default_data_yaml("synthetic-key-decoy")), device="cpu", seed=0,
+                                   project=str(out), name="decoy-start-model", exist_ok=True, plots=False,
+                                   **{**QUICK_TRAIN_ARGS, **START})
+    return weights
 
 
 def rows(name: str, out: Path) -> list[str]:

@@ -211,3 +211,27 @@ def test_arm_with_blocks_counts_the_attention_check():
     train = {"epochs": 1, "batch": 8, "fraction": 0.5, "val": True}
     assert eta.work(train, N_TRAIN, N_VAL).val_images == 2 * N_VAL  # per epoch + best.pt
     assert eta.work(train, N_TRAIN, N_VAL, CHECK_PASSES).val_images == (2 + 4) * N_VAL
+
+
+def test_the_time_left_stays_within_a_search_budget(tmp_path, tiny_data, monkeypatch):
+    """Rounds of their own (a search) with a budget: the time left counts only the runs ``max runs`` leaves room
+    for, and never passes the deadline (the default search said ~47 min for its 72 runs where its budget was 18)."""
+    cfg = write_config(tmp_path, tiny_data, seeds=list(range(6)), devices=["cpu", "cpu"], variants=MAIN,
+                       train={"epochs": 1, "fraction": 0.5, "imgsz": 64, "batch": 8, "val": True, "plots": False})
+    ab = validate(*load_config(cfg))
+    clock = Clock()
+    monkeypatch.setattr(eta, "prior", lambda spec, nc, device=None: (TRUE, N_TRAIN, N_VAL))
+    s = session.Session(ab, runner=None, fired=[], clock=clock)
+    s.planned = {(sp.variant, sp.seed): sp for sp in runner.plan(ab, ab.data)}
+    s.todo = list(s.planned.values())
+    s.plan_time(ab.data, [])
+    queue = [sp.variant for sp in s.todo]
+    whole = s.time_left()[0]
+    assert whole == pytest.approx(s.timetable.left_s(queue)) and len(queue) == 12
+    s.budget = (None, 4)
+    four = s.time_left()[0]
+    assert four == pytest.approx(s.timetable.left_s(queue[:4])) and four < whole
+    s.budget = (clock.t + 30.0, None)
+    assert s.time_left() == (30.0, 30.0) and whole > 30
+    clock.t += 40.0  # past the deadline: nothing is left to start
+    assert s.time_left() == (0.0, 0.0)

@@ -111,6 +111,7 @@ def test_constant_gate_is_uniform_and_a_gate_of_one_switched_off(cbam_model, pho
     assert flags(h["L05_CBAM"]) == ["uniform"]  # it halves... quarters x: not switched off, but it emphasises nothing
     assert h["L05_CBAM"]["entropy"] == pytest.approx(1.0, abs=1e-9) and h["L05_CBAM"]["gate_std"] < 1e-7
     assert h["L05_CBAM"]["knockout"] > 1e-3
+    assert h["L05_CBAM"]["mean_ablation"] == 0.0  # a gate that is its own mean: holding it there changes nothing
     assert flags(h["L08_CBAM"]) == ["uniform", "saturated", "switched off"]
     assert h["L08_CBAM"]["knockout"] == 0.0  # x ⊙ 1 ⊙ 1 = x: removing it changes nothing, to the bit
     assert flags(h["L13_CBAM"]) == []
@@ -132,6 +133,50 @@ def test_switched_off_by_gamma_and_non_finite_rows():
     assert flags({"entropy": 0.2, "peak_share": 0.7, "knockout": 0.1}) == ["one-hot"]
     assert flags({"knockout": 0.1, "nonfinite": 3}) == ["non-finite"]
     assert flags({"knockout": math.inf}) == ["non-finite"]
+
+
+def test_flat_maps_are_uniform_only_where_the_block_acts_as_a_fixed_rescale():
+    """Entropy cannot tell gates that read the input from a fixed rescale; what holding them at their mean does to
+    the detections can."""
+    flat = {"entropy": 0.995, "knockout": 0.1}
+    assert flags({**flat, "mean_ablation": 0.29}) == []  # the key-reading CBAM's P3 block (BENCHMARKS 12.1)
+    assert flags({**flat, "mean_ablation": 0.0047}) == ["uniform"]  # the most of any warm-started block there
+    assert flags({**flat, "mean_ablation": 0.01}) == []  # the threshold itself: not below it
+    assert flags({**flat, "mean_ablation": math.nan}) == ["uniform"]  # not measured: entropy alone decides
+    assert flags({"entropy": 0.5, "knockout": 0.1, "mean_ablation": 0.0}) == []  # maps with structure
+
+
+def test_mean_ablation_equals_an_independent_recomputation(cbam_model, photos):
+    """Each block's ``mean_ablation``: its channel gate held at the mean over the images per channel, its spatial
+    gate at the mean over the images and positions (hooks of the test's own), and the largest change of a class
+    probability averaged over the anchors that detect (> 0.25) in either pass, from an explicit sigmoid."""
+    m = copy.deepcopy(cbam_model)
+    with torch.no_grad():
+        m.model[-1].cv3[0][-1].bias.fill_(0.0)  # class logits near 0: anchors near the 0.25 line on both sides
+        ref_logits = m(photos)[1]["scores"].double()
+    got = measure(m, photos)
+    for layer in (5, 8, 13):
+        b = m.model[layer]
+        means = {}
+        rec = [g.register_forward_hook(lambda mod, a, o, k=k: means.__setitem__(k, o.detach().double()))
+               for k, g in (("c", b.channel.gate), ("s", b.spatial.gate))]
+        with torch.no_grad():
+            m(photos)
+        for h in rec:
+            h.remove()
+        held = {"c": means["c"].mean(0, keepdim=True), "s": means["s"].mean((0, 2, 3), keepdim=True)}
+        rep = [g.register_forward_hook(lambda mod, a, o, k=k: held[k].to(o.dtype).expand_as(o))
+               for k, g in (("c", b.channel.gate), ("s", b.spatial.gate))]
+        with torch.no_grad():
+            logits = m(photos)[1]["scores"].double()
+        for h in rep:
+            h.remove()
+        p, q = 1 / (1 + torch.exp(-ref_logits)), 1 / (1 + torch.exp(-logits))  # (B, nc, A)
+        detects = (p.max(1).values > 0.25) | (q.max(1).values > 0.25)
+        assert 0 < int(detects.sum()) < detects.numel()
+        want = float((q - p).abs().max(1).values[detects].mean())
+        assert want > 1e-4  # the realistic gates depend on the image
+        assert got[f"L{layer:02d}_CBAM"]["mean_ablation"] == pytest.approx(want, rel=1e-9)
 
 
 SHIPPED_N = sorted(p.name.replace("yolo11-", "yolo11n-") for p in MODELS.glob("yolo11-*.yaml"))

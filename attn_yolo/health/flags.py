@@ -3,8 +3,14 @@
 Thresholds (module constants):
 
 - ``uniform``: ``entropy >= UNIFORM_ENTROPY`` (0.99): every map of the block is nearly flat (for MHSA: every query
-  attends to all tokens almost equally). A map normalised to sum 1 with entropy ``>= 0.99 · ln N`` varies little:
-  e.g. on a 16×16 grid a gate uniform in ``[0.3, 0.7]`` scores about 0.995, one in ``[0.1, 0.9]`` 0.98.
+  attends to all tokens almost equally), **and** what it does barely depends on the input: holding its gates at their
+  mean over the images moves the detections' class probabilities by less than ``INPUT_EFFECT`` (0.01) on average
+  (``mean_ablation``). Such a block acts as a fixed rescale. Entropy alone cannot tell this: a map normalised to sum 1
+  with entropy ``>= 0.99 · ln N`` varies little (on a 16×16 grid a gate uniform in ``[0.3, 0.7]`` scores about
+  0.995, one in ``[0.1, 0.9]`` 0.98), and sigmoid gates that read a cue in the image and switch the detector with it
+  keep their entropy that high. Measured (BENCHMARKS.md, section 12.1): the CBAM that reads synthetic-key's marker
+  0.29 at P3, every warm-started CBAM, SE and ECA of the studies at most 0.005. Where ``mean_ablation`` was not
+  measured (NaN), entropy alone decides.
 - ``one-hot``: ``peak_share >= ONE_HOT_SHARE`` (0.5, the heatmap tool's threshold): half a map's mass in one cell.
 - ``saturated``: ``saturated >= SATURATED_SHARE`` (0.9): at least 90 % of the gate elements are ``< 0.01`` or
   ``> 0.99`` (a sigmoid there passes almost no gradient).
@@ -20,6 +26,7 @@ import math
 from attn_yolo.heatmap.maps import ONE_HOT_SHARE
 
 UNIFORM_ENTROPY = 0.99
+INPUT_EFFECT = 0.01
 SATURATED_SHARE = 0.9
 KNOCKOUT_OFF = 1e-4
 GAMMA_OFF = 1e-3
@@ -37,9 +44,10 @@ def flags(row: dict) -> list[str]:
     """The flags of one block's health row (``measure``'s values or a ``gates.csv`` row), in ``FLAGS`` order."""
     ent, peak, sat = _num(row, "entropy"), _num(row, "peak_share"), _num(row, "saturated")
     ko, gamma, bad = _num(row, "knockout"), _num(row, "gamma"), _num(row, "nonfinite")
-    values = [_num(row, k) for k in ("gate_mean", "gate_std", "entropy", "knockout", "gamma")]
+    held = _num(row, "mean_ablation")  # NaN where not measured: NaN compares false, so entropy alone decides
+    values = [_num(row, k) for k in ("gate_mean", "gate_std", "entropy", "knockout", "mean_ablation", "gamma")]
     out = []
-    if ent >= UNIFORM_ENTROPY:
+    if ent >= UNIFORM_ENTROPY and not held >= INPUT_EFFECT:
         out.append("uniform")
     if peak >= ONE_HOT_SHARE:
         out.append("one-hot")

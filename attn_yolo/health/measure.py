@@ -18,6 +18,13 @@ a block's maps for both tools). From them, over the batch:
 - ``knockout``: ``‖f₋ᵦ(X) − f(X)‖₂ / ‖f(X)‖₂``, the relative change of the detector's raw head outputs (box
   distributions and class logits of ``Detect``, every anchor of every image) when this one block is replaced by the
   identity (its output replaced by its input). 0.0 exactly for a block that computes the identity (``γ = 0``).
+- ``mean_ablation``: what the block's dependence on the input does to the detections: with this one block's gates
+  held at their mean over the images and its attention uniform over its keys (``attn_yolo.health.mean_ablation``),
+  the largest change of a class probability (sigmoid of ``Detect``'s class logits, in [0, 1]) at each anchor that
+  detects something (a class probability ``> DETECTED``, 0.25, with or without the ablation), averaged over those
+  anchors. A block that only rescales its input leaves the detections' scores as they were (``< 0.01``); one whose
+  gates read a cue in the image and switch the detector with it moves them by tenths. NaN for a block that declares
+  no gates or attention, or where no anchor detects anything.
 - ``nonfinite``: NaN/inf elements in the block's gates or output in this pass.
 
 All in float64 from the model's float32 tensors. The model is put in eval mode for the call and its mode restored.
@@ -32,9 +39,12 @@ import torch
 from torch import nn
 
 from attn_yolo.capture import GateCapture, attention_blocks, attention_rows, block_gates, has_attention_weights
+from attn_yolo.health.mean_ablation import MeanAblation
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
-COLUMNS = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout", "nonfinite")
+DETECTED = 0.25  # an anchor with a class probability above it detects something (Ultralytics' default predict conf)
+COLUMNS = ("gate_mean", "gate_std", "saturated", "entropy", "peak_share", "gamma", "knockout", "mean_ablation",
+           "nonfinite")
 """The measured columns of a block's health, in ``gates.csv`` order."""
 
 
@@ -44,16 +54,15 @@ def block_name(key: tuple[int, str], block: nn.Module) -> str:
     return f"L{i:02d}{'.' + part if part else ''}_{type(block).__name__}"
 
 
-def raw_outputs(out) -> torch.Tensor:
-    """The detector's raw head outputs, flattened to ``(B, K)`` float64: ``Detect``'s ``boxes`` (DFL logits) and
-    ``scores`` (class logits) of every anchor, of every head branch (one2many and one2one), from the ``(y, preds)``
-    an Ultralytics detection model returns in eval mode; every tensor of ``out`` when it has no such dict."""
+def head_tensors(out, keys: tuple[str, ...] = ("boxes", "scores")) -> list[torch.Tensor]:
+    """The tensors under ``keys`` of ``Detect``'s output dicts (every head branch: one2many and one2one), from the
+    ``(y, preds)`` an Ultralytics detection model returns in eval mode; [] when it has no such dict."""
     found: list[torch.Tensor] = []
 
     def walk(o):
         if isinstance(o, dict):
             for k in sorted(o):
-                if k in ("boxes", "scores") and torch.is_tensor(o[k]):
+                if k in keys and torch.is_tensor(o[k]):
                     found.append(o[k])
                 elif k != "feats":
                     walk(o[k])
@@ -62,6 +71,13 @@ def raw_outputs(out) -> torch.Tensor:
                 walk(v)
 
     walk(out[1] if isinstance(out, tuple) and len(out) == 2 else out)
+    return found
+
+
+def raw_outputs(out) -> torch.Tensor:
+    """The detector's raw head outputs, flattened to ``(B, K)`` float64: ``Detect``'s ``boxes`` (DFL logits) and
+    ``scores`` (class logits) of every anchor (``head_tensors``); every tensor of ``out`` when it has no such dict."""
+    found = head_tensors(out)
     if not found:
         def every(o):
             if torch.is_tensor(o):
@@ -73,6 +89,22 @@ def raw_outputs(out) -> torch.Tensor:
         found = list(every(out))
     b = found[0].shape[0]
     return torch.cat([t.detach().reshape(b, -1).double() for t in found], 1)
+
+
+def class_probabilities(out) -> torch.Tensor:
+    """``Detect``'s class probabilities ``(B, nc, A)`` float64: the sigmoid of its ``scores`` logits, every head
+    branch's anchors concatenated (``head_tensors``); empty without them."""
+    found = head_tensors(out, ("scores",))
+    return torch.cat([t.detach().double().sigmoid() for t in found], -1) if found else torch.empty(0)
+
+
+def detection_change(ablated: torch.Tensor, ref: torch.Tensor) -> float:
+    """Mean over the anchors that detect in either pass (a class probability ``> DETECTED``) of the largest change
+    of a class probability, ``(B, nc, A)`` each; NaN where none detects."""
+    if not ref.numel():
+        return math.nan
+    detects = (ref.amax(1) > DETECTED) | (ablated.amax(1) > DETECTED)
+    return float((ablated - ref).abs().amax(1)[detects].mean()) if bool(detects.any()) else math.nan
 
 
 def relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -143,9 +175,31 @@ def _block_row(key: tuple[int, str], block, rec: dict, per_image: list, out) -> 
         row["peak_share"] = float(max(peak)) if peak else math.nan
     scale = getattr(block, "scale", None)
     row["gamma"] = math.nan if scale is None else float(scale.gamma.detach().double().abs().mean())
-    row["knockout"] = math.nan
+    row["knockout"] = row["mean_ablation"] = math.nan
     row["nonfinite"] = _nonfinite(*gates, out)
     return row
+
+
+@torch.no_grad()
+def _ablations(model: nn.Module, block: nn.Module, images: torch.Tensor, ref) -> dict:
+    """``knockout`` (the identity in the block's place: the relative change of the raw head outputs) and
+    ``mean_ablation`` (its gates at their mean over ``images``, its attention uniform: ``detection_change``) of one
+    block, against the model's own ``(raw outputs, class probabilities)`` ``ref``."""
+    h = block.register_forward_hook(lambda m, a, o: a[0])  # the block's output replaced by its input
+    try:
+        out = {"knockout": relative_change(raw_outputs(model(images)), ref[0])}
+    finally:
+        h.remove()
+    path = next(n for n, m in model.named_modules() if m is block)
+    mean = MeanAblation(model, [path])
+    if not mean.parts:
+        return {**out, "mean_ablation": math.nan}
+    with mean.recording():
+        mean.arm()
+        model(images)
+    with mean.replacing():
+        out["mean_ablation"] = detection_change(class_probabilities(model(images)), ref[1])
+    return out
 
 
 @torch.no_grad()
@@ -155,7 +209,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     Args:
         model: an Ultralytics detection model (``DetectionModel``) with attention blocks.
         images: ``(B, 3, H, W)`` model input in ``[0, 1]``, on the model's device and dtype.
-        knockout: also measure each block's knock-out effect (one more forward pass per block).
+        knockout: also measure each block's knock-out and mean-ablation effects (three more forward passes per block).
 
     Returns:
         ``{block name (L06_CBAM): {"layer": "6", "block": "CBAM", COLUMNS...}}`` in layer order; empty for a model
@@ -172,7 +226,8 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
             handles = [b.register_forward_hook(lambda m, a, o, key=key: outs.__setitem__(key, o.detach()))
                        for key, b in blocks.items()]
             try:
-                ref = raw_outputs(model(images))
+                out = model(images)
+                ref = raw_outputs(out), class_probabilities(out)
             finally:
                 for h in handles:
                     h.remove()
@@ -181,11 +236,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
                   for key, block in blocks.items()}
         if knockout:
             for key, block in blocks.items():
-                h = block.register_forward_hook(lambda m, a, o: a[0])  # the block's output replaced by its input
-                try:
-                    result[block_name(key, block)]["knockout"] = relative_change(raw_outputs(model(images)), ref)
-                finally:
-                    h.remove()
+                result[block_name(key, block)].update(_ablations(model, block, images, ref))
         return result
     finally:
         model.train(was_training)

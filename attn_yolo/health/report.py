@@ -10,7 +10,8 @@ from attn_yolo.health.flags import FLAGS
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv
 
 PLOTTED = (("gate_mean", "gate mean"), ("saturated", "saturated share"), ("entropy", "entropy / ln N"),
-           ("peak_share", "peak share"), ("gamma", "mean |γ|"), ("knockout", "knock-out effect"))
+           ("peak_share", "peak share"), ("gamma", "mean |γ|"), ("knockout", "knock-out effect"),
+           ("mean_ablation", "mean-ablation effect"))
 
 
 def _g(v, spec: str = ".3g") -> str:
@@ -32,10 +33,12 @@ def last_epoch(rows: list[dict]) -> list[dict]:
 def console_table(rows: list[dict], note: str = "") -> str:
     """The last epoch's health per block as a fixed-width table, flags last (``-`` for none)."""
     last = last_epoch(rows)
-    head = ("block", "gate mean", "gate std", "saturated", "entropy", "peak", "|γ|", "knock-out", "flags")
+    head = ("block", "gate mean", "gate std", "saturated", "entropy", "peak", "|γ|", "knock-out", "mean-ablated",
+            "flags")
     cells = [head] + [(r["name"], _g(r["gate_mean"], ".4f"), _g(r["gate_std"], ".4f"), _pct(r["saturated"]),
                        _g(r["entropy"], ".4f"), _g(r["peak_share"], ".3f"), _g(r["gamma"], ".3g"),
-                       _g(r["knockout"], ".3g"), ", ".join(r["flags"]) or "-") for r in last]  # fmt: skip
+                       _g(r["knockout"], ".3g"), _g(r.get("mean_ablation", math.nan), ".3g"),
+                       ", ".join(r["flags"]) or "-") for r in last]  # fmt: skip
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = [f"attention health after epoch {last[0]['epoch'] if last else 0}" + (f" ({note})" if note else "") + ":"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
@@ -64,12 +67,14 @@ def gates_figure(rows: list[dict]):
     from attn_yolo.health.flags import KNOCKOUT_OFF
 
     names = list(dict.fromkeys(r["name"] for r in rows))
-    fig = Figure(figsize=(13, 7), constrained_layout=True)
-    axes = fig.subplots(2, 3)
+    fig = Figure(figsize=(17, 7), constrained_layout=True)
+    axes = fig.subplots(2, 4)
+    for ax in axes.ravel()[len(PLOTTED):]:
+        ax.set_visible(False)
     lines = thresholds()
     for ax, (key, label) in zip(axes.ravel(), PLOTTED):
         for n in names:
-            pts = [(r["epoch"], r[key]) for r in rows if r["name"] == n and not math.isnan(r[key])]
+            pts = [(r["epoch"], r[key]) for r in rows if r["name"] == n and not math.isnan(r.get(key, math.nan))]
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, label=n)
         if key in lines:
@@ -79,7 +84,7 @@ def gates_figure(rows: list[dict]):
         ax.set_title(label)
         ax.set_xlabel("epoch (0: before training)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs
-        if key == "knockout":
+        if key in ("knockout", "mean_ablation"):
             ax.set_yscale("symlog", linthresh=KNOCKOUT_OFF)
             ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
@@ -172,8 +177,9 @@ def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, st
             shown = ", ".join(f"{f} ({c}/{len(bs)})" for f, c in counts.items() if c) or "none"
             lines.append(f"| {v} | {verdict} | {name} | {_g(mean('gate_mean'), '.3f')} | {_pct(mean('saturated'))} | "
                          f"{_g(mean('entropy'), '.4f')} | {_g(mean('gamma'))} | {_g(mean('knockout'))} | {shown} |")
-    lines += ["", ("Flags: uniform (entropy / ln N >= 0.99: the block's maps are flat), one-hot (half a map's mass in "
-                   "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
+    lines += ["", ("Flags: uniform (entropy / ln N >= 0.99, and the gates held at their mean move the detections' "
+                   "class probabilities by < 0.01: flat maps, a fixed rescale), one-hot (half a map's mass "
+                   "in one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
                    "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
                    "blocks mattered enough for a verdict is the attention check's (first section): an arm whose "
                    "blocks stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")]

@@ -51,8 +51,10 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
         search = validate(raw, base, name, source)
     except ConfigError as e:
         raise ConfigError(source, from_command_line(e.problems, overrides)) from None
+    deadline = None if search.minutes is None else started + 60 * search.minutes
     return run_ablation(search.ab, runner=runner, started=started, rounds=search_rounds(search),
-                        report=search_report(search), lines=plan_lines(search), **flags)
+                        report=search_report(search), lines=plan_lines(search), budget=(deadline, search.max_runs),
+                        **flags)
 
 
 def plan_lines(search):

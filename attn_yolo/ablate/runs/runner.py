@@ -172,7 +172,7 @@ def describe(ab: Ablation, n_todo: int, cwd: Path | None = None) -> list[str]:
 
 
 def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None, redo: bool = False,
-                 overwrite: bool = False, rounds=None, report=None, lines=None) -> int:
+                 overwrite: bool = False, rounds=None, report=None, lines=None, budget=(None, None)) -> int:
     """Prepare ``ab`` (``prepare``: the dataset generated, every arm built; its problems raised before any training),
     then run every unfinished run, recording each in its run folder and in results.csv as it ends, then write the
     report. Holds the lock on ``ab.out`` throughout; SIGINT/SIGTERM stop the runs (finished ones are kept).
@@ -196,6 +196,8 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
         report: ``report(session, wall_s) -> (text, where)`` writing the report: what the terminal shows and the line
             saying where the results are (default ``ablation_report``).
         lines: ``lines(ab, n_todo) -> list[str]``, the plan's printout (default ``describe``).
+        budget: ``(deadline, max runs)`` of rounds of their own (a search's budget; the deadline on
+            ``time.perf_counter``): the time left printed never runs past them.
 
     Returns:
         Exit code: 0 all runs ok, 1 some run failed, 2 a start that detects nothing (before any arm), 130 interrupted
@@ -215,6 +217,7 @@ def run_ablation(ab: Ablation, runner=execute_run, started: float | None = None,
     try:
         with stop_on_signals(fired), OutLock(ab.out):
             s = plan_session(ab, runner, fired)
+            s.budget = budget
             resume(s, redo, lines or describe)
             check(s)
             code = execute(s, rounds or ablation_rounds)

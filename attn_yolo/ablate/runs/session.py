@@ -49,6 +49,7 @@ class Session:
     in_batch: int = 0  # runs begun of the round being scheduled
     clock: object = time.perf_counter
     open_ended: bool = False  # rounds of their own (a search): the runs planned are the most it may run
+    budget: tuple = (None, None)  # a search's (deadline on ``clock``, max runs): the time left stays within them
 
     @property
     def csv_path(self) -> Path:
@@ -177,7 +178,8 @@ class Session:
         if tt is None:
             return None
         if ab.seed_rule is None:
-            t = tt.left_s([sp.variant for sp in self.todo if (sp.variant, sp.seed) not in self.begun])
+            t = tt.left_s(self.within_budget([sp.variant for sp in self.todo if (sp.variant, sp.seed) not in self.begun]))
+            t = None if t is None else self.before_deadline(t)
             return None if t is None else (t, t)
         queue = [sp.variant for sp in self.batch if (sp.variant, sp.seed) not in self.begun]
         rows = self.current()
@@ -191,6 +193,19 @@ class Session:
             return None if t is None else (t, t)
         lo, hi = (tt.left_s(queue, [r]) for r in eta.rounds_range(ab, paired, per_round, going))
         return None if lo is None or hi is None else (lo, hi)
+
+    def within_budget(self, queue: list[str]) -> list[str]:
+        """The runs of ``queue`` that the budget's ``max runs`` leaves room for (all of them without one)."""
+        most = self.budget[1]
+        if most is None:
+            return queue
+        running = sum(k not in self.ended for k in self.begun)
+        return queue[: max(0, most - len(self.current()) - running)]
+
+    def before_deadline(self, seconds: float) -> float:
+        """``seconds``, at most the time to the budget's deadline (a round begun before it still ends after it)."""
+        deadline = self.budget[0]
+        return seconds if deadline is None else min(seconds, max(0.0, deadline - self.clock()))
 
     def eta(self) -> str:
         """The time left, for the progress line (``time_left``)."""
