@@ -260,7 +260,7 @@ def _key(rng: np.random.Generator, img: np.ndarray, boxes: list[np.ndarray], sid
 
 
 def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, objects=None, clutter=CLUTTER,
-           key: str | None = None):
+           key: str | None = None, key_side: float = KEY_SIDE):
     """Draw one image and its labels.
 
     Args:
@@ -274,6 +274,7 @@ def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, 
             are labelled and triangles and crosses are drawn but not labelled; elsewhere the reverse. Whether a
             shape is a target thus depends on a cue that may be far from it, which a global channel gate (SE, ECA,
             CBAM) reads in one step. With ``"decoy"`` the same marker is drawn and every target is labelled.
+        key_side: the marker's side as a fraction of ``imgsz`` (default ``KEY_SIDE``, 14 px at 128).
 
     Returns:
         (image, labels): uint8 BGR (imgsz, imgsz, 3) and an (N, 5) float64 array ``cls cx cy w h``, normalised.
@@ -322,7 +323,7 @@ def render(rng: np.random.Generator, imgsz: int = IMGSZ, size_range=SIZE_RANGE, 
     if key is not None:
         shown = rng.random() < 0.5
         if shown:
-            _key(rng, img, boxes, KEY_SIDE * imgsz)
+            _key(rng, img, boxes, key_side * imgsz)
         if key == "select":
             labels = [lab for lab in labels if (lab[0] in KEYED) == shown]
     img += rng.normal(0, rng.uniform(2, 9) * clutter, img.shape).astype(np.float32)
@@ -358,6 +359,7 @@ def generate(
     size_range: tuple[float, float] = SIZE_RANGE,
     clutter: float = CLUTTER,
     key: str | None = None,
+    key_side: float = KEY_SIDE,
     overwrite: bool = False,
 ) -> Path:
     """Write the synthetic-shapes dataset in Ultralytics detection format.
@@ -375,6 +377,7 @@ def generate(
         size_range: (min, max) object side as a fraction of ``imgsz``.
         clutter: background/distractor strength, 0 (plain) .. 1 (heavy).
         key: None, ``"select"`` or ``"decoy"``: the key marker of ``render``.
+        key_side: the key marker's side as a fraction of ``imgsz`` (``render``), in (0, 0.5].
         overwrite: replace an existing ``root``; otherwise an existing complete dataset is returned unchanged.
 
     Returns:
@@ -390,6 +393,8 @@ def generate(
         raise ValueError(f"size_range must satisfy 0 < min <= max <= 1, got {size_range}")
     if key not in (None, "select", "decoy"):
         raise ValueError(f"key: {key!r}; expected None, 'select' or 'decoy'")
+    if not 0 < key_side <= 0.5:
+        raise ValueError(f"key_side: {key_side!r}; expected a fraction of the image side in (0, 0.5]")
     root = Path(root).expanduser().resolve()
     data_yaml = root / "data.yaml"
     if data_yaml.exists() and not overwrite:
@@ -402,11 +407,12 @@ def generate(
     tmp.chmod(0o755)  # mkdtemp makes it private; the dataset should be readable like any other folder
     try:
         for split, n in (("train", n_train), ("val", n_val)):
-            _write_split(tmp, split, n, seed, imgsz=imgsz, size_range=size_range, clutter=clutter, key=key)
+            _write_split(tmp, split, n, seed, imgsz=imgsz, size_range=size_range, clutter=clutter, key=key,
+                         key_side=key_side)
         meta = {"path": str(root), "train": "images/train", "val": "images/val", "names": dict(enumerate(CLASS_NAMES)),
                 "attn_yolo": {"generator": f"attn_yolo.synthetic v{VERSION}", "seed": seed, "n_train": n_train,
                               "n_val": n_val, "imgsz": imgsz, "size_range": list(size_range), "clutter": clutter,
-                              "key": key}}  # attn_yolo: provenance, ignored by Ultralytics
+                              "key": key, **({"key_side": key_side} if key else {})}}  # provenance
         (tmp / "data.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         if overwrite and root.exists():
             shutil.rmtree(root)
@@ -441,6 +447,10 @@ SETTINGS = {
     "synthetic-shapes": {},
     "synthetic-key": {"key": "select"},  # planted: whether a shape is a target depends on a cue anywhere in the image
     "synthetic-key-decoy": {"key": "decoy"},  # its null twin: the same marker, which changes no label
+    # the same rule with an 8-px marker: too small for the backbone's stride-32 map (SPPF, C2PSA) to see, which is
+    # how a plain yolo11n reads the 14-px one
+    "synthetic-key-small": {"key": "select", "key_side": 0.0625},
+    "synthetic-key-small-decoy": {"key": "decoy", "key_side": 0.0625},
 }
 ALIAS = "synthetic"  # = the first setting
 

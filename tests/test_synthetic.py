@@ -179,7 +179,7 @@ def test_settings_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_YOLO_DATA", str(tmp_path))
     assert synthetic.default_root("synthetic") == synthetic.default_root()
     roots = {synthetic.default_root(n).name for n in synthetic.SETTINGS}
-    assert len(roots) == 3 and all(r.startswith(tuple(synthetic.SETTINGS)) for r in roots)
+    assert len(roots) == len(synthetic.SETTINGS) and all(r.startswith(tuple(synthetic.SETTINGS)) for r in roots)
     with pytest.raises(ValueError, match="'synthetic-keys'; expected one of synthetic, synthetic-shapes, "
                                          "synthetic-key, synthetic-key-decoy"):
         synthetic.default_root("synthetic-keys")
