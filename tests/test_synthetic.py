@@ -146,27 +146,34 @@ def test_make_synthetic_script(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------- the known-answer settings
-def _checker_found(img: np.ndarray) -> bool:
-    """An independent detector of the key marker: a 4 x 4 black-and-white checkerboard, found by template matching."""
+def _checker_found(img: np.ndarray, fraction: float = synthetic.KEY_SIDE) -> bool:
+    """An independent detector of the key marker: a 4 x 4 black-and-white checkerboard of ``fraction`` of the image
+    side, found by template matching."""
     import cv2
 
-    side = round(synthetic.KEY_SIDE * img.shape[0])
+    side = round(fraction * img.shape[0])
     cells = (np.add.outer(np.arange(4), np.arange(4)) % 2 * 255).astype(np.uint8)
     tpl = cv2.resize(cells, (side, side), interpolation=cv2.INTER_NEAREST)
     score = cv2.matchTemplate(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), tpl, cv2.TM_CCOEFF_NORMED).max()
     return bool(score > 0.8)
 
 
-def test_the_key_selects_the_targets_in_the_images_that_show_it_and_the_decoy_changes_none():
+@pytest.mark.parametrize("name", ["synthetic-key", "synthetic-key-small"])
+def test_the_key_selects_the_targets_in_the_images_that_show_it_and_the_decoy_changes_none(name):
     """``synthetic-key`` and ``synthetic-key-decoy`` draw the same images; the key marker is in about half of them.
     Where a template match finds it, key's targets are decoy's circles and squares only; where it finds none, decoy's
-    triangles and crosses only: the same boxes, the others left unlabelled."""
+    triangles and crosses only: the same boxes, the others left unlabelled. The same for the 8-px marker's pair."""
+    kw = {k: v for k, v in synthetic.SETTINGS[name].items() if k != "key"}
+    assert synthetic.SETTINGS[f"{name}-decoy"] == {**synthetic.SETTINGS[name], "key": "decoy"}
+    side = kw.get("key_side", synthetic.KEY_SIDE)
+    assert round(side * synthetic.IMGSZ) == (8 if name.endswith("small") else 14)
     shown = 0
     for i in range(40):
-        a, la = synthetic.render(np.random.default_rng([0, 1, i]), key="select")
-        b, lb = synthetic.render(np.random.default_rng([0, 1, i]), key="decoy")
+        a, la = synthetic.render(np.random.default_rng([0, 1, i]), key="select", **kw)
+        b, lb = synthetic.render(np.random.default_rng([0, 1, i]), key="decoy", **kw)
         assert np.array_equal(a, b)
-        found = _checker_found(a)
+        found = _checker_found(a, side)
+        assert not _checker_found(a, 0.11 if side < 0.1 else 0.0625) or found  # the other size is not what is drawn
         shown += found
         keep = np.isin(lb[:, 0], [0, 1]) == found
         assert np.array_equal(la, lb[keep]) and set(la[:, 0]) <= ({0, 1} if found else {2, 3})
