@@ -19,10 +19,6 @@ MAX_FUNCTION_LINES = 60  # a function reads top to bottom on one screen
 MAX_JOB_LINE = 120  # the first docstring line states the module's one job in one sentence
 
 LONG_FUNCTIONS = {  # function → why its code is still longer than MAX_FUNCTION_LINES (to split; the list only shrinks)
-    "attn_yolo.export.__init__.main": "the export tool's steps (format, verify, report); to split",
-    "attn_yolo.export.verify.verify_exported": "the verification's steps per runtime; to split",
-    "attn_yolo.export.deploy.run_format": "one export format's steps; to split",
-    "attn_yolo.export.checks.compare_detections": "the matching of two runtimes' detections; to split",
     "attn_yolo.ablate.statistics.weighted_ap._ap_kernel": "one vectorised AP kernel (a numeric routine, read as one "
     "formula)",
     "attn_yolo.bench.ultralytics_attn.device_rows": "one benchmark table's rows; to split",
