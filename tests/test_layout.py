@@ -27,6 +27,7 @@ LAYERS = {
     "conventions": 1, "row_readings": 1, "signatures": 1, "csp": 1,
     "registry": 2,
     "markdown": 1,  # the reports' Markdown model: imports nothing else of attn_yolo
+    "text": 1,  # how messages and reports write a hint, a number, an interval: imports nothing else of attn_yolo
     "args": 3, "checkpoint": 3, "files": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3, "progress": 3,
     "insertion": 4, "heatmap": 4, "health": 4, "capture": 4,
     "ablate": 5, "bench": 5, "export": 5,  # export's INT8 check reuses the ablation's per-image bootstrap

@@ -229,7 +229,8 @@ def _explain_agrees(out, verdicts, lv):
 
 
 def test_an_unbounded_interval_is_written_one_way():
-    from attn_yolo.ablate.statistics.verdicts import Interval, bracket, verdict_words
+    from attn_yolo.ablate.statistics.verdicts import Interval, verdict_words
+    from attn_yolo.text import bracket
 
     assert bracket(-math.inf, 0.1) == bracket(0.0, math.inf) == "[unbounded]"
     assert Interval("anytime-valid", 0.95, -math.inf, math.inf).text() == "anytime-valid 95% CI [unbounded]"

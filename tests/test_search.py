@@ -136,7 +136,7 @@ def search_config(folder: Path, data: Path, **search) -> Path:
 
 
 @pytest.mark.parametrize("search, key", [
-    ({"blocks": ["CBAMM"]}, "search.blocks[0]: unknown block 'CBAMM' (did you mean CBAM?)"),
+    ({"blocks": ["CBAMM"]}, "search.blocks[0]: unknown block 'CBAMM' (did you mean 'CBAM'?)"),
     ({"sites": ["sppf", "nek"]}, "search.sites[1]: at='nek': unknown site 'nek'. Did you mean 'neck'?"),
     ({"sites": ["C2f:neck"]}, "search.sites[0]: module=C2f_CBAM at='neck' selects no C2f row"),
     ({"blocks": [{"module": "MHSA", "args": [3]}]}, "search: arm mhsa.sppf"),  # 3 heads do not divide the width

@@ -4,23 +4,17 @@ The error types carry their intervals; then the images that changed and the bloc
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from attn_yolo.ablate.runs.perimage import SIZES
-from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, bracket, level_words
+from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, level_words
 from attn_yolo.explain import decompose, tide
 from attn_yolo.explain.health import largest_moved
 from attn_yolo.explain.inputs import REPORT_MARK, figure_name
+from attn_yolo.text import bracket, number
 
 N_CLASSES = 5  # classes shown per variant: those whose AP moved most (either way)
 PART_LABELS = {**tide.LABELS, "interaction": "interaction (not one type's)", "ceiling": "ceiling (after all fixes)"}
-
-
-def _f(x, dec: int = 4, sign: bool = True) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.{dec}f}" if sign else f"{x:.{dec}f}"
 
 
 def _ci(h: dict) -> str:
@@ -43,9 +37,10 @@ def parts_table(dec: dict, level: float = 0.95, settled: bool = True) -> list[st
     for k in (*decompose.PARTS, "total"):
         h = dec["parts"][k]
         share = f"{100 * h['mean'] / total:+.0f} %" if total and k != "total" else ""
-        seeds = ", ".join(_f(x) for x in dec["per_seed"][k])
+        seeds = ", ".join(number(x, sign=True) for x in dec["per_seed"][k])
         label = "**total (the summary's Δ)**" if k == "total" else PART_LABELS[k]
-        lines.append(f"| {label} | {_f(h['mean'])} | {_ci(h)} | {share} | {seeds} | {_reading(h, settled)} |")
+        lines.append(f"| {label} | {number(h['mean'], sign=True)} | {_ci(h)} | {share} | {seeds} | "
+                     f"{_reading(h, settled)} |")
     return lines
 
 
@@ -55,7 +50,8 @@ def verdict_lines(v: str, verdict, baseline: str) -> list[str]:
         return ["**Verdict**: not recorded (no verdicts.json in the out folder: run `attn-yolo ablate` on its config "
                 "again to write it); the parts below explain a Δ, they decide nothing.", ""]
     iv = f", {verdict.interval.text()}, n = {verdict.n} paired seeds" if verdict.interval is not None else ""
-    return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** (Δ {_f(verdict.mean)}{iv}). The "
+    return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** "
+            f"(Δ {number(verdict.mean, sign=True)}{iv}). The "
             "parts below explain this Δ; their intervals do not decide, and a part whose interval excludes 0 where "
             "the verdict's does not is exploratory.", ""]
 
@@ -66,7 +62,7 @@ def sizes_table(dec: dict) -> list[str]:
         return []
     lines = ["| error | " + " | ".join(SIZES) + " |", "|---|" + "---|" * len(SIZES)]
     for e in tide.ERROR_NAMES:
-        cells = [f"{_f(dec['sizes'][(e, s)]['mean'])} {_ci(dec['sizes'][(e, s)])}" for s in SIZES]
+        cells = [f"{number(dec['sizes'][(e, s)]['mean'], sign=True)} {_ci(dec['sizes'][(e, s)])}" for s in SIZES]
         lines.append(f"| {tide.LABELS[e]} | " + " | ".join(cells) + " |")
     return lines
 
@@ -80,9 +76,9 @@ def classes_table(dec: dict, names: list[str]) -> list[str]:
     lines = [f"| class | Δ AP50-95 | CI | {head} | interaction | ceiling |", "|---|---|---|" + "---|" * 8]
     for c in movers:
         p = dec["classes"][c]
-        cells = " | ".join(_f(p[k]) for k in decompose.PARTS)
-        lines.append(f"| {names[c] if c < len(names) else c} | {_f(p['total'])} | {_ci(dec['class_total'][c])} | "
-                     f"{cells} |")
+        cells = " | ".join(number(p[k], sign=True) for k in decompose.PARTS)
+        lines.append(f"| {names[c] if c < len(names) else c} | {number(p['total'], sign=True)} | "
+                     f"{_ci(dec['class_total'][c])} | {cells} |")
     return lines
 
 
@@ -91,8 +87,8 @@ def images_table(up: list, down: list) -> list[str]:
     lines = ["| image | Δ AP50-95 (mean over seeds) | per seed | shown: seed, baseline → variant |",
              "|---|---|---|---|"]
     for im in up + down:
-        seeds = ", ".join(f"{s}: {_f(d, 3)}" for s, d in im.per_seed.items())
-        lines.append(f"| `{Path(im.path).name}` | {_f(im.delta, 3)} | {seeds} | seed {im.seed}: "
+        seeds = ", ".join(f"{s}: {number(d, 3, sign=True)}" for s, d in im.per_seed.items())
+        lines.append(f"| `{Path(im.path).name}` | {number(im.delta, 3, sign=True)} | {seeds} | seed {im.seed}: "
                      f"{im.ap_baseline:.3f} → {im.ap_variant:.3f} |")
     return lines
 
@@ -106,10 +102,11 @@ def health_table(rows: list[dict]) -> list[str]:
     for r in rows:
         seed = f"**{r['seed']}** (largest |Δ|)" if r["largest"] else str(r["seed"])
         if not r["block"]:
-            lines.append(f"| {seed} | {_f(r['delta'])} | (no gates.csv) | | | | | | |")
+            lines.append(f"| {seed} | {number(r['delta'], sign=True)} | (no gates.csv) | | | | | | |")
             continue
-        lines.append(f"| {seed} | {_f(r['delta'])} | {r['block']} | {r['knockout']:.3g} | {r['d_knockout']:+.3g} | "
-                     f"{_f(r['entropy'], 4, False)} | {_f(r['d_entropy'])} | {_f(r['gate_mean'], 3, False)} | "
+        lines.append(f"| {seed} | {number(r['delta'], sign=True)} | {r['block']} | {r['knockout']:.3g} | "
+                     f"{r['d_knockout']:+.3g} | "
+                     f"{number(r['entropy'])} | {number(r['d_entropy'], sign=True)} | {number(r['gate_mean'], 3)} | "
                      f"{', '.join(r['flags']) or '-'} |")
     return lines + [""] + [f"- {s}" for s in largest_moved(rows)]
 

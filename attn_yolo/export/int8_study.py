@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from attn_yolo.text import bracket
+
 FORMATS = ("onnx", "openvino")
 RUNTIME = {"onnx": "ONNX Runtime", "openvino": "OpenVINO"}
 MARKERS = ("<!-- int8-study:begin -->", "<!-- int8-study:end -->")
@@ -208,9 +210,9 @@ def table(res: dict) -> list[str]:
             ex = m.get("excess")
             cells = [a["block"], _check_text(a["check"]), RUNTIME[fmt],
                      f"{m['fp32']:.2f}" + (" (below 40)" if m["fp32"] < FP32_FLOOR else ""),
-                     f"{m['drop']:+.2f} [{m['lo']:+.2f}, {m['hi']:+.2f}]",
+                     f"{m['drop']:+.2f} {bracket(m['lo'], m['hi'], 2)}",
                      f"{b['drop']:+.2f}" if b else "–",
-                     f"{ex['excess']:+.2f} [{ex['lo']:+.2f}, {ex['hi']:+.2f}]" if ex else "–",
+                     f"{ex['excess']:+.2f} {bracket(ex['lo'], ex['hi'], 2)}" if ex else "–",
                      f"{m['latency']['ratio']:.2f}", _ran_text(m["ran"])]
             out.append("| " + " | ".join(cells) + " |")
     return out

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_yolo.export.checks import RAW_SCALE, Check, compare_detections, compare_raw
+from attn_yolo.text import bracket
 
 INT8_MAX_DROP = 0.55
 """Default ``int8_max_drop`` (mAP50-95 points): the anchor's upper end, yolo11 n/s/m/l on COCO val2017 losing
@@ -121,7 +122,7 @@ def map_check(recs: dict, max_drop: float, n_boot: int | None = None) -> Check:
     drop = p["fp32"] - p["int8"]
     n = recs["fp32"].n_images
     msg = (f"mAP50-95 fp32 {p['fp32']:.2f} → INT8 {p['int8']:.2f}: drop {drop:+.2f} points, {CONFIDENCE:.0%} "
-           f"paired bootstrap interval [{lo:+.2f}, {hi:+.2f}] ({n} val images, {n_boot} resamples); limit {max_drop}")
+           f"paired bootstrap interval {bracket(lo, hi, 2)} ({n} val images, {n_boot} resamples); limit {max_drop}")
     detail = {"message": msg, "fp32": p["fp32"], "int8": p["int8"], "drop": drop, "lo": lo, "hi": hi,
               "n_images": n, "n_boot": n_boot, "confidence": CONFIDENCE}
     return Check("map", f"val {n} images", drop <= max_drop, drop, max_drop, detail, label="int8")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import re
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import yaml
 from attn_yolo.ablate.config.ablation import ConfigError, first_line
 from attn_yolo.search.rule import SearchRule
 from attn_yolo.search.sites import Site, auto_sites, parse_site
+from attn_yolo.text import did_you_mean
 
 DEFAULT_NAME = "synthetic-search"
 DEFAULT_YAML = """\
@@ -105,8 +105,7 @@ def _blocks(raw) -> tuple[list[tuple[str, list | None]], list[str]]:
         try:
             out.append((module_class(str(name))[0], args))
         except Exception:  # noqa: BLE001  an unknown name: said with the closest
-            close = difflib.get_close_matches(str(name), list(MODULES), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            hint = did_you_mean(name, MODULES, cutoff=0.5)
             problems.append(f"search.blocks[{i}]: unknown block {name!r}{hint}; one of {', '.join(MODULES)} "
                             "(`attn-yolo modules`)")
     return out, problems

@@ -70,6 +70,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attn_yolo.ablate.statistics.spending import DESIGNS, SPENDING, boundaries
+from attn_yolo.text import bracket
 
 PRIOR_SCALE2 = 10.0  # τ² of earlier versions' sequence: the mixture's variance of the effect (mean Δ − μ) / σ
 TEST_SHARE = 0.2  # of α given to the validation set's common offset when test_var > 0
@@ -300,10 +301,8 @@ def _reason_codes(lo, hi, n, rule: SeedRule) -> np.ndarray:
 
 
 def _fmt(lo: float, hi: float) -> str:
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "the interval is still unbounded"
-    d = 4 if hi - lo < 0.01 else 3
-    return f"the interval [{lo:+.{d}f}, {hi:+.{d}f}]"
+    """``the interval [+0.0012, +0.0034]`` (3 decimals from 0.01 wide on), ``the interval [unbounded]``."""
+    return "the interval " + bracket(lo, hi, 4 if hi - lo < 0.01 else 3)
 
 
 def _decision(x: np.ndarray, rule: SeedRule, lo: float, hi: float) -> dict:
