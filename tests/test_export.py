@@ -363,7 +363,7 @@ def test_toposort_onnx_unit(tmp_path):
         (["model=x.pt", "dynamic=maybe"], "dynamic='maybe' is invalid"),
         (["model=x.pt", "conf=2"], "conf=2 is invalid"),
         (["model=x.pt", "source=/nonexistent.jpg"], "no such file"),
-        (["model=x.pt", "opsett=13"], "Did you mean 'opset'"),
+        (["model=x.pt", "opsett=13"], "opsett: unknown key (did you mean 'opset'?)"),
     ],
 )
 def test_cli_usage_errors(args, message, capsys):

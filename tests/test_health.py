@@ -344,7 +344,7 @@ def test_nan_in_a_block_stops_attn_yolo_train_naming_it(tmp_path, tiny_data, cap
 def test_cli_health_switch(capsys):
     assert cli.take_flag(["train", "model=a.yaml"], "health", None, "") == (["train", "model=a.yaml"], None)
     assert cli.take_flag(["train", "health=False"], "health", None, "") == (["train"], False)
-    with pytest.raises(cli.UsageError, match=r"health='maybe' is invalid; allowed: True or False"):
+    with pytest.raises(cli.UsageError, match=r"health: 'maybe'; expected True or False"):
         cli.take_flag(["train", "health=maybe"], "health", None, "")
     assert console.main(["train", "health=maybe"]) == 2
     assert console.main(["val", "model=a.yaml", "health=True"]) == 2

@@ -22,7 +22,6 @@ The checkpoint loads weights-only (``attn_yolo.checkpoint.load_yolo``) unless ``
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 from attn_yolo.args import Key, Schema
@@ -50,6 +49,7 @@ from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, on
 from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
 from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
 from attn_yolo.sdpa import fuse_attention
+from attn_yolo.text import did_you_mean
 from attn_yolo.ultralytics_api.cli_checks import export_format_names
 
 __all__ = [
@@ -204,7 +204,7 @@ def _format_of(a: dict) -> str:
 def _check_quantize(a: dict) -> None:
     """Refuse a ``quantize=`` other than 8, 16 or 32; ``quantize=16`` means ``half=True``."""
     if a["quantize"] not in (None, 8, 16, 32):
-        raise usage(f"quantize={a['quantize']!r} is invalid; allowed: 8 (INT8), 16 (as half=True), 32, or omit it")
+        raise usage(f"quantize: {a['quantize']!r}; expected 8 (INT8), 16 (as half=True), 32, or omit it")
     if a["quantize"] == 16:
         a["half"] = True
 
@@ -213,10 +213,10 @@ def _check_verified_format(fmt: str, given) -> None:
     """Refuse a format this tool does not verify: a typo (with the closest name), or one only Ultralytics exports."""
     verified, known = ("onnx", "openvino", "engine"), export_format_names()
     if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
-        close = [f" Did you mean {c!r}?" for c in difflib.get_close_matches(fmt, known, n=1, cutoff=0.6)]
         raise usage(
-            f"format={given!r}: unknown format.{''.join(close)} Verified here: {', '.join(verified)}; Ultralytics' "
-            f"exporter also takes {', '.join(k for k in known if k not in verified)}"
+            f"format={given!r}: unknown format.{did_you_mean(fmt, known, sentence=True)} "
+            f"Verified here: {', '.join(verified)}; Ultralytics' exporter also takes "
+            f"{', '.join(k for k in known if k not in verified)}"
         )
     if fmt not in verified:
         raise usage(

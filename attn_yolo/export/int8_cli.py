@@ -50,13 +50,13 @@ def check_int8_args(fmt: str, a: dict) -> None:
                              f"drop {k}=")
     d = a["int8_max_drop"]
     if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 100):
-        raise UsageError(f"{err}int8_max_drop={d!r} is invalid; allowed: mAP50-95 points in (0, 100]")
+        raise UsageError(f"{err}int8_max_drop: {d!r}; expected mAP50-95 points in (0, 100]")
     f = a["fraction"]
     ok = isinstance(f, (int, float)) and not isinstance(f, bool) and (0 < f <= 1 or (isinstance(f, int) and f >= 1))
     if not ok:
-        raise UsageError(f"{err}fraction={f!r} is invalid; allowed: a share in (0, 1] or a count of images >= 1")
+        raise UsageError(f"{err}fraction: {f!r}; expected a share in (0, 1] or a count of images >= 1")
     if a["keep_float"] not in ("auto", True, False):
-        raise UsageError(f"{err}keep_float={a['keep_float']!r} is invalid; allowed: auto, True, False")
+        raise UsageError(f"{err}keep_float: {a['keep_float']!r}; expected auto, True, False")
 
 
 def run_int8(fmt: str, a: dict, imgsz) -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import re
 from pathlib import Path
 
 import yaml
 
 from attn_yolo.args import Key, Schema, UsageError, yaml_syntax_problem
+from attn_yolo.text import did_you_mean
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"
@@ -280,10 +280,9 @@ def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> di
             if key == "device":  # device=0 on the command line replaces the config's `devices` (one device, in-process)
                 raw.pop("devices", None)
         else:
-            close = difflib.get_close_matches(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT], n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
+            hint = did_you_mean(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT])
             raise UsageError(
-                f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {', '.join(CONFIG_KEYS)}"
+                f"attn-yolo {tool}: {key}: unknown key{hint}; allowed: {', '.join(CONFIG_KEYS)}"
                 f"{', search.<key>' if tool == 'search' else ''}, or any Ultralytics "
                 "train argument (goes into `train`)"
             )
