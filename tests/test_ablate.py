@@ -960,7 +960,8 @@ def test_script_wrapper(monkeypatch, capsys):
             runpy.run_path(str(REPO / "scripts" / "ablate.py"), run_name="__main__")
         assert e.value.code == code
     out, err = capsys.readouterr()
-    assert "attn-yolo ablate configs/ablation/coco128-quick.yaml" in out and "epoch: unknown key (did you mean 'epochs'?)" in err
+    assert "attn-yolo ablate configs/ablation/coco128-quick.yaml" in out
+    assert "epoch: unknown key (did you mean 'epochs'?)" in err
 
 
 # ------------------------------------------------------------------------------------------- real configs (slow)
