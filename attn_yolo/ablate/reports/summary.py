@@ -309,8 +309,7 @@ def health(r: Results) -> Section | None:
     from attn_yolo.health import health_section
 
     names = [v.name for v in r.ab.variants]
-    lines = health_section(names, r.rows, {**{v: x.label for v, x in r.verdicts.items()}, r.ab.baseline: "baseline"})
-    return Section(lines[1][3:], lines[3:]) if lines else None
+    return health_section(names, r.rows, {**{v: x.label for v, x in r.verdicts.items()}, r.ab.baseline: "baseline"})
 
 
 def failed(r: Results) -> Section | None:
