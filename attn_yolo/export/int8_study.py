@@ -1,8 +1,8 @@
 """The INT8 study on trained detectors: each block fine-tuned from the shared start, exported INT8, measured.
 
-The INT8 study on detectors worth deploying: each block inserted at the backbone of the embedded default's shared
-start and fine-tuned as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and
-its loss measured against the baseline's.
+Detectors worth deploying: each block is inserted at the backbone of the embedded default's shared start and
+fine-tuned as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and its loss
+measured against the baseline's.
 
 1. **Training** is an ablation (``attn_yolo.ablate.run``): the embedded default config (``DEFAULT_CONFIG_YAML``: the
    recipe start, yolo11n 5 epochs on synthetic-shapes at 128 px, about 0.58 mAP50-95; every arm fine-tuned from it,

@@ -1,7 +1,7 @@
 """Verification of an INT8 export against fp32 PyTorch: raw outputs, detections, mAP50-95 and latency.
 
-Verification of an INT8 export against fp32 PyTorch: raw outputs per head, matched detections, and mAP50-95 on
-the validation set with a paired image bootstrap interval; INT8 and fp32 latency paired in one run.
+Raw outputs per head, matched detections, and mAP50-95 on the validation set with a paired image bootstrap
+interval; INT8 and fp32 latency paired in one run.
 
 * ``raw`` per head (P3, P4, P5: the anchors of each stride): ``compare_raw`` with ``INT8_TOLERANCE["raw_rel"]``;
 * ``nms``: ``compare_detections`` with a match at IoU ≥ ``INT8_TOLERANCE["iou_min"]`` and at most

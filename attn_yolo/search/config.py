@@ -1,7 +1,7 @@
 """The search config: a ``search:`` section over an ablation config, checked and turned into an ablation.
 
-The search config: a ``search:`` section (base model, blocks, sites, seeds, budget) over an ablation config's
-other keys, checked at once and turned into the ablation whose arms are the blocks × sites (``validate``).
+The section names the base model, blocks, sites, seeds and budget; it is checked at once with the ablation
+config's other keys, and the ablation's arms are the blocks × sites (``validate``).
 
 The embedded default (``attn-yolo search`` without a config) searches 2 blocks × 4 sites of yolo11n on the embedded
 synthetic data, warm-started like the default ablation, within 20 minutes on 2 CPU cores.

@@ -1,8 +1,7 @@
 """The search's report step: the ranked table, why it stopped, placement.png and the best arm's YAML.
 
-The search's report step: the ranked table (search.csv, summary.md), why it stopped, the guarantee, the layer
-diagram coloured by Δ (placement.png) and the best arm's model YAML (best.yaml, with best.pt where a start was
-trained or given).
+The ranked table goes to search.csv and summary.md with the guarantee, the layer diagram coloured by Δ to
+placement.png, and the best arm's model YAML to best.yaml (with best.pt where a start was trained or given).
 """
 
 from __future__ import annotations
