@@ -72,11 +72,25 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports(name: str, file: Path, known: set[str]) -> set[str]:
-    """Package modules that ``name`` imports anywhere in its file (module level and inside functions)."""
+def type_only(tree: ast.AST) -> set[int]:
+    """``id`` of every node under ``if TYPE_CHECKING:``: imports for annotations, never run."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out |= {id(n) for b in node.body for n in ast.walk(b)}
+    return out
+
+
+def imports(name: str, file: Path, known: set[str], runtime: bool = False) -> set[str]:
+    """Package modules that ``name`` imports anywhere in its file (module level and inside functions); ``runtime``:
+    only those that run (not the annotations' imports under ``if TYPE_CHECKING:``)."""
     is_pkg = file.name == "__init__.py"
     found = set()
-    for node in ast.walk(ast.parse(file.read_text())):
+    tree = ast.parse(file.read_text())
+    skip = type_only(tree) if runtime else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "attn_yolo"}
         elif isinstance(node, ast.ImportFrom):
@@ -97,6 +111,14 @@ def imports(name: str, file: Path, known: set[str]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     mods = modules()
     return {name: imports(name, f, set(mods)) for name, f in mods.items()}
+
+
+@pytest.fixture(scope="module")
+def runtime_graph() -> dict[str, set[str]]:
+    """The imports that run: an import for annotations only (``if TYPE_CHECKING:``) points down like any other
+    (``graph``), but cannot make a cycle."""
+    mods = modules()
+    return {name: imports(name, f, set(mods), runtime=True) for name, f in mods.items()}
 
 
 def layer(name: str) -> int:
@@ -197,7 +219,8 @@ def test_imports_point_down_and_never_at_the_cli(graph):
     assert not bad, "\n".join(sorted(bad))
 
 
-def test_no_import_cycle(graph):
+def test_no_import_cycle(runtime_graph):
+    graph = runtime_graph
     state: dict[str, int] = {}  # 1 on the stack, 2 done
     cycles = []
 
@@ -223,6 +246,10 @@ def test_cycle_detector_catches_a_cycle(tmp_path):
     assert imports("attn_yolo.a", tmp_path / "a.py", known) == {"attn_yolo.b"}
     (tmp_path / "__init__.py").write_text("from . import a\nfrom .b import g\n")
     assert imports("attn_yolo", tmp_path / "__init__.py", known) == {"attn_yolo.a", "attn_yolo.b"}
+    (tmp_path / "c.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                   "    from attn_yolo.b import g\n")
+    assert imports("attn_yolo.c", tmp_path / "c.py", known) == {"attn_yolo.b"}  # its layer is checked
+    assert imports("attn_yolo.c", tmp_path / "c.py", known, runtime=True) == set()  # it never runs: no cycle
 
 
 def pickled_globals(path: Path) -> set[str]:
