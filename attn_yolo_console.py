@@ -93,6 +93,7 @@ def unknown_command(word: str) -> str | None:
     known = ultralytics_words()
     if known is None or word in known.words:
         return None
+    # attn_yolo.text's did_you_mean, written out: importing the package would import torch before this answers
     close = difflib.get_close_matches(word, [*TOOLS, *known.modes], n=1, cutoff=0.6)
     hint = f" Did you mean 'attn-yolo {close[0]}'?" if close else ""
     return (f"attn-yolo: unknown command {word!r}.{hint} Tools: {', '.join(TOOLS)}; Ultralytics modes: "

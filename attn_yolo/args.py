@@ -3,7 +3,9 @@
 A tool declares its keys once, as a ``Schema`` of ``Key`` objects (name, type, default, range or choices, help);
 ``Schema.parse`` reads Ultralytics-style ``key=value`` tokens (values as Ultralytics' ``smart_value`` reads them) and
 refuses, before any heavy work, an unknown key (naming the closest one) or a value outside what its key allows, in
-one line: ``attn-yolo heatmap: conf=2 is invalid; allowed: a number in [0, 1]``; the CLI exits 2 on it.
+one line and one style, ``<key>: <value>; expected <allowed>``: ``attn-yolo heatmap: conf: 2; expected a number in
+[0, 1]``, ``attn-yolo heatmap: cnf: unknown key (did you mean 'conf'?); allowed: ...``; the CLI exits 2 on it. A config
+file's mapping is checked in the same style (``Schema.check``), every problem collected.
 ``Schema.rows()`` lists each key as a dict (``name``, ``type``, ``default``, ``allowed``, ``help``), which the CLI
 reference is generated from (``attn_yolo_console.TOOLS[name].schema``).
 """
@@ -11,9 +13,10 @@ reference is generated from (``attn_yolo_console.TOOLS[name].schema``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable
+
+from attn_yolo.text import did_you_mean
 
 
 class UsageError(ValueError):
@@ -45,7 +48,8 @@ def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
         dict: ``defaults`` updated with the given values.
 
     Raises:
-        UsageError: for a token without ``=`` or an unknown key (naming the closest allowed key).
+        UsageError: for a token without ``=``, or an unknown key: ``attn-yolo <tool>: <key>: unknown key (did you mean
+            'x'?); allowed: ...``.
     """
     from ultralytics.cfg import smart_value
 
@@ -55,18 +59,10 @@ def kv_args(argv: list[str], defaults: dict, tool: str) -> dict:
         if not eq or not key:
             raise UsageError(f"attn-yolo {tool}: expected key=value, got {tok!r}; keys: {', '.join(defaults)}")
         if key not in defaults:
-            close = difflib.get_close_matches(key, list(defaults), n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
             keys = ", ".join(defaults) or "none (it takes no keys)"
-            raise UsageError(f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {keys}")
+            raise UsageError(f"attn-yolo {tool}: {key}: unknown key{did_you_mean(key, defaults)}; allowed: {keys}")
         out[key] = smart_value(value)
     return out
-
-
-def closest(key: str, allowed) -> str:
-    """`` (did you mean 'x'?)`` for the allowed key closest to ``key``, or ``""``."""
-    close = difflib.get_close_matches(str(key), list(allowed), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 MIN_IMGSZ = 32
@@ -271,8 +267,8 @@ class Schema(tuple):
         """``key=value`` tokens → ``{key: value}`` (defaults filled in, values as ``Key.value``), each checked.
 
         Raises:
-            UsageError: ``attn-yolo <tool>: expected key=value, got 'x'``, ``... unknown key 'cnf'. Did you mean
-                'conf'? Keys: ...``, ``... model= is required, ...`` or ``... conf=2 is invalid; allowed: a number in
+            UsageError: ``attn-yolo <tool>: expected key=value, got 'x'``, ``... cnf: unknown key (did you mean
+                'conf'?); allowed: ...``, ``... model= is required, ...`` or ``... conf: 2; expected a number in
                 [0, 1]``.
         """
         a = kv_args(argv, self.defaults(), tool)
@@ -281,7 +277,7 @@ class Schema(tuple):
             if (v is None or v == "") and k.required is not None:
                 raise UsageError(f"attn-yolo {tool}: {k.name}= is required{k.required}")
             if why := k.problem(v):
-                raise UsageError(f"attn-yolo {tool}: {k.name}={v!r} is invalid; allowed: {why}")
+                raise UsageError(f"attn-yolo {tool}: {k.name}: {v!r}; expected {why}")
             a[k.name] = k.value(v)
         return a
 
@@ -308,7 +304,7 @@ class Schema(tuple):
             return out, [f"{where.rstrip('.') or 'config'}: {value!r}; expected a mapping with keys "
                          f"{', '.join(self.names)}"]
         names = self.names
-        problems = [f"{where}{k}: unknown key{closest(k, names)}; allowed: {', '.join(names)}" for k in value
+        problems = [f"{where}{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)}" for k in value
                     if k not in names]
         for k in self:
             if k.name not in value:

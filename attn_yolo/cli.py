@@ -77,7 +77,7 @@ def take_flag(argv: list[str], key: str, default: bool | None, meaning: str,
         elif v.lower() in ("true", "false"):
             value = v.lower() == "true"
         else:
-            raise UsageError(f"{name}: {key}={v!r} is invalid; allowed: True or False ({meaning})")
+            raise UsageError(f"{name}: {key}: {v!r}; expected True or False ({meaning})")
     return rest, value
 
 
@@ -107,7 +107,7 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
     imgsz = imgsz[0] if isinstance(imgsz, (list, tuple)) and len(imgsz) == 1 else imgsz  # [640], as check_imgsz reads
     for key, why in (("imgsz", imgsz_problem(imgsz, pair=True)), ("batch", batch_problem(overrides.get("batch", 16)))):
         if why:  # ranges Ultralytics' check_cfg leaves open (it would train at imgsz=-64)
-            raise UsageError(f"{name}: {key}={overrides[key]!r} is invalid; allowed: {why}")
+            raise UsageError(f"{name}: {key}: {overrides[key]!r}; expected {why}")
 
     def local_yaml(key: str) -> str | None:
         v = overrides.get(key)

@@ -31,7 +31,6 @@ all through ``attn_yolo.ultralytics_api`` (the one place that touches Ultralytic
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import re
 
@@ -44,6 +43,7 @@ from attn_yolo.nn import DECLARATIONS, LayerScale
 from attn_yolo.nn.common import AttnBuildError, is_int
 from attn_yolo.nn.declaration import Declaration, LiveMapping, LiveSequence, _Declarations, blocks
 from attn_yolo.signatures import max_args
+from attn_yolo.text import closest
 
 __all__ = ["ALIASES", "ALIAS_NOTES", "BLOCKS", "CONTROLS", "CSP_BLOCKS", "DECLARATIONS", "MODULES", "SAFE_GLOBALS"]
 
@@ -191,9 +191,8 @@ def suggest(name: str) -> str | None:
     if len(name) < 4:
         return None
     for pool in (attention, layers):
-        close = difflib.get_close_matches(name, pool, n=1, cutoff=0.75)
-        if close:
-            return close[0]
+        if close := closest(name, pool, cutoff=0.75):
+            return close
     return None
 
 

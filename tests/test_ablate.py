@@ -153,7 +153,7 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
         "train.batch:",
         "latency.repeats: 0",
         "variants[2].name: duplicate variant name 'cbam' (also variants[1])",
-        "variants[3] (typo).module: unknown module 'CBMA' (did you mean CBAM?)",
+        "variants[3] (typo).module: unknown module 'CBMA' (did you mean 'CBAM'?)",
         "variants[4] (missing).model: does not load: FileNotFoundError",
         "variants[5] (both): give either `model`",
         "variants[7] (extra).lr: unknown key",
@@ -298,7 +298,7 @@ def test_insert_specs_take_block_aliases(tmp_path, tiny_data):
         ablate.validate(raw, tmp_path, "t")
     assert e.value.problems == [
         (
-            "variants[1] (ca).module: unknown module 'CoordAttn' (did you mean CoordAtt?); one of "
+            "variants[1] (ca).module: unknown module 'CoordAttn' (did you mean 'CoordAtt'?); one of "
             "SE, ECA, SAM, CBAM, MHSA, CoordAtt, EMA, SimAM, GAM, ShuffleAttention, TripletAttention, NAM, "
             "LSKA, MLCA, ELA, CAA, SKAttention, BiLevelRoutingAttention or an alias (`attn-yolo modules`)"
         )
@@ -319,7 +319,7 @@ def test_overrides():
     raw_default = ablate.load_config(None)[0]
     assert raw_default["devices"] == ["cpu", "cpu"]  # the default uses both cores of a 2-core CPU machine
     assert "devices" not in ablate.apply_overrides(raw_default, ["device=cpu"])
-    with pytest.raises(UsageError, match="Did you mean 'epochs'"):
+    with pytest.raises(UsageError, match=r"epoch: unknown key \(did you mean 'epochs'\?\); allowed: "):
         ablate.apply_overrides(raw, ["epoch=1"])
     with pytest.raises(UsageError, match="expected key=value"):
         ablate.apply_overrides(raw, ["epochs"])
@@ -960,7 +960,8 @@ def test_script_wrapper(monkeypatch, capsys):
             runpy.run_path(str(REPO / "scripts" / "ablate.py"), run_name="__main__")
         assert e.value.code == code
     out, err = capsys.readouterr()
-    assert "attn-yolo ablate configs/ablation/coco128-quick.yaml" in out and "Did you mean 'epochs'" in err
+    assert "attn-yolo ablate configs/ablation/coco128-quick.yaml" in out
+    assert "epoch: unknown key (did you mean 'epochs'?)" in err
 
 
 # ------------------------------------------------------------------------------------------- real configs (slow)

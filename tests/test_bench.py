@@ -194,7 +194,7 @@ def test_parse_args_presets_and_errors():
     assert parse_args(["tokens=1600,6400", "sections=attention"])["tokens"] == (1600, 6400)
     with pytest.raises(UsageError, match="perfect square"):
         parse_args(["tokens=1000"])
-    with pytest.raises(UsageError, match="is invalid; allowed: a comma-separated list of attention"):
+    with pytest.raises(UsageError, match="; expected a comma-separated list of attention"):
         parse_args(["sections=attention,speed"])
     with pytest.raises(UsageError, match="multiple of 32"):
         parse_args(["imgsz=100"])

@@ -46,20 +46,20 @@ CASES = {
     "ablat": (["ablat"], "attn-yolo: unknown command 'ablat'. Did you mean 'attn-yolo ablate'?"),
     "foo": (["foo"], "attn-yolo: unknown command 'foo'. Tools: modules, insert, ablate, export, heatmap, bench"),
     "export imgsz=100000": (["export", "model=nofile.pt", "imgsz=100000"],
-                            f"attn-yolo export: imgsz=100000 is invalid; allowed: {IMGSZ}, or h,w"),
-    "export imgsz=16": (["export", "model=nofile.pt", "imgsz=16"], f"attn-yolo export: imgsz=16 is invalid; "
-                        f"allowed: {IMGSZ}"),  # the range every tool checks (was 1..4096 here, >= 32 in heatmap)
+                            f"attn-yolo export: imgsz: 100000; expected {IMGSZ}, or h,w"),
+    "export imgsz=16": (["export", "model=nofile.pt", "imgsz=16"], f"attn-yolo export: imgsz: 16; "
+                        f"expected {IMGSZ}"),  # the range every tool checks (was 1..4096 here, >= 32 in heatmap)
     "heatmap imgsz=5000": (["heatmap", "model=nofile.pt", "imgsz=5000"],
-                           f"attn-yolo heatmap: imgsz=5000 is invalid; allowed: {IMGSZ} (the long side)"),
+                           f"attn-yolo heatmap: imgsz: 5000; expected {IMGSZ} (the long side)"),
     "train imgsz=-64 batch=-5": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "imgsz=-64", "batch=-5",
-                                  "epochs=1", "project={dir}"], f"attn-yolo train: imgsz=-64 is invalid; allowed: "
+                                  "epochs=1", "project={dir}"], f"attn-yolo train: imgsz: -64; expected "
                                  f"{IMGSZ}, or h,w of two such ints"),
     "train batch=-5": (["train", "model=yolo11n.yaml", "data=coco8.yaml", "batch=-5", "epochs=1", "project={dir}"],
-                       "attn-yolo train: batch=-5 is invalid; allowed: a positive int, -1 (auto batch at 60% of GPU "
+                       "attn-yolo train: batch: -5; expected a positive int, -1 (auto batch at 60% of GPU "
                        "memory) or a float in (0, 1)"),
     "val imgsz=100000": (["val", "model=yolo11n.yaml", "imgsz=100000", "project={dir}"],
-                         f"attn-yolo val: imgsz=100000 is invalid; allowed: {IMGSZ}"),
-    "bench imgsz=8192": (["bench", "imgsz=8192"], f"attn-yolo bench: imgsz=8192 is invalid; allowed: {IMGSZ}"),
+                         f"attn-yolo val: imgsz: 100000; expected {IMGSZ}"),
+    "bench imgsz=8192": (["bench", "imgsz=8192"], f"attn-yolo bench: imgsz: 8192; expected {IMGSZ}"),
     "val model=<empty .pt>": (["val", "model={empty}"], "model='{empty}' is empty (0 bytes), not a checkpoint"),
     "val model=<text .pt>": (["val", "model={pt}"], "model='{pt}' is not a checkpoint: neither a torch.save zip "
                              "archive nor torch's legacy format"),

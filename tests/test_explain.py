@@ -364,8 +364,8 @@ def test_bad_input_is_one_line_before_any_work(case, ablation, tmp_path, capsys,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     want = {"no-out": "no such folder", "no-runs": "holds no finished runs", "no-record": "cbam-seed1/perimage.npz",
-            "variant": "allowed: cbam", "key": "Did you mean 'variants'?",
-            "top": "top=0 is invalid; allowed: an int >= 1"}
+            "variant": "allowed: cbam", "key": "variant: unknown key (did you mean 'variants'?)",
+            "top": "top: 0; expected an int >= 1"}
     assert want[case] in err, err
 
 

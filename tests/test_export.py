@@ -359,11 +359,11 @@ def test_toposort_onnx_unit(tmp_path):
         (["model=x.pt", "format=onnxx"], "format='onnxx': unknown format. Did you mean 'onnx'? Verified here: onnx, "
                                          "openvino, engine; Ultralytics' exporter also takes torchscript, "),
         (["model=x.pt", "format=foo"], "format='foo': unknown format. Verified here: onnx"),
-        (["model=x.pt", "imgsz=abc"], "imgsz='abc' is invalid"),
-        (["model=x.pt", "dynamic=maybe"], "dynamic='maybe' is invalid"),
-        (["model=x.pt", "conf=2"], "conf=2 is invalid"),
+        (["model=x.pt", "imgsz=abc"], "imgsz: 'abc'; expected"),
+        (["model=x.pt", "dynamic=maybe"], "dynamic: 'maybe'; expected"),
+        (["model=x.pt", "conf=2"], "conf: 2; expected"),
         (["model=x.pt", "source=/nonexistent.jpg"], "no such file"),
-        (["model=x.pt", "opsett=13"], "Did you mean 'opset'"),
+        (["model=x.pt", "opsett=13"], "opsett: unknown key (did you mean 'opset'?)"),
     ],
 )
 def test_cli_usage_errors(args, message, capsys):

@@ -389,7 +389,7 @@ def test_nan_in_a_block_stops_attn_yolo_train_naming_it(tmp_path, tiny_data, cap
 def test_cli_health_switch(capsys):
     assert cli.take_flag(["train", "model=a.yaml"], "health", None, "") == (["train", "model=a.yaml"], None)
     assert cli.take_flag(["train", "health=False"], "health", None, "") == (["train"], False)
-    with pytest.raises(cli.UsageError, match=r"health='maybe' is invalid; allowed: True or False"):
+    with pytest.raises(cli.UsageError, match=r"health: 'maybe'; expected True or False"):
         cli.take_flag(["train", "health=maybe"], "health", None, "")
     assert console.main(["train", "health=maybe"]) == 2
     assert console.main(["val", "model=a.yaml", "health=True"]) == 2
@@ -413,26 +413,26 @@ def test_ablation_config_health_key(tmp_path, tiny_data):
 
 
 def test_health_section_puts_verdicts_beside_block_health(tmp_path):
-    def run(name, flag, ko):
+    def run(name, flag, ko, held):
         d = tmp_path / name
         d.mkdir()
         (d / CSV_NAME).write_text(
-            "epoch,name,layer,block,gate_mean,gate_std,saturated,entropy,peak_share,gamma,knockout,nonfinite,flags\n"
-            f"1,L05_CBAM,5,CBAM,0.5,0.1,0,0.999,0.01,,{ko},0,{flag}\n")
+            "epoch,name,layer,block,gate_mean,gate_std,saturated,entropy,peak_share,gamma,knockout,mean_ablation,"
+            f"nonfinite,flags\n1,L05_CBAM,5,CBAM,0.5,0.1,0,0.999,0.01,,{ko},{held},0,{flag}\n")
         return str(d)
 
     rows = [{"variant": "baseline", "seed": 0, "status": "ok", "run_dir": str(tmp_path / "none"), "error": ""},
-            {"variant": "cbam", "seed": 0, "status": "ok", "run_dir": run("a", "uniform;switched off", 1e-6)},
-            {"variant": "cbam", "seed": 1, "status": "ok", "run_dir": run("b", "uniform", 0.02)},
+            {"variant": "cbam", "seed": 0, "status": "ok", "run_dir": run("a", "uniform;switched off", 1e-6, 0.002)},
+            {"variant": "cbam", "seed": 1, "status": "ok", "run_dir": run("b", "uniform", 0.02, 0.004)},
             {"variant": "bad", "seed": 0, "status": "failed", "run_dir": str(tmp_path / "c"),
              "error": "NonFiniteAttentionError: non-finite attention during training: epoch 1, batch 3: layer 5"}]
     text = "\n".join(health_section(["baseline", "cbam", "bad"], rows,
-                                    {"baseline": "baseline", "cbam": "no detectable difference", "bad": "n/a"}))
+                                    {"baseline": "baseline", "cbam": "no detectable difference", "bad": "n/a"}).lines())
     assert "| baseline | baseline | no attention blocks |" in text
-    assert ("| cbam | no detectable difference | L05_CBAM | 0.500 | 0.0 % | 0.9990 | - | 0.01 | uniform (2/2), "
-            "switched off (1/2) |") in text
-    assert "| bad | n/a | (training stopped) | | | | | | non-finite (1 runs) |" in text
-    assert health_section(["baseline"], rows[:1], {}) == []
+    assert ("| cbam | no detectable difference | L05_CBAM | 0.500 | 0.0 % | 0.9990 | - | 0.01 | 0.0030 | "
+            "uniform (2/2), switched off (1/2) |") in text
+    assert "| bad | n/a | (training stopped) |  |  |  |  |  |  | non-finite (1 runs) |" in text
+    assert health_section(["baseline"], rows[:1], {}) is None
 
 
 @pytest.mark.slow  # two trainings: a smoke run of the benchmark script, opt-in

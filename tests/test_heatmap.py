@@ -815,7 +815,7 @@ def test_cli(checkpoint, tmp_path, capsys):
     assert main(["help"]) == 0 and "layers=all" in capsys.readouterr().out
     assert cli.main(["heatmap", f"model={checkpoint}", "layers=3"]) == 2
     assert "layer 3 is Conv" in capsys.readouterr().err
-    with pytest.raises(UsageError, match="Did you mean 'layers'"):
+    with pytest.raises(UsageError, match=r"layer: unknown key \(did you mean 'layers'\?\)"):
         main([f"model={checkpoint}", "layer=5"])
     with pytest.raises(UsageError, match="model= is required"):
         main([])

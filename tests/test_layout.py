@@ -18,17 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "attn_yolo"
 MAX_FUNCTION_LINES = 60  # a function reads top to bottom on one screen
 MAX_JOB_LINE = 120  # the first docstring line states the module's one job in one sentence
 
-LONG_FUNCTIONS = {  # function → why its code is still longer than MAX_FUNCTION_LINES (to split; the list only shrinks)
-    "attn_yolo.export.__init__.main": "the export tool's steps (format, verify, report); to split",
-    "attn_yolo.export.verify.verify_exported": "the verification's steps per runtime; to split",
-    "attn_yolo.export.deploy.run_format": "one export format's steps; to split",
-    "attn_yolo.export.checks.compare_detections": "the matching of two runtimes' detections; to split",
-    "attn_yolo.ablate.statistics.weighted_ap._ap_kernel": "one vectorised AP kernel (a numeric routine, read as one "
-    "formula)",
-    "attn_yolo.bench.ultralytics_attn.device_rows": "one benchmark table's rows; to split",
-    "attn_yolo.insertion.plan.make_plan": "the insertion plan's steps; to split",
-    "attn_yolo.bench.attention.attention_section": "one benchmark table's cases and notes; to split",
-}
+LONG_FUNCTIONS: dict[str, str] = {}  # function → why its code is still longer than MAX_FUNCTION_LINES (none)
 
 # Layer of each top-level part of the package; a module may import only its own layer or lower ones.
 LAYERS = {
@@ -37,6 +27,7 @@ LAYERS = {
     "conventions": 1, "row_readings": 1, "signatures": 1, "csp": 1,
     "registry": 2,
     "markdown": 1,  # the reports' Markdown model: imports nothing else of attn_yolo
+    "text": 1,  # how messages and reports write a hint, a number, an interval: imports nothing else of attn_yolo
     "args": 3, "checkpoint": 3, "files": 3, "copies": 3, "images": 3, "synthetic": 3, "sdpa": 3, "progress": 3,
     "insertion": 4, "heatmap": 4, "health": 4, "capture": 4,
     "ablate": 5, "bench": 5, "export": 5,  # export's INT8 check reuses the ablation's per-image bootstrap
@@ -81,11 +72,25 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports(name: str, file: Path, known: set[str]) -> set[str]:
-    """Package modules that ``name`` imports anywhere in its file (module level and inside functions)."""
+def type_only(tree: ast.AST) -> set[int]:
+    """``id`` of every node under ``if TYPE_CHECKING:``: imports for annotations, never run."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out |= {id(n) for b in node.body for n in ast.walk(b)}
+    return out
+
+
+def imports(name: str, file: Path, known: set[str], runtime: bool = False) -> set[str]:
+    """Package modules that ``name`` imports anywhere in its file (module level and inside functions); ``runtime``:
+    only those that run (not the annotations' imports under ``if TYPE_CHECKING:``)."""
     is_pkg = file.name == "__init__.py"
     found = set()
-    for node in ast.walk(ast.parse(file.read_text())):
+    tree = ast.parse(file.read_text())
+    skip = type_only(tree) if runtime else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "attn_yolo"}
         elif isinstance(node, ast.ImportFrom):
@@ -106,6 +111,14 @@ def imports(name: str, file: Path, known: set[str]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     mods = modules()
     return {name: imports(name, f, set(mods)) for name, f in mods.items()}
+
+
+@pytest.fixture(scope="module")
+def runtime_graph() -> dict[str, set[str]]:
+    """The imports that run: an import for annotations only (``if TYPE_CHECKING:``) points down like any other
+    (``graph``), but cannot make a cycle."""
+    mods = modules()
+    return {name: imports(name, f, set(mods), runtime=True) for name, f in mods.items()}
 
 
 def layer(name: str) -> int:
@@ -206,7 +219,8 @@ def test_imports_point_down_and_never_at_the_cli(graph):
     assert not bad, "\n".join(sorted(bad))
 
 
-def test_no_import_cycle(graph):
+def test_no_import_cycle(runtime_graph):
+    graph = runtime_graph
     state: dict[str, int] = {}  # 1 on the stack, 2 done
     cycles = []
 
@@ -232,6 +246,10 @@ def test_cycle_detector_catches_a_cycle(tmp_path):
     assert imports("attn_yolo.a", tmp_path / "a.py", known) == {"attn_yolo.b"}
     (tmp_path / "__init__.py").write_text("from . import a\nfrom .b import g\n")
     assert imports("attn_yolo", tmp_path / "__init__.py", known) == {"attn_yolo.a", "attn_yolo.b"}
+    (tmp_path / "c.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                   "    from attn_yolo.b import g\n")
+    assert imports("attn_yolo.c", tmp_path / "c.py", known) == {"attn_yolo.b"}  # its layer is checked
+    assert imports("attn_yolo.c", tmp_path / "c.py", known, runtime=True) == set()  # it never runs: no cycle
 
 
 def pickled_globals(path: Path) -> set[str]:

@@ -278,7 +278,7 @@ def test_a_dataset_that_vanishes_after_the_config_check_is_one_line(gone, tmp_pa
     (["ablate", "data=DATA", "seeds.min=x"], "error: the default config of attn-yolo ablate "
                                              "(configs/ablation/synthetic-quick.yaml): seeds.min: "),
     (["search", "seeds=3"], "error: the default config of attn-yolo search: seeds: "),
-    (["search", "budget.x=1"], "error: attn-yolo search: unknown key 'budget.x'"),
+    (["search", "budget.x=1"], "error: attn-yolo search: budget.x: unknown key"),
     (["search", "nope.yaml"], "error: attn-yolo search: config file not found: nope.yaml"),
 ])
 def test_the_embedded_defaults_problems_name_the_default_config_and_the_tool(argv, head, tiny_data, capsys,

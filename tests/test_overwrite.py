@@ -59,7 +59,7 @@ def test_heatmap_refuses_to_overwrite_before_any_work(tmp_path, capsys, monkeypa
     assert cli_main(argv) == 2  # a rerun into the same out: refused too, its own earlier files named
     assert "bus_L" in one_line_error(capsys) and contents(out) == after
     assert cli_main(["heatmap", f"model={SE_YAML}", f"source={bus}", "imgsz=64", f"out={out}", "overwrite=1"]) == 2
-    assert "overwrite=1 is invalid; allowed: True or False" in one_line_error(capsys)
+    assert "overwrite: 1; expected True or False" in one_line_error(capsys)
 
 
 def test_heatmap_default_images_checked_before_predicting(tmp_path, capsys, monkeypatch):

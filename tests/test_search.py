@@ -136,7 +136,7 @@ def search_config(folder: Path, data: Path, **search) -> Path:
 
 
 @pytest.mark.parametrize("search, key", [
-    ({"blocks": ["CBAMM"]}, "search.blocks[0]: unknown block 'CBAMM' (did you mean CBAM?)"),
+    ({"blocks": ["CBAMM"]}, "search.blocks[0]: unknown block 'CBAMM' (did you mean 'CBAM'?)"),
     ({"sites": ["sppf", "nek"]}, "search.sites[1]: at='nek': unknown site 'nek'. Did you mean 'neck'?"),
     ({"sites": ["C2f:neck"]}, "search.sites[0]: module=C2f_CBAM at='neck' selects no C2f row"),
     ({"blocks": [{"module": "MHSA", "args": [3]}]}, "search: arm mhsa.sppf"),  # 3 heads do not divide the width
@@ -144,9 +144,12 @@ def search_config(folder: Path, data: Path, **search) -> Path:
                       "= 10 runs"),
     ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds: {'max': 6, 'design': 'cs'}; expected {min: 3, max: 8}"),
     ({"seeds": {"max": 6, "spending": "linear"}}, "search.seeds.spending: 'linear'; expected obf"),
-    ({"seeds": {"min": 3, "max": 6, "looks": [8]}}, "search.seeds.looks: [8]; expected increasing seed counts from "
-                                                    "seeds.min (3) to seeds.max (6)"),
-    ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an integer in [2, seeds.max]"),
+    ({"seeds": {"min": 3, "max": 6, "looks": [8]}}, "search.seeds.max: 6; below the first look of search.seeds.looks "
+                                                    "(8): set search.seeds.max >= 8"),
+    ({"seeds": {"min": 3, "max": 6, "looks": [2, 6]}}, "search.seeds.looks: [2, 6]; expected seed counts from "
+                                                       "search.seeds.min (3) to search.seeds.max (6)"),
+    ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an integer >= 2"),
+    ({"seeds": {"min": 5, "max": 4}}, "search.seeds.max: 4; expected an integer >= search.seeds.min (5)"),
     ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an integer >= 2"),
     ({"precision": 0}, "search.precision: 0; expected a number > 0"),
     ({"precision": "fine"}, "search.precision: 'fine'; expected a number > 0"),
@@ -161,13 +164,13 @@ def test_bad_input_exits_2_naming_the_key_before_any_training(tmp_path, tiny_dat
 
 
 @pytest.mark.parametrize("command, override, key", [
-    ("search", "search.seeds={min: 1, max: 8}", "search.seeds.min: 1; expected an integer in [2, seeds.max]"),
+    ("search", "search.seeds={min: 1, max: 8}", "search.seeds.min: 1; expected an integer >= 2"),
     ("search", "search.precision=-0.01", "search.precision: -0.01; expected a number > 0"),
-    ("search", "search.seeds={max: 9, looks: [2, 9]}", "search.seeds.looks: [2, 9]; expected increasing seed counts "
-                                                       "from seeds.min (3) to seeds.max (9)"),
+    ("search", "search.seeds={max: 9, looks: [2, 9]}", "search.seeds.looks: [2, 9]; expected seed counts from "
+                                                       "search.seeds.min (3) to search.seeds.max (9)"),
     ("search", "search.confidence=0", "search.confidence: 0; expected a number in (0, 1)"),
-    ("ablate", "seeds.confidence=1.5", "seeds.confidence must be a number in (0, 1), got 1.5"),
-    ("ablate", "seeds.min=1", "seeds.min must be an integer >= 2"),
+    ("ablate", "seeds.confidence=1.5", "seeds.confidence: 1.5; expected a number in (0, 1)"),
+    ("ablate", "seeds.min=1", "seeds.min: 1; expected an integer >= 2"),
 ])  # fmt: skip
 def test_a_rule_key_out_of_range_on_the_command_line_exits_2_naming_it(tmp_path, tiny_data, capsys, command,
                                                                        override, key):
@@ -453,3 +456,18 @@ def test_a_round_begins_only_when_expected_to_end_within_the_minutes():
     assert budget_left(search, 0, 27, 9.9 * 60) == ""  # no pace yet: begun
     assert "10 min spent" in budget_left(search, 0, 27, 10 * 60)
     assert "the next round needs 9" in budget_left(SimpleNamespace(max_runs=40, minutes=None), 36, 9, 0.0)
+
+
+@pytest.mark.parametrize("seeds", [{"min": 1, "max": 6}, {"min": 5, "max": 4}, {"max": 1}, {"max": 2.5},
+                                   {"min": 3, "max": 6, "spending": "linear"}, {"min": 3, "max": 6, "looks": [2, 6]},
+                                   {"min": 3, "max": 6, "looks": [8]}, {"min": 3, "max": 6, "looks": [4, 4]}])
+def test_the_seed_rule_is_checked_once_for_the_ablation_and_the_search(seeds):
+    """One check of ``seeds: {min, max, ...}``: the ablation's and the search's problems are the same lines, each
+    under its own prefix (``seeds.``, ``search.seeds.``)."""
+    from attn_yolo.ablate.config.design import check_seed_rule
+    from attn_yolo.search.config import _rule
+
+    ablation = check_seed_rule(seeds)[2]
+    search = _rule({"seeds": seeds})[1]
+    assert ablation and all(p.startswith("seeds.") for p in ablation), ablation
+    assert [p.replace("search.seeds.", "seeds.") for p in search] == ablation

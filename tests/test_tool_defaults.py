@@ -50,7 +50,7 @@ def test_heatmap_gates_on_a_fixed_scale(tmp_path, capsys):
     b = np.asarray(__import__("matplotlib.image", fromlist=["imread"]).imread(tmp_path / "b" / "bus_heatmaps.png"))
     assert a.shape == b.shape and not np.array_equal(a, b)  # the same maps, coloured differently
     assert cli.main(["heatmap", model, "scale=log", f"out={tmp_path / 'c'}"]) == 2
-    assert "scale='log' is invalid; allowed: one of fixed, panel" in capsys.readouterr().err
+    assert "scale: 'log'; expected one of fixed, panel" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("line", [0])

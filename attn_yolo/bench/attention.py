@@ -188,6 +188,18 @@ def bench_attention_case(spec: dict, isolate: bool = True, timeout_s: float = 90
 def attention_section(cfg: dict) -> Section:
     """Section 1: bare op and whole block, fused vs explicit vs Ultralytics, per token count and pass."""
     s = Section("1. Attention kernel: fused SDPA vs explicit softmax(QKᵀ)V")
+    results = _run_attention_cases(cfg)
+    s.body += _attention_setup(cfg, results)
+    for level, title in (("op", "Bare attention op: (q, k, v) → out, each (1, 4, N, 32)"), ("block", "Whole block")):
+        heads = ["N (map)", "pass", "implementation", "kernel", "n", "median ms", "extra peak MiB"]
+        rows = _attention_rows(results, cfg["tokens"], level)
+        s.body += [f"### {title}", "", table([*heads, "time × fused", "memory × fused"], rows), ""]
+    attention_targets(s, results, cfg["tokens"])
+    return s
+
+
+def _run_attention_cases(cfg: dict) -> dict:
+    """``{(kind, N): result}`` of every implementation (``ATTN_KINDS``) at every token count; a full run logs each."""
     limit = int(cfg["mem_limit_gb"] * 2**30)
     results = {}
     for n, kind in bar([(n, k) for n in cfg["tokens"] for k in ATTN_KINDS], "bench attention", unit="case"):
@@ -205,9 +217,14 @@ def attention_section(cfg: dict) -> Section:
             ms = {p: fmt((r.get(p) or {}).get("ms")) for p in PASSES}
             brief = [f"{p}: {ms[p]} ms" if ms[p] else f"{p}: {(r.get(p) or r).get('error')}" for p in PASSES]
             print(f"  attention {kind:<14} N={n:<6} " + "  ".join(brief), flush=True)
+    return results
+
+
+def _attention_setup(cfg: dict, results: dict) -> list[str]:
+    """The paragraphs above the tables: how it was measured, and how Ultralytics' ``Attention`` compares to MHSA."""
     method = next((r["memory_method"] for r in results.values() if "memory_method" in r), "?")
     where = "each case in a fresh subprocess" if cfg["isolate"] else "all cases in one process (isolate=False)"
-    s.body += [
+    return [
         f"CPU, {cfg['threads']} threads, fp32, batch 1, {HEADS} heads × head width {C // HEADS} (C = {C}), {where}; "
         f"median of {cfg['repeats']} runs (column n) after {cfg['warmup']} warm-up run(s). "
         f"**Extra peak** = peak resident memory during the pass minus the resident memory after building the inputs "
@@ -220,35 +237,34 @@ def attention_section(cfg: dict) -> Section:
         "attention, depthwise 3×3 on v, proj; MHSA adds LayerNorms, a 3×3 position conv and an MLP (C→2C→C).",
         "",
     ]
-    for level, title in (("op", "Bare attention op: (q, k, v) → out, each (1, 4, N, 32)"), ("block", "Whole block")):
-        rows = []
-        for n in cfg["tokens"]:
-            side = math.isqrt(n)
-            for p in PASSES:
-                ref = (results["sdpa" if level == "op" else "mhsa", n].get(p)) or {}
-                for kind, (lv, label) in ATTN_KINDS.items():
-                    if lv != level:
-                        continue
-                    r = results[kind, n].get(p) or {"error": results[kind, n].get("error")}
-                    ms, mib = r.get("ms"), r.get("peak_mib")
-                    fused = kind in ("sdpa", "mhsa")
-                    rows.append(
-                        [
-                            f"{n} ({side}×{side})",
-                            {"fwd": "forward", "fwdbwd": "fwd+bwd"}[p],
-                            label,
-                            r.get("kernel") or "—",
-                            r.get("repeats"),
-                            fmt(ms) if ms is not None else r.get("error"),
-                            fmt(mib, 3),
-                            None if fused else fmt(ratio(ms, ref.get("ms"))),
-                            None if fused else fmt(ratio(mib if ms else None, ref.get("peak_mib"), 0.05)),
-                        ]
-                    )
-        heads = ["N (map)", "pass", "implementation", "kernel", "n", "median ms", "extra peak MiB"]
-        s.body += [f"### {title}", "", table([*heads, "time × fused", "memory × fused"], rows), ""]
-    attention_targets(s, results, cfg["tokens"])
-    return s
+
+
+def _attention_rows(results: dict, tokens, level: str) -> list[list]:
+    """One table's rows (``level``: ``op`` or ``block``): per token count, pass and implementation, its time and
+    memory and their ratios to the fused row (``sdpa`` / ``mhsa``) of the same N and pass."""
+    rows = []
+    for n in tokens:
+        side = math.isqrt(n)
+        for p in PASSES:
+            ref = (results["sdpa" if level == "op" else "mhsa", n].get(p)) or {}
+            for kind, (lv, label) in ATTN_KINDS.items():
+                if lv != level:
+                    continue
+                r = results[kind, n].get(p) or {"error": results[kind, n].get("error")}
+                ms, mib = r.get("ms"), r.get("peak_mib")
+                fused = kind in ("sdpa", "mhsa")
+                rows.append([
+                    f"{n} ({side}×{side})",
+                    {"fwd": "forward", "fwdbwd": "fwd+bwd"}[p],
+                    label,
+                    r.get("kernel") or "—",
+                    r.get("repeats"),
+                    fmt(ms) if ms is not None else r.get("error"),
+                    fmt(mib, 3),
+                    None if fused else fmt(ratio(ms, ref.get("ms"))),
+                    None if fused else fmt(ratio(mib if ms else None, ref.get("peak_mib"), 0.05)),
+                ])
+    return rows
 
 
 def attention_targets(s: Section, results: dict, tokens) -> None:

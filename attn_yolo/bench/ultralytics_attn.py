@@ -274,15 +274,11 @@ def device_rows(device: str, yamls=("yolo11n.yaml", "yolo12n.yaml"), sizes=(640,
     Returns:
         list[list]: ``[model, imgsz, dtype, implementation, pass, kernel, ms | reason, speed ×, peak MiB]``.
     """
-    import contextlib
-
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from ultralytics.cfg import get_cfg
     from ultralytics.nn.tasks import DetectionModel
 
     from attn_yolo.bench.train import random_detection_batch
 
-    cuda = device.startswith("cuda")
     rows = []
     for yaml in yamls:
         torch.manual_seed(0)
@@ -291,53 +287,78 @@ def device_rows(device: str, yamls=("yolo11n.yaml", "yolo12n.yaml"), sizes=(640,
         for imgsz in sizes:
             data = {k: v.to(device) for k, v in random_detection_batch(batch, imgsz).items()}
             for dt in dtypes:
-                stock_ms = {}
-                for label, (on, backend) in CUDA_IMPLS.items():
-                    fuse_attention(model, on)
-
-                    @contextlib.contextmanager
-                    def ctx(backend=backend, dt=dt):
-                        with torch.autocast(device.split(":")[0], dtype=getattr(torch, dt)):
-                            with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
-                                yield
-
-                    def forward(ctx=ctx, model=model, data=data):
-                        model.eval()
-                        with torch.no_grad(), ctx():
-                            model(data["img"])
-
-                    def step(ctx=ctx, model=model, data=data):
-                        model.train()
-                        model.zero_grad(set_to_none=True)
-                        with ctx():
-                            loss, _ = model.loss(data)
-                        loss.sum().backward()
-
-                    for p, fn in (("forward", forward), ("train", step)):
-                        kernel = mib = speed = None
-                        try:
-                            if cuda:
-                                torch.cuda.synchronize()
-                                torch.cuda.reset_peak_memory_stats()
-                                base = torch.cuda.memory_allocated()
-                            kernel = profile_kernel(fn)
-                            ms = median_ms([timed(fn) for _ in range(repeats)])
-                            if cuda:
-                                mib = fmt((torch.cuda.max_memory_allocated() - base) / 2**20)
-                            stock_ms.setdefault(p, ms)
-                            speed, ms = fmt(stock_ms[p] / ms), fmt(ms)
-                        except (RuntimeError, MemoryError) as e:
-                            err = short_error(e, None)
-                            ms = ("unavailable (no kernel for this input)" if "No viable backend" in err else err)
-                            ms = ms.replace("|", "/")
-                            if cuda:
-                                torch.cuda.empty_cache()
-                        rows.append([yaml[:-5], imgsz, dt, label, p, kernel, ms, speed, mib])
+                rows += _dtype_rows(model, data, device, dt, repeats, [yaml[:-5], imgsz, dt])
         fuse_attention(model, False)
         del model
-        if cuda:
+        if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return rows
+
+
+def _dtype_rows(model, data: dict, device: str, dt: str, repeats: int, head: list) -> list[list]:
+    """The rows of one model, size and dtype (``head``): each implementation's forward and training step, the speed
+    against the stock implementation (the first of ``CUDA_IMPLS``)."""
+    stock_ms, rows = {}, []
+    for label, (on, backend) in CUDA_IMPLS.items():
+        fuse_attention(model, on)
+        forward, step = _passes(model, data, device, dt, backend)
+        for p, fn in (("forward", forward), ("train", step)):
+            kernel, ms, speed, mib = _measure(fn, device, repeats, stock_ms, p)
+            rows.append([*head, label, p, kernel, ms, speed, mib])
+    return rows
+
+
+def _passes(model, data: dict, device: str, dt: str, backend):
+    """The forward pass and the training step (loss forward + backward) of ``model`` on ``data``, under autocast to
+    ``dt`` and, if ``backend`` names one, with SDPA held to that backend."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    @contextlib.contextmanager
+    def ctx():
+        with torch.autocast(device.split(":")[0], dtype=getattr(torch, dt)):
+            with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
+                yield
+
+    def forward():
+        model.eval()
+        with torch.no_grad(), ctx():
+            model(data["img"])
+
+    def step():
+        model.train()
+        model.zero_grad(set_to_none=True)
+        with ctx():
+            loss, _ = model.loss(data)
+        loss.sum().backward()
+
+    return forward, step
+
+
+def _measure(fn, device: str, repeats: int, stock_ms: dict, p: str) -> tuple:
+    """``(kernel, ms | reason, speed ×, peak MiB)`` of one pass ``p``; the first implementation's ms per pass is kept
+    in ``stock_ms`` for the speed. A backend that cannot run the case gives its reason in place of the ms."""
+    cuda = device.startswith("cuda")
+    kernel = mib = speed = None
+    try:
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        kernel = profile_kernel(fn)
+        ms = median_ms([timed(fn) for _ in range(repeats)])
+        if cuda:
+            mib = fmt((torch.cuda.max_memory_allocated() - base) / 2**20)
+        stock_ms.setdefault(p, ms)
+        speed, ms = fmt(stock_ms[p] / ms), fmt(ms)
+    except (RuntimeError, MemoryError) as e:
+        err = short_error(e, None)
+        ms = ("unavailable (no kernel for this input)" if "No viable backend" in err else err)
+        ms = ms.replace("|", "/")
+        if cuda:
+            torch.cuda.empty_cache()
+    return kernel, ms, speed, mib
 
 
 DEVICE_HEADERS = ["model", "imgsz", "dtype", "implementation", "pass", "kernels", "median ms", "speed × stock",

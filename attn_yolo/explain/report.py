@@ -4,23 +4,18 @@ The error types carry their intervals; then the images that changed and the bloc
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from attn_yolo.ablate.runs.perimage import SIZES
-from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, bracket, level_words
+from attn_yolo.ablate.statistics.verdicts import BETTER, WORSE, level_words
 from attn_yolo.explain import decompose, tide
 from attn_yolo.explain.health import largest_moved
 from attn_yolo.explain.inputs import REPORT_MARK, figure_name
+from attn_yolo.markdown import table
+from attn_yolo.text import bracket, number
 
 N_CLASSES = 5  # classes shown per variant: those whose AP moved most (either way)
 PART_LABELS = {**tide.LABELS, "interaction": "interaction (not one type's)", "ceiling": "ceiling (after all fixes)"}
-
-
-def _f(x, dec: int = 4, sign: bool = True) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.{dec}f}" if sign else f"{x:.{dec}f}"
 
 
 def _ci(h: dict) -> str:
@@ -38,15 +33,15 @@ def parts_table(dec: dict, level: float = 0.95, settled: bool = True) -> list[st
     share of Δ, per seed, and ``exploratory`` where its interval excludes 0 while the verdict (``settled``: better or
     worse) does not."""
     total = dec["parts"]["total"]["mean"]
-    lines = [f"| part | Δ mAP50-95 | hierarchical {level_words(level)} CI | share of Δ | per seed | reading |",
-             "|---|---|---|---|---|---|"]
+    rows = []
     for k in (*decompose.PARTS, "total"):
         h = dec["parts"][k]
         share = f"{100 * h['mean'] / total:+.0f} %" if total and k != "total" else ""
-        seeds = ", ".join(_f(x) for x in dec["per_seed"][k])
+        seeds = ", ".join(number(x, sign=True) for x in dec["per_seed"][k])
         label = "**total (the summary's Δ)**" if k == "total" else PART_LABELS[k]
-        lines.append(f"| {label} | {_f(h['mean'])} | {_ci(h)} | {share} | {seeds} | {_reading(h, settled)} |")
-    return lines
+        rows.append([label, number(h["mean"], sign=True), _ci(h), share, seeds, _reading(h, settled)])
+    heads = ["part", "Δ mAP50-95", f"hierarchical {level_words(level)} CI", "share of Δ", "per seed", "reading"]
+    return [table(heads, rows)]
 
 
 def verdict_lines(v: str, verdict, baseline: str) -> list[str]:
@@ -55,7 +50,8 @@ def verdict_lines(v: str, verdict, baseline: str) -> list[str]:
         return ["**Verdict**: not recorded (no verdicts.json in the out folder: run `attn-yolo ablate` on its config "
                 "again to write it); the parts below explain a Δ, they decide nothing.", ""]
     iv = f", {verdict.interval.text()}, n = {verdict.n} paired seeds" if verdict.interval is not None else ""
-    return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** (Δ {_f(verdict.mean)}{iv}). The "
+    return [f"**Verdict (summary.md)**: `{v}` vs `{baseline}`: **{verdict.words}** "
+            f"(Δ {number(verdict.mean, sign=True)}{iv}). The "
             "parts below explain this Δ; their intervals do not decide, and a part whose interval excludes 0 where "
             "the verdict's does not is exploratory.", ""]
 
@@ -64,11 +60,9 @@ def sizes_table(dec: dict) -> list[str]:
     """Per error type and object size: the variant's gain when only that size's errors are fixed, with its CI."""
     if not dec["sizes"]:
         return []
-    lines = ["| error | " + " | ".join(SIZES) + " |", "|---|" + "---|" * len(SIZES)]
-    for e in tide.ERROR_NAMES:
-        cells = [f"{_f(dec['sizes'][(e, s)]['mean'])} {_ci(dec['sizes'][(e, s)])}" for s in SIZES]
-        lines.append(f"| {tide.LABELS[e]} | " + " | ".join(cells) + " |")
-    return lines
+    rows = [[tide.LABELS[e], *(f"{number(dec['sizes'][(e, s)]['mean'], sign=True)} {_ci(dec['sizes'][(e, s)])}"
+                               for s in SIZES)] for e in tide.ERROR_NAMES]
+    return [table(["error", *SIZES], rows)]
 
 
 def classes_table(dec: dict, names: list[str]) -> list[str]:
@@ -76,42 +70,35 @@ def classes_table(dec: dict, names: list[str]) -> list[str]:
     movers = sorted(dec["class_total"], key=lambda c: -abs(dec["class_total"][c]["mean"]))[:N_CLASSES]
     if not movers:
         return []
-    head = " | ".join(tide.ERROR_NAMES)
-    lines = [f"| class | Δ AP50-95 | CI | {head} | interaction | ceiling |", "|---|---|---|" + "---|" * 8]
-    for c in movers:
-        p = dec["classes"][c]
-        cells = " | ".join(_f(p[k]) for k in decompose.PARTS)
-        lines.append(f"| {names[c] if c < len(names) else c} | {_f(p['total'])} | {_ci(dec['class_total'][c])} | "
-                     f"{cells} |")
-    return lines
+    rows = [[names[c] if c < len(names) else c, number(dec["classes"][c]["total"], sign=True),
+             _ci(dec["class_total"][c]), *(number(dec["classes"][c][k], sign=True) for k in decompose.PARTS)]
+            for c in movers]
+    return [table(["class", "Δ AP50-95", "CI", *tide.ERROR_NAMES, "interaction", "ceiling"], rows)]
 
 
 def images_table(up: list, down: list) -> list[str]:
     """The images that rose (``up``) and fell (``down``), ``changed.ChangedImage``s, as Markdown rows."""
-    lines = ["| image | Δ AP50-95 (mean over seeds) | per seed | shown: seed, baseline → variant |",
-             "|---|---|---|---|"]
-    for im in up + down:
-        seeds = ", ".join(f"{s}: {_f(d, 3)}" for s, d in im.per_seed.items())
-        lines.append(f"| `{Path(im.path).name}` | {_f(im.delta, 3)} | {seeds} | seed {im.seed}: "
-                     f"{im.ap_baseline:.3f} → {im.ap_variant:.3f} |")
-    return lines
+    rows = [[f"`{Path(im.path).name}`", number(im.delta, 3, sign=True),
+             ", ".join(f"{s}: {number(d, 3, sign=True)}" for s, d in im.per_seed.items()),
+             f"seed {im.seed}: {im.ap_baseline:.3f} → {im.ap_variant:.3f}"] for im in up + down]
+    return [table(["image", "Δ AP50-95 (mean over seeds)", "per seed", "shown: seed, baseline → variant"], rows)]
 
 
 def health_table(rows: list[dict]) -> list[str]:
     """``health.health_rows`` as Markdown rows (the largest |Δ| in bold), then ``health.largest_moved``."""
     if not any(r["block"] for r in rows):
         return ["No gates.csv in the variant's run folders (no attention blocks, or `health: false`)."]
-    lines = ["| seed | Δ mAP50-95 | block | knock-out | (moved) | entropy | (moved) | gate mean | flags |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    cells = []
     for r in rows:
-        seed = f"**{r['seed']}** (largest |Δ|)" if r["largest"] else str(r["seed"])
+        seed = f"**{r['seed']}** (largest |Δ|)" if r["largest"] else str(r["seed"])  # the table escapes the bars
         if not r["block"]:
-            lines.append(f"| {seed} | {_f(r['delta'])} | (no gates.csv) | | | | | | |")
+            cells.append([seed, number(r["delta"], sign=True), "(no gates.csv)", *[""] * 6])
             continue
-        lines.append(f"| {seed} | {_f(r['delta'])} | {r['block']} | {r['knockout']:.3g} | {r['d_knockout']:+.3g} | "
-                     f"{_f(r['entropy'], 4, False)} | {_f(r['d_entropy'])} | {_f(r['gate_mean'], 3, False)} | "
-                     f"{', '.join(r['flags']) or '-'} |")
-    return lines + [""] + [f"- {s}" for s in largest_moved(rows)]
+        cells.append([seed, number(r["delta"], sign=True), r["block"], f"{r['knockout']:.3g}",
+                      f"{r['d_knockout']:+.3g}", number(r["entropy"]), number(r["d_entropy"], sign=True),
+                      number(r["gate_mean"], 3), ", ".join(r["flags"]) or "-"])
+    heads = ["seed", "Δ mAP50-95", "block", "knock-out", "(moved)", "entropy", "(moved)", "gate mean", "flags"]
+    return [table(heads, cells), ""] + [f"- {s}" for s in largest_moved(rows)]
 
 
 def variant_section(v: str, res: dict, names: list[str], baseline: str, verdict=None, level: float = 0.95

@@ -22,12 +22,11 @@ The checkpoint loads weights-only (``attn_yolo.checkpoint.load_yolo``) unless ``
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
-from attn_yolo.args import Key, Schema, UsageError
-from attn_yolo.checkpoint import load_yolo
+from attn_yolo.args import Key, Schema
 from attn_yolo.export.checks import TOLERANCE, Check
+from attn_yolo.export.cli_steps import load_model, print_report, refuse_to_replace, usage
 from attn_yolo.export.end2end import E2E_RAW_SCALE, end2end_checks, use_end2end
 from attn_yolo.export.int8 import export_int8, keep_float_scopes
 from attn_yolo.export.int8_cli import run_int8
@@ -49,8 +48,8 @@ from attn_yolo.export.report import VerifyReport, report_path
 from attn_yolo.export.runtime import OpenVINORuntime, OrtRuntime, latency_ms, onnx_latency_ms, ort_session
 from attn_yolo.export.tensorrt_export import NoCudaError, require_cuda
 from attn_yolo.export.verify import load_images, verify_engine, verify_onnx, verify_openvino
-from attn_yolo.files import check_writable
 from attn_yolo.sdpa import fuse_attention
+from attn_yolo.text import did_you_mean
 from attn_yolo.ultralytics_api.cli_checks import export_format_names
 
 __all__ = [
@@ -166,50 +165,97 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("help", "-h", "--help"):
         print(HELP)
         return 0
-    tokens = [t.partition("=") for t in argv]
-    int8 = ("quantize", "=", "8") in tokens  # INT8 names its own formats (no TensorRT INT8 path here)
-    if not int8 and any(k == "engine" or (k == "format" and v.lower() == "engine") for k, _, v in tokens):
-        # at once: nothing else is worth checking without a GPU
-        try:
-            require_cuda()
-        except NoCudaError as e:
-            raise UsageError(f"attn-yolo export: {e}") from None
+    _refuse_engine_without_cuda(argv)
     a = SCHEMA.parse(argv, "export")
-    fmt = str(a["format"]).lower()
-    for k in ("openvino", "engine"):  # openvino=<IR> / engine=<file> re-verify a file of that format
-        fmt = k if a[k] is not None and fmt == "onnx" else fmt
-    if a["quantize"] not in (None, 8, 16, 32):
-        raise UsageError(f"attn-yolo export: quantize={a['quantize']!r} is invalid; allowed: 8 (INT8), 16 (as "
-                         f"half=True), 32, or omit it")
-    if a["quantize"] == 16:
-        a["half"] = True
+    fmt = _format_of(a)
+    _check_quantize(a)
     if a["quantize"] == 8:
         return run_int8(fmt, a, a["imgsz"])
     for k in ("data", "int8_max_drop"):
         if a[k] is not None:
-            raise UsageError(f"attn-yolo export: {k}= applies to quantize=8 (INT8) only")
-    verified, known = ("onnx", "openvino", "engine"), export_format_names()
-    if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
-        close = [f" Did you mean {c!r}?" for c in difflib.get_close_matches(fmt, known, n=1, cutoff=0.6)]
-        raise UsageError(
-            f"attn-yolo export: format={a['format']!r}: unknown format.{''.join(close)}"
-            f" Verified here: {', '.join(verified)}; Ultralytics' exporter also takes "
-            f"{', '.join(k for k in known if k not in verified)}"
-        )
-    if fmt not in verified:
-        raise UsageError(
-            f"attn-yolo export: format={a['format']!r} is not verified here; allowed: onnx, openvino, engine. For "
-            f"other formats run Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... "
-            f"format={a['format']}"
-        )
+            raise usage(f"{k}= applies to quantize=8 (INT8) only")
+    _check_verified_format(fmt, a["format"])
     if fmt != "onnx":
         from attn_yolo.export.deploy import run_format
 
         return run_format(fmt, a, a["imgsz"])
+    return _run_onnx(a)
+
+
+def _refuse_engine_without_cuda(argv: list[str]) -> None:
+    """Refuse ``format=engine`` / ``engine=`` at once without a CUDA GPU: nothing else is worth checking."""
+    tokens = [t.partition("=") for t in argv]
+    int8 = ("quantize", "=", "8") in tokens  # INT8 names its own formats (no TensorRT INT8 path here)
+    if not int8 and any(k == "engine" or (k == "format" and v.lower() == "engine") for k, _, v in tokens):
+        try:
+            require_cuda()
+        except NoCudaError as e:
+            raise usage(str(e)) from None
+
+
+def _format_of(a: dict) -> str:
+    """The format to run: ``format=``, or that of ``openvino=<IR>`` / ``engine=<file>`` (a file to re-verify)."""
+    fmt = str(a["format"]).lower()
+    for k in ("openvino", "engine"):
+        fmt = k if a[k] is not None and fmt == "onnx" else fmt
+    return fmt
+
+
+def _check_quantize(a: dict) -> None:
+    """Refuse a ``quantize=`` other than 8, 16 or 32; ``quantize=16`` means ``half=True``."""
+    if a["quantize"] not in (None, 8, 16, 32):
+        raise usage(f"quantize: {a['quantize']!r}; expected 8 (INT8), 16 (as half=True), 32, or omit it")
+    if a["quantize"] == 16:
+        a["half"] = True
+
+
+def _check_verified_format(fmt: str, given) -> None:
+    """Refuse a format this tool does not verify: a typo (with the closest name), or one only Ultralytics exports."""
+    verified, known = ("onnx", "openvino", "engine"), export_format_names()
+    if fmt not in verified and fmt not in known:  # a typo: Ultralytics' exporter would not take it either
+        raise usage(
+            f"format={given!r}: unknown format.{did_you_mean(fmt, known, sentence=True)} "
+            f"Verified here: {', '.join(verified)}; Ultralytics' exporter also takes "
+            f"{', '.join(k for k in known if k not in verified)}"
+        )
+    if fmt not in verified:
+        raise usage(
+            f"format={given!r} is not verified here; allowed: onnx, openvino, engine. For other formats run "
+            f"Ultralytics' exporter with the blocks registered: attn-yolo mode=export model=... format={given}"
+        )
+
+
+def _run_onnx(a: dict) -> int:
+    """``format=onnx``: check the inputs, load the model, refuse to replace outputs, export, verify and report."""
     if a["half"]:
         print("half=True: fp16 ONNX via Ultralytics (quantize=16; on CPU the fp32 graph is converted, I/O stays fp32); "
               f"verified against fp32 PyTorch with tolerance {TOLERANCE['fp16']:.0e}")
-    imgsz = a["imgsz"]
+    _check_onnx_inputs(a)
+    yolo = load_model(a)
+    if a["sdpa"]:
+        fuse_attention(yolo)  # the exporter's deep copy keeps it (attn_yolo.sdpa); check_opset sees it
+    e2e = use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
+    f = _onnx_target(a, yolo)
+    if not a["onnx"]:
+        try:
+            f = export_onnx(yolo, a["imgsz"], a["dynamic"], a["half"], a["opset"], a["simplify"], out=f,
+                            overwrite=a["overwrite"])
+        except OpsetError as e:
+            raise usage(str(e)) from e
+    if not a["verify"]:
+        print(f"Exported {f} (not verified: verify=False)")
+        return 0
+    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"],
+                         compare=end2end_checks(TOLERANCE["fp16" if a["half"] else "fp32"]) if e2e else None)
+    if e2e:
+        report.tolerance["raw_definition"] = E2E_RAW_SCALE
+    path = report.save(overwrite=a["overwrite"])
+    return print_report(report, path, f"Verification FAILED; the exported file is kept for inspection: {f}")
+
+
+def _check_onnx_inputs(a: dict) -> None:
+    """Refuse, before loading the model, a bad opset, unreadable images, a missing or non-ONNX ``onnx=`` file and an
+    ``out=`` that is not a ``*.onnx`` path (or comes with ``onnx=``)."""
     try:
         if not a["onnx"]:
             valid_opset(a["opset"])
@@ -221,42 +267,20 @@ def main(argv: list[str]) -> int:
                 raise ValueError(f"onnx={str(f)!r}: no such file")
             onnx_info(f)  # an ONNX model file, before loading the checkpoint
     except ValueError as e:  # OpsetError, unreadable image or ONNX file
-        raise UsageError(f"attn-yolo export: {e}") from None
+        raise usage(str(e)) from None
     if a["out"] is not None and (a["onnx"] or Path(str(a["out"])).suffix.lower() != ".onnx"):
         why = "not with onnx= (the file is verified where it is)" if a["onnx"] else "expected a *.onnx path"
-        raise UsageError(f"attn-yolo export: out={str(a['out'])!r}: {why}")
-    try:
-        yolo = load_yolo(a["model"], "model", trust=a["trust"])
-    except ValueError as e:
-        raise UsageError(f"attn-yolo export: {e}") from None
-    if a["sdpa"]:
-        fuse_attention(yolo)  # the exporter's deep copy keeps it (attn_yolo.sdpa); check_opset sees it
-    e2e = use_end2end(yolo)  # yolo26: exported and verified through its NMS-free head
-    if not a["onnx"]:
+        raise usage(f"out={str(a['out'])!r}: {why}")
+
+
+def _onnx_target(a: dict, yolo) -> Path:
+    """The ``.onnx`` to write (``out=``, else next to the checkpoint) or to re-verify (``onnx=``), refused if it or its
+    report exists without ``overwrite=True``."""
+    if a["onnx"]:
+        f = Path(a["onnx"])
+    else:
         f = Path(a["out"]) if a["out"] is not None else default_onnx_path(yolo)
     targets = ([] if a["onnx"] else [(f, "the ONNX file")]) + ([(report_path(f), "the report")] if a["verify"] else [])
-    for p, what in targets:
-        if p.exists() and not a["overwrite"]:
-            keep = "" if a["onnx"] else f", or out= another name to keep both (e.g. out={f.stem}-dynamic.onnx)"
-            raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it{keep}")
-        check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
-    if not a["onnx"]:
-        try:
-            f = export_onnx(yolo, imgsz, a["dynamic"], a["half"], a["opset"], a["simplify"], out=f,
-                            overwrite=a["overwrite"])
-        except OpsetError as e:
-            raise UsageError(f"attn-yolo export: {e}") from e
-    if not a["verify"]:
-        print(f"Exported {f} (not verified: verify=False)")
-        return 0
-    tol = TOLERANCE["fp16" if a["half"] else "fp32"]
-    report = verify_onnx(f, yolo, source=a["source"], conf=a["conf"], iou=a["iou"],
-                         compare=end2end_checks(tol) if e2e else None)
-    if e2e:
-        report.tolerance["raw_definition"] = E2E_RAW_SCALE
-    path = report.save(overwrite=a["overwrite"])
-    print(report.summary())
-    print(f"Report saved to {path}")
-    if not report.passed:
-        print(f"Verification FAILED; the exported file is kept for inspection: {f}")
-    return 0 if report.passed else 1
+    keep = "" if a["onnx"] else f", or out= another name to keep both (e.g. out={f.stem}-dynamic.onnx)"
+    refuse_to_replace(targets, a["overwrite"], keep)
+    return f

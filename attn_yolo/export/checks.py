@@ -148,6 +148,13 @@ def _overlaps(d: np.ndarray, boxes: np.ndarray, iou: float) -> np.ndarray:
     return (boxes[:, 5] == d[5]) & (_iou(d[None, :4], boxes[:, :4])[0] > iou - (1 - IOU_MIN))
 
 
+MAX_DET = 300
+"""Ultralytics' ``max_det``: the most detections NMS keeps per image."""
+
+COUNTS = ("n_torch", "n_export", "matched", "borderline", "tie", "cascade", "unmatched_torch", "unmatched_export")
+"""The counts of the ``nms`` check's detail, over all images."""
+
+
 def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float, margin: float,
                        label: str = "export", iou_min: float = IOU_MIN, max_unmatched: float = 0.0) -> Check:
     """Compare post-NMS detections of raw outputs ``ref`` (torch) and ``out`` (exported) ``(B, 4 + nc, A)``, per image.
@@ -169,56 +176,86 @@ def compare_detections(ref: np.ndarray, out: np.ndarray, conf: float, iou: float
     Not run (``Check.not_run``) if nothing was compared: neither side has a detection, or none matched and every one
     was excused (a check that verified no detection is never a pass).
     """
-    from scipy.optimize import linear_sum_assignment
+    margin = margin + 1e-6
+    n = dict.fromkeys(COUNTS, 0)
+    ious = []  # IoU of each matched pair, and the best same-class IoU of each unexcused unmatched detection
+    for k, (a, b) in enumerate(zip(_nms(ref, conf, iou), _nms(out, conf, iou))):
+        ious += _match_image(a.double().numpy(), b.double().numpy(), ref[k], out[k], conf, iou, margin, iou_min, n)
+    return _detections_check(n, ious, ref, out, conf, iou, margin, label, iou_min, max_unmatched)
+
+
+def _nms(raw: np.ndarray, conf: float, iou: float) -> list:
+    """Ultralytics' ``non_max_suppression`` of raw outputs ``(B, 4 + nc, A)``: per image ``(n, 6)`` xyxy, score,
+    class."""
     from ultralytics.utils.nms import non_max_suppression
 
-    max_det = 300
-    margin = margin + 1e-6
-    kw = dict(conf_thres=conf, iou_thres=iou, max_det=max_det, max_time_img=60.0)
-    dt = non_max_suppression(torch.from_numpy(ref.copy()), **kw)
-    do = non_max_suppression(torch.from_numpy(out.copy()), **kw)
-    keys = ("n_torch", "n_export", "matched", "borderline", "tie", "cascade", "unmatched_torch", "unmatched_export")
-    n = dict.fromkeys(keys, 0)
-    ious = []  # IoU of each matched pair, and the best same-class IoU of each unexcused unmatched detection
-    for k, (a, b) in enumerate(zip(dt, do)):
-        a, b = a.double().numpy(), b.double().numpy()
-        n["n_torch"] += len(a)
-        n["n_export"] += len(b)
-        m = _iou(a[:, :4], b[:, :4]) * (a[:, 5:6] == b[:, 5][None]) if len(a) and len(b) else np.zeros((len(a), len(b)))
-        ri, ci = linear_sum_assignment(-m) if m.size else ([], [])
-        good = [(i, j) for i, j in zip(ri, ci) if m[i, j] >= iou_min]
-        ious += [m[i, j] for i, j in good]
-        n["matched"] += len(good)
-        lo = max([conf] + [d[:, 4].min() for d in (a, b) if len(d) == max_det])
-        unmatched = {"torch": sorted(set(range(len(a))) - {i for i, _ in good}),
-                     "export": sorted(set(range(len(b))) - {j for _, j in good})}
-        dets, raws, best = {"torch": a, "export": b}, {"torch": ref[k], "export": out[k]}, {"torch": m, "export": m.T}
-        excused, left = [], []
-        for side, idx in unmatched.items():
-            cand = _candidates(raws[side], conf - margin) if idx else None
-            for i in idx:
-                d = dets[side][i]
-                if abs(d[4] - lo) <= margin:
-                    n["borderline"] += 1
-                    excused.append(d)
-                elif _tied(d, cand, iou, 2 * margin):
-                    n["tie"] += 1
-                    excused.append(d)
-                else:
-                    left.append((side, i))
-        changed = True
-        while changed and left:  # cascades: overlapping an excused detection, transitively
-            changed = False
-            for side, i in list(left):
-                d = dets[side][i]
-                if excused and _overlaps(d, np.array(excused), iou).any():
-                    n["cascade"] += 1
-                    excused.append(d)
-                    left.remove((side, i))
-                    changed = True
-        for side, i in left:
-            n[f"unmatched_{side}"] += 1
-            ious.append(float(best[side][i].max()) if best[side].shape[1] else 0.0)
+    kw = dict(conf_thres=conf, iou_thres=iou, max_det=MAX_DET, max_time_img=60.0)
+    return non_max_suppression(torch.from_numpy(raw.copy()), **kw)
+
+
+def _match_image(a: np.ndarray, b: np.ndarray, raw_a: np.ndarray, raw_b: np.ndarray, conf: float, iou: float,
+                 margin: float, iou_min: float, n: dict) -> list[float]:
+    """Match one image's torch ``a`` and exported ``b`` detections, excuse the unmatched that ``margin`` can flip, and
+    add the counts to ``n``. Returns the IoU of each match and the best IoU of each unexcused unmatched detection."""
+    from scipy.optimize import linear_sum_assignment
+
+    n["n_torch"] += len(a)
+    n["n_export"] += len(b)
+    m = _iou(a[:, :4], b[:, :4]) * (a[:, 5:6] == b[:, 5][None]) if len(a) and len(b) else np.zeros((len(a), len(b)))
+    ri, ci = linear_sum_assignment(-m) if m.size else ([], [])
+    good = [(i, j) for i, j in zip(ri, ci) if m[i, j] >= iou_min]
+    ious = [m[i, j] for i, j in good]
+    n["matched"] += len(good)
+    lo = max([conf] + [d[:, 4].min() for d in (a, b) if len(d) == MAX_DET])  # the score a detection must beat
+    unmatched = {"torch": sorted(set(range(len(a))) - {i for i, _ in good}),
+                 "export": sorted(set(range(len(b))) - {j for _, j in good})}
+    dets, raws, best = {"torch": a, "export": b}, {"torch": raw_a, "export": raw_b}, {"torch": m, "export": m.T}
+    excused, left = _excuse_flips(unmatched, dets, raws, lo, conf, iou, margin, n)
+    _excuse_cascades(left, excused, dets, iou, n)
+    for side, i in left:
+        n[f"unmatched_{side}"] += 1
+        ious.append(float(best[side][i].max()) if best[side].shape[1] else 0.0)
+    return ious
+
+
+def _excuse_flips(unmatched: dict, dets: dict, raws: dict, lo: float, conf: float, iou: float, margin: float,
+                  n: dict) -> tuple[list, list]:
+    """Split the unmatched detections into those a ``margin`` can flip (``borderline``, ``tie``; counted in ``n``) and
+    the rest: ``(excused detections, [(side, index)] left)``."""
+    excused, left = [], []
+    for side, idx in unmatched.items():
+        cand = _candidates(raws[side], conf - margin) if idx else None
+        for i in idx:
+            d = dets[side][i]
+            if abs(d[4] - lo) <= margin:
+                n["borderline"] += 1
+                excused.append(d)
+            elif _tied(d, cand, iou, 2 * margin):
+                n["tie"] += 1
+                excused.append(d)
+            else:
+                left.append((side, i))
+    return excused, left
+
+
+def _excuse_cascades(left: list, excused: list, dets: dict, iou: float, n: dict) -> None:
+    """Excuse (and count in ``n``) the detections of ``left`` that overlap an excused one, transitively; both lists
+    change in place."""
+    changed = True
+    while changed and left:
+        changed = False
+        for side, i in list(left):
+            d = dets[side][i]
+            if excused and _overlaps(d, np.array(excused), iou).any():
+                n["cascade"] += 1
+                excused.append(d)
+                left.remove((side, i))
+                changed = True
+
+
+def _detections_check(n: dict, ious: list, ref: np.ndarray, out: np.ndarray, conf: float, iou: float, margin: float,
+                      label: str, iou_min: float, max_unmatched: float) -> Check:
+    """The ``nms`` check from the counts: passed, failed, or not run when nothing was compared."""
     min_iou = float(min(ious)) if ious else None  # None: no detection to compare
     top = float(max(ref[:, 4:].max(), out[:, 4:].max())) if ref.shape[1] > 4 and ref.size else 0.0
     detail = {"conf": conf, "iou": iou, **n, "min_iou": min_iou, "score_margin": margin, "max_score": top}

@@ -1,7 +1,6 @@
 """INT8 export through Ultralytics' exporter (``quantize=8``), with a keep-float list per attention block.
 
-INT8 export through Ultralytics' exporter (``quantize=8``): ONNX Runtime static QDQ and OpenVINO NNCF, calibrated
-on the model's own training images, with a keep-float list per attention block.
+Two backends, ONNX Runtime static QDQ and OpenVINO NNCF, both calibrated on the model's own training images.
 
 Ultralytics 8.4.190 quantizes by fixed rules that know nothing of attention: ONNX (``quantize_static``, QDQ) quantizes
 Conv, Gemm and MatMul and keeps every other node float; OpenVINO (``nncf.quantize``, ``preset=MIXED``) keeps every

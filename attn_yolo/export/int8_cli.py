@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attn_yolo.args import UsageError
 from attn_yolo.checkpoint import load_yolo
+from attn_yolo.export.cli_steps import print_report, refuse_to_replace
 from attn_yolo.export.end2end import use_end2end
 from attn_yolo.export.int8 import (
     INT8_FORMATS,
@@ -31,7 +32,6 @@ from attn_yolo.export.int8 import (
     keep_float_scopes,
 )
 from attn_yolo.export.report import report_path
-from attn_yolo.files import check_writable
 
 
 def check_int8_args(fmt: str, a: dict) -> None:
@@ -50,13 +50,13 @@ def check_int8_args(fmt: str, a: dict) -> None:
                              f"drop {k}=")
     d = a["int8_max_drop"]
     if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 100):
-        raise UsageError(f"{err}int8_max_drop={d!r} is invalid; allowed: mAP50-95 points in (0, 100]")
+        raise UsageError(f"{err}int8_max_drop: {d!r}; expected mAP50-95 points in (0, 100]")
     f = a["fraction"]
     ok = isinstance(f, (int, float)) and not isinstance(f, bool) and (0 < f <= 1 or (isinstance(f, int) and f >= 1))
     if not ok:
-        raise UsageError(f"{err}fraction={f!r} is invalid; allowed: a share in (0, 1] or a count of images >= 1")
+        raise UsageError(f"{err}fraction: {f!r}; expected a share in (0, 1] or a count of images >= 1")
     if a["keep_float"] not in ("auto", True, False):
-        raise UsageError(f"{err}keep_float={a['keep_float']!r} is invalid; allowed: auto, True, False")
+        raise UsageError(f"{err}keep_float: {a['keep_float']!r}; expected auto, True, False")
 
 
 def run_int8(fmt: str, a: dict, imgsz) -> int:
@@ -88,11 +88,7 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
         raise UsageError(f"attn-yolo export: out={str(out)!r}: expected {want}")
     stem = out.name[: -len("_openvino_model")] if fmt == "openvino" else out.stem
     rep = report_path(out / f"{stem}.xml" if fmt == "openvino" else out)
-    for p, what in ((out, "the INT8 export"), (rep, "the report")):
-        if p.exists() and not a["overwrite"]:
-            raise UsageError(f"attn-yolo export: {what} {str(p)!r} exists; pass overwrite=True to replace it, or out= "
-                             f"another name")
-        check_writable(p, "out", lambda msg: UsageError(f"attn-yolo export: {msg}"))
+    refuse_to_replace([(out, "the INT8 export"), (rep, "the report")], a["overwrite"], ", or out= another name")
     scopes = keep_float_scopes(yolo.model)  # an end-to-end head's decode and top-k join the list (``keep_head``)
     calib = {"data": data, "images": calibration_count(n_train, a["fraction"]), "fraction": a["fraction"]}
     print(f"quantize=8: {fmt} INT8 calibrated on {calib['images']} training images of {data}; keep_float="
@@ -121,8 +117,4 @@ def run_int8(fmt: str, a: dict, imgsz) -> int:
     report.int8["calibration"] = calib
     report.int8["keep_float"] = {"mode": a["keep_float"], "nodes": kept, "drops": drops, "note": note}
     path = report.save(rep, overwrite=True)
-    print(report.summary())
-    print(f"Report saved to {path}")
-    if not report.passed:
-        print(f"INT8 verification FAILED; the exported file is kept for inspection: {f}")
-    return 0 if report.passed else 1
+    return print_report(report, path, f"INT8 verification FAILED; the exported file is kept for inspection: {f}")

@@ -1,7 +1,6 @@
 """What ran in INT8, per attention block and backend, read from the exported graph and the runtime's own graph.
 
-What ran in INT8 per attention block and backend, read from the exported INT8 graph and from the graph the runtime
-executes, not from the quantizer's rules.
+Both graphs are read, the exported INT8 one and the one the runtime executes; the quantizer's rules are not.
 
 * **ONNX Runtime** (static QDQ ``.onnx``): in the file, an op is *inside QDQ* when every data input arrives through
   a ``DequantizeLinear`` and (for an op without weights) every output goes into a ``QuantizeLinear``, ONNX Runtime's

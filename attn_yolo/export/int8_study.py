@@ -1,8 +1,8 @@
 """The INT8 study on trained detectors: each block fine-tuned from the shared start, exported INT8, measured.
 
-The INT8 study on detectors worth deploying: each block inserted at the backbone of the embedded default's shared
-start and fine-tuned as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and
-its loss measured against the baseline's.
+Detectors worth deploying: each block is inserted at the backbone of the embedded default's shared start and
+fine-tuned as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and its loss
+measured against the baseline's.
 
 1. **Training** is an ablation (``attn_yolo.ablate.run``): the embedded default config (``DEFAULT_CONFIG_YAML``: the
    recipe start, yolo11n 5 epochs on synthetic-shapes at 128 px, about 0.58 mAP50-95; every arm fine-tuned from it,
@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from attn_yolo.text import bracket
 
 FORMATS = ("onnx", "openvino")
 RUNTIME = {"onnx": "ONNX Runtime", "openvino": "OpenVINO"}
@@ -208,9 +210,9 @@ def table(res: dict) -> list[str]:
             ex = m.get("excess")
             cells = [a["block"], _check_text(a["check"]), RUNTIME[fmt],
                      f"{m['fp32']:.2f}" + (" (below 40)" if m["fp32"] < FP32_FLOOR else ""),
-                     f"{m['drop']:+.2f} [{m['lo']:+.2f}, {m['hi']:+.2f}]",
+                     f"{m['drop']:+.2f} {bracket(m['lo'], m['hi'], 2)}",
                      f"{b['drop']:+.2f}" if b else "–",
-                     f"{ex['excess']:+.2f} [{ex['lo']:+.2f}, {ex['hi']:+.2f}]" if ex else "–",
+                     f"{ex['excess']:+.2f} {bracket(ex['lo'], ex['hi'], 2)}" if ex else "–",
                      f"{m['latency']['ratio']:.2f}", _ran_text(m["ran"])]
             out.append("| " + " | ".join(cells) + " |")
     return out

@@ -1,7 +1,7 @@
 """Verification of an INT8 export against fp32 PyTorch: raw outputs, detections, mAP50-95 and latency.
 
-Verification of an INT8 export against fp32 PyTorch: raw outputs per head, matched detections, and mAP50-95 on
-the validation set with a paired image bootstrap interval; INT8 and fp32 latency paired in one run.
+Raw outputs per head, matched detections, and mAP50-95 on the validation set with a paired image bootstrap
+interval; INT8 and fp32 latency paired in one run.
 
 * ``raw`` per head (P3, P4, P5: the anchors of each stride): ``compare_raw`` with ``INT8_TOLERANCE["raw_rel"]``;
 * ``nms``: ``compare_detections`` with a match at IoU ≥ ``INT8_TOLERANCE["iou_min"]`` and at most
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_yolo.export.checks import RAW_SCALE, Check, compare_detections, compare_raw
+from attn_yolo.text import bracket
 
 INT8_MAX_DROP = 0.55
 """Default ``int8_max_drop`` (mAP50-95 points): the anchor's upper end, yolo11 n/s/m/l on COCO val2017 losing
@@ -121,7 +122,7 @@ def map_check(recs: dict, max_drop: float, n_boot: int | None = None) -> Check:
     drop = p["fp32"] - p["int8"]
     n = recs["fp32"].n_images
     msg = (f"mAP50-95 fp32 {p['fp32']:.2f} → INT8 {p['int8']:.2f}: drop {drop:+.2f} points, {CONFIDENCE:.0%} "
-           f"paired bootstrap interval [{lo:+.2f}, {hi:+.2f}] ({n} val images, {n_boot} resamples); limit {max_drop}")
+           f"paired bootstrap interval {bracket(lo, hi, 2)} ({n} val images, {n_boot} resamples); limit {max_drop}")
     detail = {"message": msg, "fp32": p["fp32"], "int8": p["int8"], "drop": drop, "lo": lo, "hi": hi,
               "n_images": n, "n_boot": n_boot, "confidence": CONFIDENCE}
     return Check("map", f"val {n} images", drop <= max_drop, drop, max_drop, detail, label="int8")

@@ -1,7 +1,7 @@
 """The export matrix: every block × format × shape mode exported, verified against PyTorch and recorded.
 
-The export matrix: every block × (ONNX opset × static/dynamic in onnxruntime; OpenVINO static/dynamic/FP16), each
-cell exported, verified against PyTorch and recorded PASS / FAIL / not supported with the reason.
+Formats and modes: ONNX opset × static/dynamic in onnxruntime; OpenVINO static/dynamic/FP16. Each cell is recorded
+PASS / FAIL / not supported with the reason.
 
 Each block sits in a tiny detector (``tiny_yaml``: three stride-2 convs, the block at P3, two more convs, Detect on
 P3-P5, nc=2) made informative without training (``calibrate``), so the raw and NMS checks compare real detections.

@@ -74,7 +74,7 @@ def valid_opset(opset: int | None) -> int:
     opset = default_opset() if opset is None else opset
     top = max_opset()
     if not isinstance(opset, int) or isinstance(opset, bool) or opset < 1:
-        raise OpsetError(f"opset={opset!r} is invalid; allowed: an int {ULTRALYTICS_MIN_OPSET}..{top}, or omit it")
+        raise OpsetError(f"opset: {opset!r}; expected an int {ULTRALYTICS_MIN_OPSET}..{top}, or omit it")
     if opset < ULTRALYTICS_MIN_OPSET:
         raise OpsetError(f"opset={opset} is too old: Ultralytics' detect export needs opset >= {ULTRALYTICS_MIN_OPSET}")
     if opset > top:

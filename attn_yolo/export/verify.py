@@ -112,7 +112,21 @@ def verify_exported(
     tol = TOLERANCE[info["precision"]] if tol is None else tol
     yolo = load_yolo(model, trust=trust)
     images = load_images(default_images(yolo)[0] if source is None else source)
-    report = VerifyReport(
+    report = _new_report(fmt, path, info, model, images, tol, conf, iou)
+    if load_check is not None:
+        report.checks.append(load_check(path))
+    torch_model = yolo.model.to(device)
+    rt = _open_runtime(report, fmt, path, info["precision"], threads)
+    if rt is None:  # the runtime could not load the file: nothing else can run
+        return report
+    for batch, hw in bar(_cases(info, sizes), f"verify {fmt}", unit="case"):
+        report.checks += _check_case(rt, torch_model, images, batch, hw, compare, conf, iou, tol)
+    return report
+
+
+def _new_report(fmt: str, path, info: dict, model, images, tol: float, conf: float, iou: float) -> VerifyReport:
+    """The report's header, before any check: the file, how it was exported, the images and the tolerances."""
+    return VerifyReport(
         file=str(path),
         model=_model_name(model),
         opset=info["opset"],
@@ -123,52 +137,62 @@ def verify_exported(
         tolerance={"raw_rel": tol, "raw_definition": RAW_SCALE, "conf": conf, "iou": iou, "iou_min": IOU_MIN},
         format=fmt,
     )
-    if load_check is not None:
-        report.checks.append(load_check(path))
+
+
+def _cases(info: dict, sizes) -> list[tuple[int, tuple[int, int]]]:
+    """``[(batch, (h, w))]`` to check: batch 1 at the export size; dynamic: also batch 3 there, batch 1 at each extra
+    size and batch 3 at the last one."""
     shape = tuple(info["imgsz"])
     cases = [(1, shape)]
     if info["dynamic"]:
         extra = other_sizes(shape, info["stride"]) if sizes is None else [tuple(s) for s in sizes]
         cases += [(3, shape), *((1, s) for s in extra), (3, extra[-1])]
-    torch_model = yolo.model.to(device)
+    return cases
+
+
+def _open_runtime(report: VerifyReport, fmt: str, path, precision: str, threads: int | None):
+    """Load ``path`` in its runtime and record the load in ``report``; None (and a failed check) if it cannot."""
     step = {"onnx": "onnxruntime", "openvino": "openvino.load", "engine": "tensorrt"}.get(fmt, fmt)
     try:
-        rt = open_runtime(fmt, path, info["precision"], threads)
+        rt = open_runtime(fmt, path, precision, threads)
     except Exception as e:  # the runtime cannot load the file (unknown op, bad graph, corrupt weights)
         report.checks.append(Check(step, "", False, detail={"message": f"{type(e).__name__}: {e}"}, label=fmt))
-        return report
+        return None
     report.runtime = rt.description
     if fmt == "openvino":  # OpenVINO's own load step passed: read + compile
         report.checks.append(Check(step, "", True, detail={"message": "read_model + compile_model(CPU) ok"},
                                    label=rt.label))
-    for batch, hw in bar(cases, f"verify {fmt}", unit="case"):
-        groups = [[im] for _, im in images] if batch == 1 else [[images[i % len(images)][1] for i in range(batch)]]
-        case = f"b{batch} {hw[0]}x{hw[1]}" + (f" ({len(groups)} images)" if batch == 1 else "")
-        ref, out = [], []
-        try:
-            for g in groups:
-                x = letterbox_batch(g, hw)
-                ref.append(torch_raw(torch_model, x))
-                out.append(rt.run(x))
-        except Exception as e:  # runtime error at this shape (e.g. a Reshape frozen at the export size)
-            msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]
-            report.checks.append(Check("run", case, False, detail={"message": msg}, label=rt.label))
-            continue
-        ref, out = np.concatenate(ref), np.concatenate(out)
-        if compare is not None:
-            for c in compare(ref, out, conf, iou, rt.label):
-                c.case = f"{case} {c.case}".strip()
-                report.checks.append(c)
-            continue
-        raw = compare_raw(ref, out, tol, rt.label)
-        raw.case = case
-        report.checks.append(raw)
-        if "scores" in raw.detail:
-            sc = raw.detail["scores"]  # score flips allowed up to the measured difference, at most the tolerance
-            nms = compare_detections(ref, out, conf, iou, min(sc["max_abs"], tol * sc["scale"]), rt.label)
-            nms.case = case
-            report.checks.append(nms)
-    return report
+    return rt
+
+
+def _check_case(rt, torch_model, images, batch: int, hw, compare, conf: float, iou: float, tol: float) -> list[Check]:
+    """The checks of one case (``batch`` images at size ``hw``): ``compare``'s, else ``raw`` and, when the raw output
+    has class scores, ``nms``; a ``run`` failure if the runtime cannot run that shape."""
+    groups = [[im] for _, im in images] if batch == 1 else [[images[i % len(images)][1] for i in range(batch)]]
+    case = f"b{batch} {hw[0]}x{hw[1]}" + (f" ({len(groups)} images)" if batch == 1 else "")
+    ref, out = [], []
+    try:
+        for g in groups:
+            x = letterbox_batch(g, hw)
+            ref.append(torch_raw(torch_model, x))
+            out.append(rt.run(x))
+    except Exception as e:  # runtime error at this shape (e.g. a Reshape frozen at the export size)
+        msg = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        return [Check("run", case, False, detail={"message": msg}, label=rt.label)]
+    ref, out = np.concatenate(ref), np.concatenate(out)
+    if compare is not None:
+        checks = list(compare(ref, out, conf, iou, rt.label))
+        for c in checks:
+            c.case = f"{case} {c.case}".strip()
+        return checks
+    raw = compare_raw(ref, out, tol, rt.label)
+    raw.case = case
+    if "scores" not in raw.detail:
+        return [raw]
+    sc = raw.detail["scores"]  # score flips allowed up to the measured difference, at most the tolerance
+    nms = compare_detections(ref, out, conf, iou, min(sc["max_abs"], tol * sc["scale"]), rt.label)
+    nms.case = case
+    return [raw, nms]
 
 
 def _onnx_checker(path) -> Check:

@@ -8,6 +8,8 @@ from pathlib import Path
 from attn_yolo.files import atomic_write
 from attn_yolo.health.flags import FLAGS
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv
+from attn_yolo.markdown import Section, table
+from attn_yolo.text import missing
 
 PLOTTED = (("gate_mean", "gate mean"), ("saturated", "saturated share"), ("entropy", "entropy / ln N"),
            ("peak_share", "peak share"), ("gamma", "mean |γ|"), ("knockout", "knock-out effect"),
@@ -15,11 +17,11 @@ PLOTTED = (("gate_mean", "gate mean"), ("saturated", "saturated share"), ("entro
 
 
 def _g(v, spec: str = ".3g") -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+    return "-" if missing(v) else format(v, spec)
 
 
 def _pct(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f} %"
+    return "-" if missing(v) else f"{100 * v:.1f} %"
 
 
 def last_epoch(rows: list[dict]) -> list[dict]:
@@ -132,55 +134,64 @@ def arm_health(rows: list[dict]) -> dict:
     return {**out, "switched_off": share(off), "uniform": share(flat), "runs": runs}
 
 
-def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> list[str]:
-    """The ablation summary's "Attention health" section (Markdown lines): per variant its verdict beside the health
-    of each of its blocks at the last epoch, averaged over the seeds whose run folder has a ``gates.csv``; each flag
-    with the share of seeds that raised it. Empty when no run measured any health.
+HEALTH_HEADERS = ("variant", "verdict", "block", "gate mean", "saturated", "entropy", "|γ|", "knock-out",
+                  "mean ablation", "flags (seeds)")
+HEALTH_FLAGS = ("Flags: uniform (entropy / ln N >= 0.99, and the gates held at their mean move the detections' class "
+                "probabilities by < 0.01 (mean ablation): flat maps, a fixed rescale), one-hot (half a map's mass in "
+                "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
+                "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
+                "blocks mattered enough for a verdict is the attention check's (first section): an arm whose blocks "
+                "stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")
+
+
+def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> Section | None:
+    """The ablation summary's "Attention health" section: per variant its verdict beside the health of each of its
+    blocks at the last epoch, averaged over the seeds whose run folder has a ``gates.csv``; each flag with the share
+    of seeds that raised it. None when no run measured any health.
 
     Args:
         variants: variant names in config order.
         rows: the runs' records (``variant``, ``seed``, ``status``, ``run_dir``, ``error``).
         verdicts: ``{variant: verdict vs the baseline}`` (``"baseline"`` for the baseline; absent: ``—``).
     """
+    per, nonfinite = _health_by_variant(rows)
+    if not per and not nonfinite:
+        return None
+    cells = []
+    for v in variants:
+        verdict = verdicts.get(v, "—")
+        if v in nonfinite:
+            cells.append([v, verdict, "(training stopped)", *[""] * 6, f"non-finite ({nonfinite[v]} runs)"])
+        if v not in per and v not in nonfinite:
+            cells.append([v, verdict, "no attention blocks", *[""] * 7])
+        cells += [[v, verdict, name, *_block_cells(bs)] for name, bs in per.get(v, {}).items()]
+    return Section("Attention health (last epoch, fixed validation images; mean over seeds)",
+                   [table(HEALTH_HEADERS, cells), "", HEALTH_FLAGS])
+
+
+def _health_by_variant(rows: list[dict]) -> tuple[dict[str, dict[str, list[dict]]], dict[str, int]]:
+    """``({variant: {block: [its last-epoch rows, one per seed]}}, {variant: runs stopped by non-finite
+    attention})``."""
     per: dict[str, dict[str, list[dict]]] = {}
-    seeds: dict[str, int] = {}
     nonfinite: dict[str, int] = {}
     for r in rows:
         last, note = _run_health(r)
         v = r["variant"]
         if note == "non-finite":
             nonfinite[v] = nonfinite.get(v, 0) + 1
-        if last:
-            seeds[v] = seeds.get(v, 0) + 1
-            for b in last:
-                per.setdefault(v, {}).setdefault(b["name"], []).append(b)
-    if not per and not nonfinite:
-        return []
-    lines = ["", "## Attention health (last epoch, fixed validation images; mean over seeds)", "",
-             "| variant | verdict | block | gate mean | saturated | entropy | |γ| | knock-out | flags (seeds) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for v in variants:
-        verdict = verdicts.get(v, "—")
-        blocks = per.get(v, {})
-        if v in nonfinite:
-            lines.append(f"| {v} | {verdict} | (training stopped) | | | | | | non-finite ({nonfinite[v]} runs) |")
-        if not blocks:
-            if v not in nonfinite:
-                lines.append(f"| {v} | {verdict} | no attention blocks | | | | | | |")
-            continue
-        for name, bs in blocks.items():
-            def mean(k, bs=bs):
-                vals = [b[k] for b in bs if not math.isnan(b[k])]
-                return sum(vals) / len(vals) if vals else math.nan
+        for b in last:
+            per.setdefault(v, {}).setdefault(b["name"], []).append(b)
+    return per, nonfinite
 
-            counts = {f: sum(f in b["flags"] for b in bs) for f in FLAGS}
-            shown = ", ".join(f"{f} ({c}/{len(bs)})" for f, c in counts.items() if c) or "none"
-            lines.append(f"| {v} | {verdict} | {name} | {_g(mean('gate_mean'), '.3f')} | {_pct(mean('saturated'))} | "
-                         f"{_g(mean('entropy'), '.4f')} | {_g(mean('gamma'))} | {_g(mean('knockout'))} | {shown} |")
-    lines += ["", ("Flags: uniform (entropy / ln N >= 0.99, and the gates held at their mean move the detections' "
-                   "class probabilities by < 0.01: flat maps, a fixed rescale), one-hot (half a map's mass "
-                   "in one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
-                   "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
-                   "blocks mattered enough for a verdict is the attention check's (first section): an arm whose "
-                   "blocks stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")]
-    return lines
+
+def _block_cells(bs: list[dict]) -> list[str]:
+    """One block's cells, its seeds' means (gate mean, saturated, entropy, |γ|, knock-out, mean ablation) and flags
+    (seeds)."""
+    def mean(k):
+        vals = [b[k] for b in bs if not math.isnan(b.get(k, math.nan))]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    counts = {f: sum(f in b["flags"] for b in bs) for f in FLAGS}
+    shown = ", ".join(f"{f} ({c}/{len(bs)})" for f, c in counts.items() if c) or "none"
+    return [_g(mean("gate_mean"), ".3f"), _pct(mean("saturated")), _g(mean("entropy"), ".4f"), _g(mean("gamma")),
+            _g(mean("knockout")), _g(mean("mean_ablation"), ".4f"), shown]

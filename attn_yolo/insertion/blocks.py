@@ -12,13 +12,13 @@ first gradient step moves ``γ`` (``∂L/∂γ = (block(x) − x) · ∂L/∂y``
 
 from __future__ import annotations
 
-import difflib
 import inspect
 
 from attn_yolo.conventions import NONE_MEANS, bind
 from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError
 from attn_yolo.registry import ALIASES, BLOCKS, CSP_BLOCKS, MODULES, canonical
+from attn_yolo.text import did_you_mean
 
 
 def module_class(name: str) -> tuple[str, type]:
@@ -34,8 +34,7 @@ def module_class(name: str) -> tuple[str, type]:
                 return block, BLOCKS[block]
         if derived := inner.derived_name(name):
             return derived, CSP_BLOCKS[derived].attention
-    close = difflib.get_close_matches(str(name).upper(), list(MODULES), n=1, cutoff=0.5)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(str(name).upper(), MODULES, cutoff=0.5, sentence=True)
     raise InsertionError(f"module={name!r}: unknown attention block.{hint} Allowed: {', '.join(MODULES)}, or one of "
                          "them inside the base's C2f / C3k2 / SPPF rows: C3k2_CBAM, C2f_SE, SPPF_ECA, ...")
 

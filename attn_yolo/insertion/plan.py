@@ -96,6 +96,27 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
     d = load_base(base)
     base_name = str(base) if not isinstance(base, dict) else str(d.get("yaml_file", "model.yaml"))
     rows, nb = model_rows(d), len(d["backbone"])
+    chains, renamed, sites = _place_blocks(d, rows, base_name, module, at, args, identity)
+    new_index, out = _new_indices(len(rows), chains)
+    new, blocks = _new_rows(rows, nb, chains, renamed, new_index, out, base_name)
+    d = {**{k: v for k, v in d.items() if k not in ("backbone", "head")}, **new}
+    source = base_name if isinstance(base, dict) or Path(base).is_file() else f"Ultralytics' {base_name}"
+    command = _insert_command(base_name, blocks, at, args, identity)
+    plan = Plan(base_name, source, blocks, new_index, list(dict.fromkeys(sites)), command)
+    plan.base_detect = copy.deepcopy(rows[-1][0])
+    plan.base_model = {k: v for k, v in d.items() if k not in ("backbone", "head")} | {
+        "backbone": copy.deepcopy(rows[:nb]), "head": copy.deepcopy(rows[nb:])}
+    return own_marked(d, plan.base_model), plan
+
+
+def _place_blocks(d: dict, rows: list, base_name: str, module, at, args, identity) -> tuple[dict, dict, list]:
+    """Where each block goes: ``(chains, renamed, sites)``, ``chains[i]`` the blocks inserted after base row ``i``,
+    ``renamed[i]`` the block that replaces base row ``i`` with attention inside (C3k2 -> C3k2_CBAM), ``sites`` the
+    sites used.
+
+    Raises:
+        InsertionError: a site that selects no layer, a base row replaced twice.
+    """
     chains: dict[int, list[Block]] = {}
     renamed: dict[int, Block] = {}  # base rows that get attention inside (C3k2 -> C3k2_CBAM)
     sites = []
@@ -117,24 +138,23 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
         sites += used
         for t in idx:
             chains.setdefault(t, []).append(Block(name, copy.deepcopy(a), t))
+    return chains, renamed, sites
 
+
+def _new_indices(n_rows: int, chains: dict) -> tuple[list[int], list[int]]:
+    """``(new_index, out)``: each base row's index in the new model, and the index of the last row of its chain (what
+    a later row reading it reads)."""
     new_index, out, k = [], [], 0
-    for i in range(len(rows)):
+    for i in range(n_rows):
         new_index.append(i + k)
         k += len(chains.get(i, []))
         out.append(new_index[i] + len(chains.get(i, [])))
+    return new_index, out
 
-    def remap(f, i):
-        def one(x):
-            if i == 0 and x < 0:
-                return x  # the input image
-            t = x if x >= 0 else i + x
-            if not 0 <= t < i:
-                raise InsertionError(f"base={base_name!r}: row {i} reads layer {t}, which does not precede it")
-            return out[t] if x >= 0 else out[t] - new_index[i]
 
-        return [one(x) for x in f] if isinstance(f, list) else one(f)
-
+def _new_rows(rows, nb, chains, renamed, new_index, out, base_name) -> tuple[dict, list[Block]]:
+    """The new ``{"backbone", "head"}`` rows (base rows with their ``from`` remapped, each followed by its chain) and
+    the blocks in model order, their indices set."""
     new = {"backbone": [], "head": []}
     blocks = []
     for i, (f, n, m, a) in enumerate(rows):
@@ -143,24 +163,40 @@ def make_plan(base, module, at, args, identity) -> tuple[dict, Plan]:
             b.index = new_index[i]
             m, a = b.name, inner.row_args(b.name, a, b.args)
             blocks.append(b)
-        section.append([remap(f, i), n, m, copy.deepcopy(a)])
+        section.append([_remap(f, i, new_index, out, base_name), n, m, copy.deepcopy(a)])
         for j, b in enumerate(chains.get(i, [])):
             b.index = new_index[i] + j + 1
             section.append([-1, 1, b.name, b.args])
             blocks.append(b)
-    d = {**{k: v for k, v in d.items() if k not in ("backbone", "head")}, **new}
+    return new, blocks
+
+
+def _remap(f, i: int, new_index: list[int], out: list[int], base_name: str):
+    """Row ``i``'s ``from`` (an index or a list) in the new model: absolute indices to their chain's last row,
+    relative ones re-counted from the row's new index.
+
+    Raises:
+        InsertionError: a row that reads a layer that does not precede it.
+    """
+    def one(x):
+        if i == 0 and x < 0:
+            return x  # the input image
+        t = x if x >= 0 else i + x
+        if not 0 <= t < i:
+            raise InsertionError(f"base={base_name!r}: row {i} reads layer {t}, which does not precede it")
+        return out[t] if x >= 0 else out[t] - new_index[i]
+
+    return [one(x) for x in f] if isinstance(f, list) else one(f)
+
+
+def _insert_command(base_name: str, blocks: list[Block], at, args, identity) -> str:
+    """The ``attn-yolo insert`` command that makes this plan."""
     cmd_args = [f"base={base_name}", f"module={','.join(dict.fromkeys(b.name for b in blocks))}", f"at={at_text(at)}"]
     if args is not None:
         cmd_args.append(f"args={json.dumps(args).replace(' ', '')}")
     if identity:
         cmd_args.append("identity=True")
-    source = base_name if isinstance(base, dict) or Path(base).is_file() else f"Ultralytics' {base_name}"
-    command = "attn-yolo insert " + " ".join(cmd_args)
-    plan = Plan(base_name, source, blocks, new_index, list(dict.fromkeys(sites)), command)
-    plan.base_detect = copy.deepcopy(rows[-1][0])
-    plan.base_model = {k: v for k, v in d.items() if k not in ("backbone", "head")} | {
-        "backbone": copy.deepcopy(rows[:nb]), "head": copy.deepcopy(rows[nb:])}
-    return own_marked(d, plan.base_model), plan
+    return "attn-yolo insert " + " ".join(cmd_args)
 
 
 def own_marked(d: dict, base: dict) -> dict:

@@ -11,11 +11,11 @@ Sites (``at``), as the literature places attention in YOLO:
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from attn_yolo.insertion import inner
 from attn_yolo.insertion.base import InsertionError, model_rows, row_targets
+from attn_yolo.text import did_you_mean
 
 SITES = ("backbone", "sppf", "neck")
 
@@ -76,8 +76,7 @@ def resolve_sites(d: dict, at) -> tuple[list[int], list[str]]:
             out |= set(row_targets(rows[last][0], last))
             names.append(item)
         else:
-            close = difflib.get_close_matches(item, SITES, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            allowed = f"Allowed: {', '.join(SITES)} or layer indices"
-            raise InsertionError(f"at={at!r}: unknown site {item!r}.{hint} {allowed}")
+            hint = did_you_mean(item, SITES, sentence=True)
+            raise InsertionError(f"at={at!r}: unknown site {item!r}.{hint} Allowed: {', '.join(SITES)} or layer "
+                                 "indices")
     return sorted(out), list(dict.fromkeys(names))

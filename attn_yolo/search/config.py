@@ -1,7 +1,7 @@
 """The search config: a ``search:`` section over an ablation config, checked and turned into an ablation.
 
-The search config: a ``search:`` section (base model, blocks, sites, seeds, budget) over an ablation config's
-other keys, checked at once and turned into the ablation whose arms are the blocks × sites (``validate``).
+The section names the base model, blocks, sites, seeds and budget; it is checked at once with the ablation
+config's other keys, and the ablation's arms are the blocks × sites (``validate``).
 
 The embedded default (``attn-yolo search`` without a config) searches 2 blocks × 4 sites of yolo11n on the embedded
 synthetic data, warm-started like the default ablation, within 20 minutes on 2 CPU cores.
@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import re
 from pathlib import Path
 
 import yaml
 
 from attn_yolo.ablate.config.ablation import ConfigError, first_line
+from attn_yolo.ablate.statistics.sequential import seed_rule_problems
 from attn_yolo.search.rule import SearchRule
 from attn_yolo.search.sites import Site, auto_sites, parse_site
+from attn_yolo.text import did_you_mean
 
 DEFAULT_NAME = "synthetic-search"
 DEFAULT_YAML = """\
@@ -105,8 +106,7 @@ def _blocks(raw) -> tuple[list[tuple[str, list | None]], list[str]]:
         try:
             out.append((module_class(str(name))[0], args))
         except Exception:  # noqa: BLE001  an unknown name: said with the closest
-            close = difflib.get_close_matches(str(name), list(MODULES), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            hint = did_you_mean(name, MODULES, cutoff=0.5)
             problems.append(f"search.blocks[{i}]: unknown block {name!r}{hint}; one of {', '.join(MODULES)} "
                             "(`attn-yolo modules`)")
     return out, problems
@@ -146,12 +146,8 @@ def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
     if not isinstance(seeds, dict) or set(seeds) - set(SEEDS_KEYS):
         return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 8}} (min optional; also "
                       f"{', '.join(SEEDS_KEYS[2:])})"]
-    problems = []
     mx, mn = seeds.get("max", SearchRule.max), seeds.get("min")
-    if not _number(mx, 2, True):
-        problems.append(f"search.seeds.max: {mx!r}; expected an integer >= 2")
-    if mn is not None and not (_number(mn, 2, True) and (not _number(mx, 2, True) or mn <= mx)):
-        problems.append(f"search.seeds.min: {mn!r}; expected an integer in [2, seeds.max]")
+    problems = seed_rule_problems({**seeds, "max": mx, "min": mn}, "search.seeds.")  # the ablation's check too
     p, c = sec.get("precision", SearchRule.precision), sec.get("confidence", 0.95)
     if p is not None and not (_number(p, 0) and p > 0):
         problems.append(f"search.precision: {p!r}; expected a number > 0 (the answer's resolution w, mAP50-95)")
@@ -159,9 +155,8 @@ def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
         problems.append(f"search.confidence: {c!r}; expected a number in (0, 1)")
     if problems:
         return None, problems
-    rule = SearchRule(max=mx, min=mn, precision=p, confidence=c, **{k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds})
-    problems = rule.problems()
-    return (None if problems else rule), problems
+    own = {k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds}
+    return SearchRule(max=mx, min=mn, precision=p, confidence=c, **own), []
 
 
 def default_rule() -> SearchRule:

@@ -1,7 +1,7 @@
 """placement.png: the base model's layers against the searched arms, each touched cell coloured by Δ.
 
-placement.png: the base model's layers (rows) against the searched arms (columns), each cell an arm touches
-coloured by that arm's Δ mAP50-95 (diverging, 0 white); not-tested arms hatched, arms out of the search faded. The
+Rows are the base model's layers, columns the searched arms; a cell an arm touches is coloured by that arm's
+Δ mAP50-95 (diverging, 0 white); not-tested arms hatched, arms out of the search faded. The
 figure is sized by its labels and arms (constrained layout, the title wrapped to the figure's width, the colour bar
 in its own slot), so it stays readable from 1 arm to 20 and more.
 """

@@ -1,8 +1,7 @@
 """The search's report step: the ranked table, why it stopped, placement.png and the best arm's YAML.
 
-The search's report step: the ranked table (search.csv, summary.md), why it stopped, the guarantee, the layer
-diagram coloured by Δ (placement.png) and the best arm's model YAML (best.yaml, with best.pt where a start was
-trained or given).
+The ranked table goes to search.csv and summary.md with the guarantee, the layer diagram coloured by Δ to
+placement.png, and the best arm's model YAML to best.yaml (with best.pt where a start was trained or given).
 """
 
 from __future__ import annotations
@@ -16,10 +15,11 @@ from pathlib import Path
 from attn_yolo import markdown
 from attn_yolo.ablate.runs import latency
 from attn_yolo.ablate.statistics import comparisons
-from attn_yolo.ablate.statistics.verdicts import NOT_TESTED, bracket, judge
+from attn_yolo.ablate.statistics.verdicts import NOT_TESTED, judge
 from attn_yolo.files import atomic_write
 from attn_yolo.search.rounds import decide
 from attn_yolo.search.rule import DROPS, STOPS, guarantee
+from attn_yolo.text import bracket, number
 
 TABLE = ("rank", "arm", "block", "site", "delta", "lo", "hi", "verdict", "treatment", "seeds", "state", "params",
          "gflops", "latency_ms")
@@ -66,12 +66,6 @@ def best_arm(ranked: list[dict]) -> dict | None:
                  and math.isfinite(r["delta"]) and not r["arm"].endswith("-placebo")), None)
 
 
-def _f(x, d: int = 4, sign: bool = True) -> str:
-    if not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "—"
-    return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
-
-
 def returned_arm(ranked: list[dict], dec: dict) -> dict | None:
     """The arm the search returns: the leader (the first arm still in), when the rule's answer is an arm
     (``rule.ANSWERS``) and its attention check passed (``best_arm``); else None."""
@@ -92,16 +86,16 @@ def answer_line(ranked: list[dict], dec: dict, precision: float | None = None) -
         within = ("settled: the only arm left" if dec.get("settled") else
                   f"no arm searched is better than it by more than {gap:.4f}")
         return (f"**Returned: {best['arm']}** ({best['block']} at {best['site']}): better than the baseline, "
-                f"Δ mAP50-95 {_f(best['delta'])} [{_f(best['lo'])}, {_f(best['hi'])}]; {within}")
+                f"Δ mAP50-95 {number(best['delta'], sign=True, none='—')} {bracket(best['lo'], best['hi'])}; {within}")
     if answer == 1 and lead is not None:
         return (f"**No arm is returned**: the leader, {lead['arm']}, is better than the baseline "
-                f"[{_f(lead['lo'])}, {_f(lead['hi'])}] but its attention check did not pass (not tested)")
+                f"{bracket(lead['lo'], lead['hi'])} but its attention check did not pass (not tested)")
     if answer == 2 and math.isfinite(bound):
         early = dec.get("stop_reason", STOPS[int(dec.get("stop", 0))]) not in ("settled", "answered")
         return (f"**None better than the baseline beyond {max(bound, 0.0):+.4f}** mAP50-95: no arm searched, the "
                 "dropped ones included, improves on it by more than that" + (
-                    f"; stopped before the requested precision ({_f(precision, 4, False)}): a larger budget narrows "
-                    "it" if early else ""))
+                    f"; stopped before the requested precision ({number(precision, none='—')}): a larger budget "
+                    "narrows it" if early else ""))
     return "**No answer yet**: no look at the arms yet; a larger budget continues the search"
 
 
@@ -127,16 +121,18 @@ def summary(search, ranked: list[dict], dec: dict, used: int, wall_s: float) -> 
              f"wall {wall_s / 60:.1f} min",
              f"- seeds: looks after {', '.join(map(str, rule.planned()))} paired seeds; the intervals cover the mean "
              "Δ over seeds on this validation set",
-             f"- spread: the seed SD of Δ pooled over every arm, {_f(float(dec.get('sd', math.nan)), 4, False)} "
+             f"- spread: the seed SD of Δ pooled over every arm, {number(float(dec.get('sd', math.nan)), none='—')} "
              f"({int(dec.get('df', 0))} degrees of freedom){_own_spread(dec)}",
              "- attention check: an arm whose blocks' attention did not matter to its model (their gates held at their "
              "mean changed mAP50-95 by less than the design resolves) is *not tested*, never "
              "worse", "", "## Ranked arms", "",
              markdown.table(["#", "arm", "block", "site", "Δ mAP50-95", "joint interval", "verdict vs baseline",
                              "treatment", "seeds", "state", "params", "GFLOPs", "latency ms"],
-                             [[r["rank"], r["arm"], r["block"], r["site"], _f(r["delta"]), bracket(r["lo"], r["hi"]),
+                             [[r["rank"], r["arm"], r["block"], r["site"], number(r["delta"], sign=True, none="—"),
+                              bracket(r["lo"], r["hi"]),
                               r["verdict"], r["treatment"], r["seeds"], r["state"], r["params"] or "—",
-                              _f(r["gflops"], 2, False), _f(r["latency_ms"], 1, False)] for r in ranked])]  # fmt: skip
+                              number(r["gflops"], 2, none="—"), number(r["latency_ms"], 1, none="—")]
+                             for r in ranked])]  # fmt: skip
     notes = [f"- {r['arm']}: {r['treatment_words']}" for r in ranked if r["treatment"] == "failed"]
     skipped = [f"- {arm}: {why}" for arm, why in search.unbuildable.items()]
     return "\n".join(lines + (["", "## Not tested", "", *notes] if notes else [])

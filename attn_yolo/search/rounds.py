@@ -1,7 +1,7 @@
 """The search's execute step: paired seeds in rounds, the rule replayed from the records after each.
 
-The search's execute step: paired seeds in rounds through the ablation's scheduler, the rule replayed from the
-records after each round (``attn_yolo.search.rule.replay``), until it stops or the budget (runs, minutes) is spent.
+Rounds go through the ablation's scheduler; after each, the rule is replayed from the records
+(``attn_yolo.search.rule.replay``), until it stops or the budget (runs, minutes) is spent.
 
 A round runs the next paired seed of the baseline and of every arm still in (the first brings them to ``min``).
 Seeds whose baseline run failed are skipped (no arm pairs with them); an arm whose run failed is out, reported

@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 
-from attn_yolo.ablate.statistics.spending import SPENDING, spent
+from attn_yolo.ablate.statistics.spending import spent
 
 STOPS = ("running", "settled", "answered", "max", "budget")  # why a search stopped (budget: set by the caller)
 DROPS = ("in", "below the baseline", "below another arm", "failed")  # an arm's state
@@ -92,21 +92,6 @@ class SearchRule:
         looks = self.planned()
         a = spent(np.array(looks) / self.max, 1.0, self.spending)
         return dict(zip(looks, np.diff(np.concatenate([[0.0], a])).tolist()))
-
-    def problems(self) -> list[str]:
-        """The rule's own values out of range, each naming its ``search.seeds`` key."""
-        if self.spending not in SPENDING:
-            return [f"search.seeds.spending: {self.spending!r}; expected obf (O'Brien–Fleming type) or pocock "
-                    "(Pocock type)"]
-        lk = self.looks
-        if lk is None:
-            return []
-        first = self.min or min(3, self.max)
-        ok = isinstance(lk, list) and lk and all(isinstance(n, int) and not isinstance(n, bool) for n in lk)
-        if not ok or lk != sorted(set(lk)) or lk[0] < first or lk[-1] > self.max:
-            return [f"search.seeds.looks: {lk!r}; expected increasing seed counts from seeds.min ({first}) to "
-                    f"seeds.max ({self.max}), such as [3, 4, 6, 8]"]
-        return []
 
 
 def levels(arms: int, confidence: float) -> tuple[float, float]:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from attn_yolo.args import Key, Schema, UsageError, yaml_syntax_problem
+from attn_yolo.text import did_you_mean
+
+if TYPE_CHECKING:  # the fields' types, for annotations only: design and stats import this module (no cycle)
+    from attn_yolo.ablate.config.design import Start
+    from attn_yolo.ablate.statistics.sequential import SeedRule
+    from attn_yolo.ablate.statistics.treatment import NewBlocks, Treatment
 
 # The default ablation (`attn-yolo ablate` without a config). configs/ablation/synthetic-quick.yaml is this text.
 DEFAULT_CONFIG_NAME = "synthetic-quick"
@@ -123,15 +129,15 @@ class Variant:
 
     name: str
     model: str  # model YAML path (or Ultralytics name) to train from; insert specs: file name written per run
-    model_dict: dict | None  # the model dict of an insert spec (written to the run folder), None for model YAMLs
+    model_dict: dict[str, object] | None  # an insert spec's model dict (written to the run folder); None: a model YAML
     definition: str  # canonical JSON of the model definition (for the runs' fingerprints)
     key: str = ""  # the config key its problems are named by: "variants[2] (cbam)", "reference", ...
-    spec: dict | None = None  # an insert spec's {base (resolved), module, at, args}; None for a model YAML
+    spec: dict[str, object] | None = None  # an insert spec's {base (resolved), module, at, args}; None for a model YAML
     params: int | None = None  # parameters of the model built with the dataset's nc (None until built)
     gflops: float | None = None  # Ultralytics get_flops at the config's imgsz (None until built)
     new_blocks: list[str] | None = None  # module paths of the blocks it adds to the baseline ([] for the baseline,
     # None for another model); set by prepare (attn_yolo.ablate.statistics.treatment.new_block_paths)
-    block_training: object = None  # treatment.NewBlocks of this arm's own `new_blocks:` (None: the config's)
+    block_training: NewBlocks | None = None  # this arm's own `new_blocks:` (None: the config's)
 
 
 @dataclasses.dataclass
@@ -147,25 +153,25 @@ class Ablation:
     variants: list[Variant]
     baseline: str
     seeds: list[int]
-    train: dict  # Ultralytics train arguments of every arm (imgsz among them: ``imgsz`` reads it)
+    train: dict[str, object]  # Ultralytics train arguments of every arm (imgsz among them: ``imgsz`` reads it)
     out: Path
-    latency: dict
-    devices: list  # [] → sequential, in this process, on train.device
+    latency: dict[str, int]  # LATENCY's keys: repeats, warmup
+    devices: list[int | str]  # [] → sequential, in this process, on train.device
     copy_data: bool | str
-    config: dict  # resolved config as written to out/config.yaml
+    config: dict[str, object]  # resolved config as written to out/config.yaml
     trust: bool = False  # load train.pretrained by a full unpickle (may run code it contains); else weights-only
     backend: str = "local"  # local (this host: sequential or `devices`) | ray (one Ray task per run)
     ray_address: str | None = None  # None: a local Ray instance started and stopped by the run; `auto`, ray://...
-    resources: dict = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
-    bootstrap: dict = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
+    resources: dict[str, float] = dataclasses.field(default_factory=lambda: dict(RESOURCE_DEFAULTS))  # per Ray task
+    bootstrap: dict[str, int] = dataclasses.field(default_factory=lambda: dict(BOOTSTRAP_DEFAULTS))
     health: bool = True  # attention health per run (attn_yolo.health); `health: false` turns it off
-    start: object = None  # design.Start every arm starts from; None: every arm from scratch
-    seed_rule: object = None  # sequential.SeedRule: seeds chosen by the data; None: the fixed list `seeds`
+    start: Start | None = None  # where every arm starts from; None: every arm from scratch
+    seed_rule: SeedRule | None = None  # seeds chosen by the data; None: the fixed list `seeds`
     reference: str | None = None  # the reference arm (the yardstick), one of `variants`
-    placebos: dict = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
-    arm_starts: dict = dataclasses.field(default_factory=dict)  # arm -> design.Start of its own (a reference)
-    new_blocks: object = None  # treatment.NewBlocks: how an arm's new blocks train from the start (lr_mult, gamma)
-    treatment: object = None  # treatment.Treatment: the attention check's threshold
+    placebos: dict[str, str] = dataclasses.field(default_factory=dict)  # placebo arm -> the variant it controls
+    arm_starts: dict[str, Start] = dataclasses.field(default_factory=dict)  # arm -> a start of its own (a reference)
+    new_blocks: NewBlocks | None = None  # how an arm's new blocks train from the start (lr_mult, gamma)
+    treatment: Treatment | None = None  # the attention check's threshold
     sdpa: bool = False  # train.sdpa: Ultralytics' Attention/AAttn on fused SDPA (attn_yolo.sdpa); not in ``train``
     prepared: bool = False  # set by prepare: the dataset exists, every arm is built and sized
 
@@ -280,10 +286,9 @@ def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> di
             if key == "device":  # device=0 on the command line replaces the config's `devices` (one device, in-process)
                 raw.pop("devices", None)
         else:
-            close = difflib.get_close_matches(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT], n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
+            hint = did_you_mean(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT])
             raise UsageError(
-                f"attn-yolo {tool}: unknown key {key!r}.{hint} Keys: {', '.join(CONFIG_KEYS)}"
+                f"attn-yolo {tool}: {key}: unknown key{hint}; allowed: {', '.join(CONFIG_KEYS)}"
                 f"{', search.<key>' if tool == 'search' else ''}, or any Ultralytics "
                 "train argument (goes into `train`)"
             )

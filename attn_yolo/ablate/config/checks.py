@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from pathlib import Path
 
 from attn_yolo import ultralytics_api as api
 from attn_yolo.ablate.config.ablation import RUNNER_TRAIN_KEYS, SYNTHETIC, first_line
 from attn_yolo.args import batch_problem, imgsz_problem
+from attn_yolo.text import did_you_mean
 
 
 def unknown_keys(keys, allowed, where: str) -> list[str]:
     out = []
     for k in keys:
         if k not in allowed:
-            close = difflib.get_close_matches(str(k), list(allowed), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            out.append(f"{where}{k}: unknown key{hint}; allowed: {', '.join(allowed)}")
+            out.append(f"{where}{k}: unknown key{did_you_mean(k, allowed)}; allowed: {', '.join(allowed)}")
     return out
 
 
@@ -81,9 +79,7 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
             train[k] = v
             continue
         if k not in DEFAULT_CFG_DICT:
-            close = difflib.get_close_matches(str(k), list(DEFAULT_CFG_DICT), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            problems.append(f"train.{k}: unknown Ultralytics train argument{hint}")
+            problems.append(f"train.{k}: unknown Ultralytics train argument{did_you_mean(k, DEFAULT_CFG_DICT)}")
             continue
         one = {k: v}
         try:

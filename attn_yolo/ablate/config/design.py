@@ -29,7 +29,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import re
 from pathlib import Path
 
 from attn_yolo.ablate.config.ablation import first_line
@@ -93,24 +92,18 @@ def file_fingerprint(path: str | Path) -> str:
 
 def check_seed_rule(raw: dict):
     """``seeds: {min, max, precision, confidence, design, spending, looks}`` → (the seeds it may run: 0 .. max − 1,
-    the ``SeedRule``, problems). Every problem names its key."""
-    from attn_yolo.ablate.statistics.sequential import SeedRule
+    the ``SeedRule``, problems). Every problem names its key (``sequential.seed_rule_problems``, the search's check
+    too)."""
+    from attn_yolo.ablate.statistics.sequential import SeedRule, seed_rule_problems
 
     problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
                 for k in raw if k not in SEED_RULE_KEYS]
     given = {k: raw[k] for k in SEED_RULE_KEYS if k in raw}
-    if "precision" in raw and not (isinstance(raw["precision"], (int, float)) and not isinstance(raw["precision"], bool)
-                                   and raw["precision"] > 0):
-        problems.append(f"seeds.precision: {raw['precision']!r}; expected a number > 0 (the full width of the "
-                        "interval, mAP50-95, at which the rule stops), or leave it out")
-        given.pop("precision")
-    try:
-        rule = SeedRule(**given)
-    except ValueError as e:  # every other problem of the rule, one line each
-        for msg in str(e).splitlines():
-            key = m.group(1) if (m := re.match(r"(seeds\.\w+)", msg)) else "seeds"
-            problems.append(msg if msg.startswith(f"{key}: ") else f"{key}: {msg}")
-    return ([], None, problems) if problems else (list(range(rule.max)), rule, [])
+    problems += seed_rule_problems({**dataclasses.asdict(SeedRule()), **given})
+    if problems:
+        return [], None, problems
+    rule = SeedRule(**given)
+    return list(range(rule.max)), rule, []
 
 
 # ---------------------------------------------------------------------------------------------------------- start

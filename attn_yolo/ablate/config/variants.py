@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from attn_yolo.ablate.config.ablation import INSERT_VARIANT_KEYS, MODEL_VARIANT_KEYS, Variant, first_line
 from attn_yolo.ablate.config.checks import resolve_input, unknown_keys
 from attn_yolo.conventions import OWN_KEY
+from attn_yolo.text import did_you_mean
 
 
 def block_name(module) -> str | None:
@@ -108,8 +108,7 @@ def _variant_keys(v, key: str, names: dict, i: int) -> tuple[str | None, str, li
         if "module" not in v:
             problems.append(f"{key}.module: missing; one of {', '.join(MODULES)}")
         elif not block_name(v["module"]):
-            close = difflib.get_close_matches(str(v["module"]), list(MODULES), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            hint = did_you_mean(v["module"], MODULES, cutoff=0.5)
             problems.append(
                 f"{key}.module: unknown module {v['module']!r}{hint}; one of {', '.join(MODULES)} or an alias "
                 "(`attn-yolo modules`)"

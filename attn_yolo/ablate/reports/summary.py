@@ -25,10 +25,10 @@ from attn_yolo.ablate.statistics.verdicts import (
     SEEDS_ONLY,
     Verdict,
     all_verdicts,
-    bracket,
     level_words,
 )
 from attn_yolo.markdown import Section, render, table
+from attn_yolo.text import bracket, number
 
 N_MOVERS = 5
 
@@ -65,12 +65,6 @@ def results(ab: Ablation, rows: list[dict], stats: dict, boot: dict | None = Non
     boot = boot or {"compare": {}, "why": {}, "nothing": set(), "names": [], "n_images": 0}
     dec = comparisons.decision(ab, rows, boot)
     return Results(ab, rows, stats, boot, timing, wall_s, dec, all_verdicts(ab, rows, stats, boot, timing, dec))
-
-
-def _f(x, dec: int, sign: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.{dec}f}" if sign else f"{x:.{dec}f}"
 
 
 def duration(s: float) -> str:
@@ -148,7 +142,7 @@ def _secondary(r: Results, arm: str) -> str:
         if key == PRIMARY or d is None or sense == 0 or d["n"] == 0 or math.isnan(d["mean"]):
             continue
         where = exploratory(r.boot["compare"].get(arm, {}).get(key), d).removeprefix("exploratory: ")
-        out.append(f"{label} {_f(d['mean'], dec, True)} ({where})")
+        out.append(f"{label} {number(d['mean'], dec, sign=True)} ({where})")
     return ", ".join(out) or "none"
 
 
@@ -214,11 +208,11 @@ def results_table(r: Results) -> Section:
     for v in (x.name for x in ab.variants):
         s = r.stats["variants"][v]
         label = f"{v} (baseline)" if v == ab.baseline and "baseline" not in v.lower() else v
-        cells = [label, f"{s['n']}/{len(ab.seeds)}", _f(s["params"] / 1e6 if s["params"] else None, 3),
-                 _f(s["gflops"], 3)]  # fmt: skip
+        cells = [label, f"{s['n']}/{len(ab.seeds)}", number(s["params"] / 1e6 if s["params"] else None, 3),
+                 number(s["gflops"], 3)]  # fmt: skip
         for key, _, dec, _ in METRICS:
             mean, sd = s[key]
-            cells.append(_f(mean, dec) + ("" if math.isnan(sd) else f" ± {_f(sd, dec)}"))
+            cells.append(number(mean, dec) + ("" if math.isnan(sd) else f" ± {number(sd, dec)}"))
         rows.append(cells)
     return Section("Results (mean ± std over seeds)", [table(head, rows)])
 
@@ -236,12 +230,12 @@ def difference_table(r: Results) -> Section:
             c = r.boot["compare"].get(v, {}).get(key)
             reading = x.label if key == PRIMARY else exploratory(c, d)
             if c is None:
-                rows.append([v, label, _f(d["mean"], dec, True), bracket(d["lo"], d["hi"], dec), "—", "—",
-                             _f(d["p"], 3), d["n"], reading])  # fmt: skip
+                rows.append([v, label, number(d["mean"], dec, sign=True), bracket(d["lo"], d["hi"], dec), "—", "—",
+                             number(d["p"], 3), d["n"], reading])  # fmt: skip
             else:
                 h = c["hier"]
-                rows.append([v, label, _f(h["mean"], dec, True), bracket(c["t"]["lo"], c["t"]["hi"], dec),
-                             bracket(*c["image"], dec), bracket(h["lo"], h["hi"], dec), _f(h["p"], 3), h["n"],
+                rows.append([v, label, number(h["mean"], dec, sign=True), bracket(c["t"]["lo"], c["t"]["hi"], dec),
+                             bracket(*c["image"], dec), bracket(h["lo"], h["hi"], dec), number(h["p"], 3), h["n"],
                              reading])  # fmt: skip
     head = ["variant", "metric", "Δ mean", "seeds only (t)", "images only", "hierarchical", "p", "n",
             "verdict (mAP50-95 only)"]
@@ -259,7 +253,7 @@ def latency_section(r: Results) -> Section | None:
 
 
 def per_seed(r: Results) -> Section | None:
-    rows = [[v, seed, _f(delta, 4, True), bracket(lo, hi)] for v, c in r.boot["compare"].items() if PRIMARY in c
+    rows = [[v, seed, number(delta, sign=True), bracket(lo, hi)] for v, c in r.boot["compare"].items() if PRIMARY in c
             for seed, delta, (lo, hi) in zip(c["seeds"], c[PRIMARY]["deltas"], c[PRIMARY]["image_seed"])]
     if not rows:
         return None
@@ -277,8 +271,8 @@ def class_movers(compare: dict, names: list[str]) -> list[list[str]]:
         up = [kv for kv in classes[::-1][:N_MOVERS] if kv[1]["mean"] > 0]
         for k, h in up + down:
             name = names[k] if k < len(names) else str(k)
-            rows.append([v, name, _f(h["mean"], 4, True), bracket(h["lo"], h["hi"]), _f(h["variant"], 4),
-                         _f(h["baseline"], 4)])
+            rows.append([v, name, number(h["mean"], sign=True), bracket(h["lo"], h["hi"]), number(h["variant"]),
+                         number(h["baseline"])])
     return rows
 
 
@@ -315,8 +309,7 @@ def health(r: Results) -> Section | None:
     from attn_yolo.health import health_section
 
     names = [v.name for v in r.ab.variants]
-    lines = health_section(names, r.rows, {**{v: x.label for v, x in r.verdicts.items()}, r.ab.baseline: "baseline"})
-    return Section(lines[1][3:], lines[3:]) if lines else None
+    return health_section(names, r.rows, {**{v: x.label for v, x in r.verdicts.items()}, r.ab.baseline: "baseline"})
 
 
 def failed(r: Results) -> Section | None:

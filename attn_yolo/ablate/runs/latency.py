@@ -29,6 +29,7 @@ from pathlib import Path
 
 from attn_yolo.ablate.statistics.stats import CONFIDENCE, paired_difference
 from attn_yolo.files import atomic_write
+from attn_yolo.text import bracket
 
 LATENCY_NAME = "latency.json"  # in the ablation's out folder
 OWN = "attn-yolo ablate latency"  # the file's "by": only such a file is ever replaced or deleted
@@ -227,7 +228,7 @@ def cost_words(result: dict | None, arm: str) -> str | None:
     d = (result or {}).get("diffs", {}).get(arm)
     if d is None:
         return None
-    iv = f" [{d['lo']:+.2f}, {d['hi']:+.2f}]" if math.isfinite(d["lo"]) else ""
+    iv = f" {bracket(d['lo'], d['hi'], 2)}" if math.isfinite(d["lo"]) else ""
     return f"latency {d['mean']:+.2f} ms{iv} ({d['words']})"
 
 

@@ -70,6 +70,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attn_yolo.ablate.statistics.spending import DESIGNS, SPENDING, boundaries
+from attn_yolo.text import bracket
 
 PRIOR_SCALE2 = 10.0  # τ² of earlier versions' sequence: the mixture's variance of the effect (mean Δ − μ) / σ
 TEST_SHARE = 0.2  # of α given to the validation set's common offset when test_var > 0
@@ -108,44 +109,8 @@ class SeedRule:
             raise ValueError("\n".join(found))
 
     def problems(self) -> list[str]:
-        """Every value out of range, each naming its key; empty if the rule is valid."""
-        out, ints = [], True
-        for key in ("min", "max"):
-            v = getattr(self, key)
-            if not _is_int(v) or v < 2:
-                out.append(f"seeds.{key} must be an integer >= 2 (a paired Δ needs 2 seeds for a spread), got {v!r}")
-                ints = False
-        if ints and self.max < self.min:
-            out.append(f"seeds.max ({self.max}) must be >= seeds.min ({self.min})")
-        p = self.precision
-        if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not p > 0
-                              or not math.isfinite(p)):
-            out.append(f"seeds.precision must be a number > 0 (the interval's full width), got {p!r}")
-        c = self.confidence
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            out.append(f"seeds.confidence must be a number in (0, 1), got {c!r}")
-        if self.design not in DESIGNS:
-            out.append(f"seeds.design: {self.design!r}; expected spending (alpha spending over the looks) or cs (a "
-                       "confidence sequence tuned to seeds.max)")
-        if self.spending not in SPENDING:
-            out.append(f"seeds.spending: {self.spending!r}; expected obf (O'Brien–Fleming type) or pocock (Pocock "
-                       "type)")
-        return out + (self._look_problems() if ints and self.max >= self.min else [])
-
-    def _look_problems(self) -> list[str]:
-        lk = self.looks
-        if lk is None:
-            return []
-        if not isinstance(lk, (list, tuple)) or not lk or not all(_is_int(n) for n in lk) or list(lk) != sorted(
-                set(lk)):
-            return [f"seeds.looks: {lk!r}; expected increasing seed counts such as [3, 6, 9, 12], or leave it out "
-                    "(a look after every seed from seeds.min to seeds.max)"]
-        if self.max < lk[0]:
-            return [f"seeds.max: {self.max}; below the first look of seeds.looks ({lk[0]}): set seeds.max >= {lk[0]}"]
-        if lk[0] < self.min or lk[-1] > self.max:
-            return [f"seeds.looks: {list(lk)!r}; expected seed counts from seeds.min ({self.min}) to seeds.max "
-                    f"({self.max})"]
-        return []
+        """Every value out of range, each naming its key (``seed_rule_problems``); empty if the rule is valid."""
+        return seed_rule_problems(dataclasses.asdict(self))
 
     def planned(self) -> tuple[int, ...]:
         """The looks: the seed counts at which the rule may stop, ``max`` always among them."""
@@ -159,6 +124,51 @@ class SeedRule:
             return f"a confidence sequence tuned to {self.max} seeds, read at the looks after {at}"
         kind = "an O'Brien–Fleming" if self.spending == "obf" else "a Pocock"
         return f"{kind}-type alpha-spending design over the looks after {at}"
+
+
+def seed_rule_problems(values: dict, where: str = "seeds.") -> list[str]:
+    """The one check of a seed rule, the ablation's (``seeds: {min, max, ...}``) and the search's (``search.seeds``):
+    every value given that is out of range, one line each, ``<where><key>: <value>; expected <allowed>``.
+
+    Args:
+        values: ``{min, max, precision, confidence, design, spending, looks}``; a key left out is not checked, a
+            ``min`` of None is the search's default (``min(3, max)``).
+        where: the keys' prefix (``seeds.``, ``search.seeds.``).
+    """
+    mn, mx = values.get("min"), values.get("max")
+    out = [f"{where}{k}: {v!r}; expected an integer >= 2 (a paired Δ needs 2 seeds for a spread)"
+           for k, v in (("min", mn), ("max", mx)) if (k == "max" or v is not None) and not (_is_int(v) and v >= 2)]
+    counts_ok = not out and (mn is None or mx >= mn)
+    if not out and not counts_ok:
+        out.append(f"{where}max: {mx}; expected an integer >= {where}min ({mn})")
+    p = values.get("precision")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not p > 0 or not math.isfinite(p)):
+        out.append(f"{where}precision: {p!r}; expected a number > 0 (the full width of the interval, mAP50-95, at "
+                   "which the rule stops), or leave it out")
+    c = values.get("confidence", 0.95)
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+        out.append(f"{where}confidence: {c!r}; expected a number in (0, 1)")
+    if values.get("design", DESIGNS[0]) not in DESIGNS:
+        out.append(f"{where}design: {values['design']!r}; expected spending (alpha spending over the looks) or cs (a "
+                   f"confidence sequence tuned to {where}max)")
+    if values.get("spending", SPENDING[0]) not in SPENDING:
+        out.append(f"{where}spending: {values['spending']!r}; expected obf (O'Brien–Fleming type) or pocock (Pocock "
+                   "type)")
+    if not counts_ok or values.get("looks") is None:
+        return out
+    return out + _look_problems(values["looks"], mn if mn is not None else min(3, mx), mx, where)
+
+
+def _look_problems(lk, first: int, mx: int, where: str) -> list[str]:
+    """``looks``: increasing seed counts from the first look (``min``) to ``max``."""
+    if not isinstance(lk, (list, tuple)) or not lk or not all(_is_int(n) for n in lk) or list(lk) != sorted(set(lk)):
+        return [f"{where}looks: {lk!r}; expected increasing seed counts such as [3, 6, 9, 12], or leave it out "
+                f"(a look after every seed from {where}min to {where}max)"]
+    if mx < lk[0]:
+        return [f"{where}max: {mx}; below the first look of {where}looks ({lk[0]}): set {where}max >= {lk[0]}"]
+    if lk[0] < first or lk[-1] > mx:
+        return [f"{where}looks: {list(lk)!r}; expected seed counts from {where}min ({first}) to {where}max ({mx})"]
+    return []
 
 
 def _is_int(v) -> bool:
@@ -300,10 +310,8 @@ def _reason_codes(lo, hi, n, rule: SeedRule) -> np.ndarray:
 
 
 def _fmt(lo: float, hi: float) -> str:
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "the interval is still unbounded"
-    d = 4 if hi - lo < 0.01 else 3
-    return f"the interval [{lo:+.{d}f}, {hi:+.{d}f}]"
+    """``the interval [+0.0012, +0.0034]`` (3 decimals from 0.01 wide on), ``the interval [unbounded]``."""
+    return "the interval " + bracket(lo, hi, 4 if hi - lo < 0.01 else 3)
 
 
 def _decision(x: np.ndarray, rule: SeedRule, lo: float, hi: float) -> dict:

@@ -108,13 +108,13 @@ NEW_BLOCKS_RULES = {  # key -> (test, allowed in words)
 def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
     """``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}`` → ``NewBlocks`` (defaults where absent), with
     problems naming each key (``new_blocks.<key>: <value>; expected <allowed>``)."""
-    from attn_yolo.args import closest
+    from attn_yolo.text import did_you_mean
 
     if raw is None:
         return NewBlocks(), []
     if not isinstance(raw, dict):
         return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 1.0, gamma: 0.3}}"]
-    problems = [f"new_blocks.{k}: unknown key{closest(k, NEW_BLOCKS_KEYS)}; allowed: {', '.join(NEW_BLOCKS_KEYS)}"
+    problems = [f"new_blocks.{k}: unknown key{did_you_mean(k, NEW_BLOCKS_KEYS)}; allowed: {', '.join(NEW_BLOCKS_KEYS)}"
                 for k in raw if k not in NEW_BLOCKS_KEYS]
     got = {}
     for key, (test, allowed) in NEW_BLOCKS_RULES.items():

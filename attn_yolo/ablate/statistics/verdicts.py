@@ -24,6 +24,7 @@ from attn_yolo.ablate.statistics.stats import (
     seeds_needed,
     verdict,
 )
+from attn_yolo.text import bracket
 
 VERDICTS_NAME = "verdicts.json"
 # The one word list: a verdict's status is one of these, its words start with it.
@@ -38,16 +39,6 @@ HIERARCHICAL, SEEDS_ONLY, IMAGES_ONLY, FIXED_N = "hierarchical", "seeds-only", "
 def level_words(level: float) -> str:
     """An interval's level as the reports write it: ``95%``, ``98.3%``."""
     return f"{100 * level:.3g}%"
-
-
-def bracket(lo: float, hi: float, dec: int = 4) -> str:
-    """An interval as every report writes it: ``[+0.0012, +0.0034]``; ``[unbounded]`` when a bound is infinite,
-    ``n/a`` when there is none (NaN)."""
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return "n/a"
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "[unbounded]"
-    return f"[{lo:+.{dec}f}, {hi:+.{dec}f}]"
 
 
 @dataclass(frozen=True)
