@@ -1,13 +1,15 @@
-"""Config checked by declaration: every key the ablation declares (``config.SHAPE``, sections nested) refuses each bad
-value with one line in one style, ``<key>: <value>; expected <allowed>``, and an unknown key of a section with the
-closest key. The cases are generated from the declarations, not written per key: a key declared later is tested too."""
+"""Config checked by declaration: every key the ablation declares (``validate.DECLARED``, sections nested) refuses
+each bad value with one line in one style, ``<key>: <value>; expected <allowed>``, and an unknown key of a section
+with the closest key. The cases are generated from the declarations, not written per key: a key declared later is
+tested too."""
 
 import math
 
 import pytest
 
 from attn_yolo.ablate import validate
-from attn_yolo.ablate.config.ablation import SHAPE, ConfigError
+from attn_yolo.ablate.config.ablation import ConfigError
+from attn_yolo.ablate.config.validate import DECLARED
 from attn_yolo.args import Key, Schema
 
 
@@ -19,8 +21,10 @@ def bad_values(key: Key) -> list:
             out.append(key.low - 1)
         if key.high < math.inf:
             out.append(key.high + 1)
-        if key.check is not None and key.low > -math.inf:
-            out.append(key.low)  # on the declared edge: the key's own rule (e.g. > 0) refuses it
+        if key.low_open or (key.check is not None and key.low > -math.inf):
+            out.append(key.low)  # on the declared edge: an open bound (or the key's own rule) refuses it
+        if key.high_open:
+            out.append(key.high)
         return out
     if key.type == "bool":
         return [3, "yes"]
@@ -34,7 +38,7 @@ def nested(path: str, value) -> dict:
     return {head: nested(rest, value) if rest else value}
 
 
-CASES = [(path, key, bad) for path, key in SHAPE.walk() for bad in bad_values(key)]
+CASES = [(path, key, bad) for path, key in DECLARED.walk() for bad in bad_values(key)]
 
 
 @pytest.mark.parametrize(("path", "key", "bad"), CASES, ids=[f"{p}={b!r}" for p, _, b in CASES])
@@ -46,7 +50,7 @@ def test_every_declared_key_refuses_a_bad_value_in_one_line(tmp_path, path, key,
     assert "\n" not in mine[0]
 
 
-SECTIONS = [k for k in SHAPE if k.type == "section"]
+SECTIONS = [k for k in DECLARED if k.type == "section"]
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=[k.name for k in SECTIONS])
