@@ -60,10 +60,13 @@ def test_an_unknown_key_of_a_section_names_the_closest(tmp_path, section):
         validate({section.name: {first[:-1]: 1}}, tmp_path)
     want = (f"{section.name}.{first[:-1]}: unknown key (did you mean {first!r}?); allowed: "
             f"{', '.join(section.schema.names)}")
-    assert want in e.value.problems
+    assert any(p.startswith(want) for p in e.value.problems), e.value.problems  # seeds: "(or a list of seeds)"
     with pytest.raises(ConfigError) as e:
         validate({section.name: 3}, tmp_path)
-    assert f"{section.name}: 3; expected a mapping with keys {', '.join(section.schema.names)}" in e.value.problems
+    if section.words:  # a section that takes another form too (seeds: a list): its own check's line
+        assert [p for p in e.value.problems if p.startswith(f"{section.name}: 3; expected ")], e.value.problems
+    else:
+        assert f"{section.name}: 3; expected {section.allowed}" in e.value.problems
 
 
 def test_valid_values_and_defaults_come_back_from_the_declaration():
