@@ -313,9 +313,7 @@ class Schema(tuple):
         if not isinstance(value, dict):
             return out, [f"{where.rstrip('.') or 'config'}: {value!r}; expected a mapping with keys "
                          f"{', '.join(self.names)}"]
-        names = self.names
-        problems = [f"{where}{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)}" for k in value
-                    if k not in names]
+        problems = self.unknown(value, where)
         for k in self:
             if k.name not in value:
                 continue
@@ -328,6 +326,13 @@ class Schema(tuple):
             else:
                 out[k.name] = k.value(v)
         return out, problems
+
+    def unknown(self, value: dict, where: str = "") -> list[str]:
+        """A line per key of ``value`` not declared here: ``<where><key>: unknown key (did you mean 'x'?); allowed:
+        ...`` (the first problems ``check`` lists)."""
+        names = self.names
+        return [f"{where}{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)}" for k in value
+                if k not in names]
 
     def walk(self, where: str = ""):
         """Every key of this schema and its sections, depth first: ``(path, key)`` (``latency.repeats``)."""

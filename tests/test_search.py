@@ -142,7 +142,7 @@ def search_config(folder: Path, data: Path, **search) -> Path:
     ({"blocks": [{"module": "MHSA", "args": [3]}]}, "search: arm mhsa.sppf"),  # 3 heads do not divide the width
     ({"max_runs": 9}, "search.max_runs: 9; below one round: the first round runs the baseline and 4 arms to 2 seeds "
                       "= 10 runs"),
-    ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds: {'max': 6, 'design': 'cs'}; expected {min: 3, max: 8}"),
+    ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds.design: unknown key"),
     ({"seeds": {"max": 6, "spending": "linear"}}, "search.seeds.spending: 'linear'; expected one of obf, pocock"),
     ({"seeds": {"min": 3, "max": 6, "looks": [8]}}, "search.seeds.max: 6; below the first look of search.seeds.looks "
                                                     "(8): set search.seeds.max >= 8"),
