@@ -106,6 +106,7 @@ class SeedRule:
     looks: list[int] | None = None
 
     def __post_init__(self):
+        self.design, self.spending = (SEED_RULE[k].value(getattr(self, k)) for k in ("design", "spending"))  # CS → cs
         if found := self.problems():
             raise ValueError("\n".join(found))
 
