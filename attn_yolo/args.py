@@ -128,7 +128,9 @@ class Key:
         type: one of ``TYPES``.
         default: the value when the key is not given (None: unset, or the tool's own choice; see ``help``).
         help: one line, for ``<tool> help`` and the CLI reference.
-        low, high: the inclusive range of an ``int`` / ``float`` (``imgsz``: ``MIN_IMGSZ..MAX_IMGSZ``).
+        low, high: the range of an ``int`` / ``float``, inclusive unless ``low_open`` / ``high_open`` (``imgsz``:
+            ``MIN_IMGSZ..MAX_IMGSZ``).
+        low_open, high_open: the bound itself is refused (``a number > 0``, ``a number in (0, 1)``).
         choices: the values a ``choice`` (case-insensitive) or each item of a ``list`` may take (empty: any).
         pair: an ``imgsz`` may also be ``h,w``.
         note: appended to ``allowed`` in the error (``(the long side)``).
@@ -144,6 +146,8 @@ class Key:
     help: str = ""
     low: float = -math.inf
     high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
     choices: tuple = ()
     pair: bool = False
     note: str = ""
@@ -171,9 +175,10 @@ class Key:
         elif t in ("int", "float"):
             what = "an int" if t == "int" else "a number"
             if self.low > -math.inf and self.high < math.inf:
-                text = f"{what} in [{_bound(self.low)}, {_bound(self.high)}]"
+                text = (f"{what} in {'(' if self.low_open else '['}{_bound(self.low)}, {_bound(self.high)}"
+                        f"{')' if self.high_open else ']'}")
             elif self.low > -math.inf:
-                text = f"{what} >= {_bound(self.low)}"
+                text = f"{what} {'>' if self.low_open else '>='} {_bound(self.low)}"
             else:
                 text = what
         elif t == "choice":
@@ -201,9 +206,9 @@ class Key:
         if t == "bool":
             ok = isinstance(v, bool)
         elif t == "int":
-            ok = isinstance(v, int) and not isinstance(v, bool) and self.low <= v <= self.high
+            ok = isinstance(v, int) and not isinstance(v, bool) and self.in_range(v)
         elif t == "float":
-            ok = _number(v) and self.low <= v <= self.high
+            ok = _number(v) and self.in_range(v)
         elif t == "choice":
             ok = str(v).lower() in {str(c).lower() for c in self.choices}
         elif t == "imgsz":  # [640]: one side in a list, as Ultralytics' check_imgsz reads it
@@ -218,6 +223,11 @@ class Key:
         if not ok:
             return self.allowed
         return self.check(v) if self.check else None
+
+    def in_range(self, v) -> bool:
+        """Whether the number ``v`` is within ``low``..``high`` (each bound open or closed as declared)."""
+        above = v > self.low if self.low_open else v >= self.low
+        return above and (v < self.high if self.high_open else v <= self.high)
 
     def value(self, v):
         """``v`` as the tool uses it: a ``list`` as a tuple of stripped strings, a ``choice`` lower-cased, an
@@ -303,9 +313,7 @@ class Schema(tuple):
         if not isinstance(value, dict):
             return out, [f"{where.rstrip('.') or 'config'}: {value!r}; expected a mapping with keys "
                          f"{', '.join(self.names)}"]
-        names = self.names
-        problems = [f"{where}{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)}" for k in value
-                    if k not in names]
+        problems = self.unknown(value, where)
         for k in self:
             if k.name not in value:
                 continue
@@ -318,6 +326,13 @@ class Schema(tuple):
             else:
                 out[k.name] = k.value(v)
         return out, problems
+
+    def unknown(self, value: dict, where: str = "") -> list[str]:
+        """A line per key of ``value`` not declared here: ``<where><key>: unknown key (did you mean 'x'?); allowed:
+        ...`` (the first problems ``check`` lists)."""
+        names = self.names
+        return [f"{where}{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)}" for k in value
+                if k not in names]
 
     def walk(self, where: str = ""):
         """Every key of this schema and its sections, depth first: ``(path, key)`` (``latency.repeats``)."""

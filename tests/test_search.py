@@ -142,15 +142,15 @@ def search_config(folder: Path, data: Path, **search) -> Path:
     ({"blocks": [{"module": "MHSA", "args": [3]}]}, "search: arm mhsa.sppf"),  # 3 heads do not divide the width
     ({"max_runs": 9}, "search.max_runs: 9; below one round: the first round runs the baseline and 4 arms to 2 seeds "
                       "= 10 runs"),
-    ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds: {'max': 6, 'design': 'cs'}; expected {min: 3, max: 8}"),
-    ({"seeds": {"max": 6, "spending": "linear"}}, "search.seeds.spending: 'linear'; expected obf"),
+    ({"seeds": {"max": 6, "design": "cs"}}, "search.seeds.design: unknown key"),
+    ({"seeds": {"max": 6, "spending": "linear"}}, "search.seeds.spending: 'linear'; expected one of obf, pocock"),
     ({"seeds": {"min": 3, "max": 6, "looks": [8]}}, "search.seeds.max: 6; below the first look of search.seeds.looks "
                                                     "(8): set search.seeds.max >= 8"),
     ({"seeds": {"min": 3, "max": 6, "looks": [2, 6]}}, "search.seeds.looks: [2, 6]; expected seed counts from "
                                                        "search.seeds.min (3) to search.seeds.max (6)"),
-    ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an integer >= 2"),
-    ({"seeds": {"min": 5, "max": 4}}, "search.seeds.max: 4; expected an integer >= search.seeds.min (5)"),
-    ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an integer >= 2"),
+    ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an int >= 2"),
+    ({"seeds": {"min": 5, "max": 4}}, "search.seeds.max: 4; expected an int >= search.seeds.min (5)"),
+    ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an int >= 2"),
     ({"precision": 0}, "search.precision: 0; expected a number > 0"),
     ({"precision": "fine"}, "search.precision: 'fine'; expected a number > 0"),
     ({"confidence": 1.5}, "search.confidence: 1.5; expected a number in (0, 1)"),
@@ -164,13 +164,13 @@ def test_bad_input_exits_2_naming_the_key_before_any_training(tmp_path, tiny_dat
 
 
 @pytest.mark.parametrize("command, override, key", [
-    ("search", "search.seeds={min: 1, max: 8}", "search.seeds.min: 1; expected an integer >= 2"),
+    ("search", "search.seeds={min: 1, max: 8}", "search.seeds.min: 1; expected an int >= 2"),
     ("search", "search.precision=-0.01", "search.precision: -0.01; expected a number > 0"),
     ("search", "search.seeds={max: 9, looks: [2, 9]}", "search.seeds.looks: [2, 9]; expected seed counts from "
                                                        "search.seeds.min (3) to search.seeds.max (9)"),
     ("search", "search.confidence=0", "search.confidence: 0; expected a number in (0, 1)"),
     ("ablate", "seeds.confidence=1.5", "seeds.confidence: 1.5; expected a number in (0, 1)"),
-    ("ablate", "seeds.min=1", "seeds.min: 1; expected an integer >= 2"),
+    ("ablate", "seeds.min=1", "seeds.min: 1; expected an int >= 2"),
 ])  # fmt: skip
 def test_a_rule_key_out_of_range_on_the_command_line_exits_2_naming_it(tmp_path, tiny_data, capsys, command,
                                                                        override, key):

@@ -199,8 +199,8 @@ def test_rule_bounds_and_reasons():
 @pytest.mark.parametrize("kw, key", [({"min": 5, "max": 3}, "seeds.max"), ({"precision": 0}, "seeds.precision"),
                                      ({"precision": -0.1}, "seeds.precision"), ({"min": 1}, "seeds.min"),
                                      ({"max": 2.5}, "seeds.max"), ({"confidence": 1.0}, "seeds.confidence"),
-                                     ({"design": "gs"}, "seeds.design: 'gs'; expected spending"),
-                                     ({"spending": "linear"}, "seeds.spending: 'linear'; expected obf"),
+                                     ({"design": "gs"}, "seeds.design: 'gs'; expected one of spending, cs"),
+                                     ({"spending": "linear"}, "seeds.spending: 'linear'; expected one of obf, pocock"),
                                      ({"looks": [3, 5, 4]}, "seeds.looks: [3, 5, 4]; expected increasing"),
                                      ({"looks": [2, 4]}, "seeds.looks: [2, 4]; expected seed counts from seeds.min"),
                                      ({"min": 3, "max": 6, "looks": [8, 10]}, "seeds.max: 6; below the first look")])

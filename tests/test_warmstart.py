@@ -308,12 +308,12 @@ def other_classes_checkpoint(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("over, key, text", [
-    ({"seeds": {"min": 5, "max": 3}}, "seeds.max", "3; expected an integer >= seeds.min (5)"),
+    ({"seeds": {"min": 5, "max": 3}}, "seeds.max", "3; expected an int >= seeds.min (5)"),
     ({"seeds": {"min": 3, "max": 6, "precision": 0}}, "seeds.precision", "expected a number > 0"),
     ({"seeds": {"min": 3, "max": 6, "precision": -0.01}}, "seeds.precision", "expected a number > 0"),
     ({"seeds": {"min": 3, "most": 6}}, "seeds.most", "unknown key"),
-    ({"seeds": {"min": 3, "max": 6, "design": "bayes"}}, "seeds.design", "'bayes'; expected spending"),
-    ({"seeds": {"min": 3, "max": 6, "spending": "linear"}}, "seeds.spending", "'linear'; expected obf"),
+    ({"seeds": {"min": 3, "max": 6, "design": "bayes"}}, "seeds.design", "'bayes'; expected one of spending, cs"),
+    ({"seeds": {"min": 3, "max": 6, "spending": "linear"}}, "seeds.spending", "'linear'; expected one of obf, pocock"),
     ({"seeds": {"min": 3, "max": 6, "looks": "every"}}, "seeds.looks", "expected increasing seed counts"),
     ({"seeds": {"min": 3, "max": 6, "looks": [8, 12]}}, "seeds.max", "6; below the first look of seeds.looks (8)"),
     ({"reference": {"model": "yolo11n.yaml"}}, "reference", "is the baseline model"),
@@ -345,7 +345,7 @@ def test_every_problem_listed_at_once_and_command_line_values_named(tiny_data, t
     assert cli_main(["ablate", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "2 problems in the ablation config" in err and "seeds.precision: 0; expected a number > 0" in err, err
-    assert "seeds.min: 1; expected an integer >= 2" in err
+    assert "seeds.min: 1; expected an int >= 2" in err
     assert cli_main(["ablate", str(write_config(tmp_path, tiny_data)), "seeds=abc", "epochs=-3"]) == 2
     err = capsys.readouterr().err
     assert "seeds: 'abc'; expected a list of ints" in err and "(from the command line: seeds=abc)" in err, err

@@ -17,7 +17,8 @@ from pathlib import Path
 import yaml
 
 from attn_yolo.ablate.config.ablation import ConfigError, first_line
-from attn_yolo.ablate.statistics.sequential import seed_rule_problems
+from attn_yolo.ablate.statistics.sequential import SEED_RULE, seed_rule_problems
+from attn_yolo.args import Key, Schema
 from attn_yolo.search.rule import SearchRule
 from attn_yolo.search.sites import Site, auto_sites, parse_site
 from attn_yolo.text import did_you_mean
@@ -48,8 +49,21 @@ train: {epochs: 1, fraction: 0.5, imgsz: 128, batch: 8, nbs: 8, optimizer: AdamW
 out: runs/search/synthetic-search
 latency: {repeats: 20, warmup: 5}
 """
-SEEDS_KEYS = ("min", "max", "spending", "looks")  # search.seeds
-SEARCH_KEYS = ("model", "blocks", "sites", "seeds", "precision", "confidence", "max_runs", "minutes", "placebo")
+SEEDS = Schema([SEED_RULE[k] for k in ("min", "max", "spending", "looks")])  # search.seeds: the seed rule's keys
+SEARCH = Schema([  # the search section's keys; model, blocks and sites are checked by their functions (_blocks, ...)
+    Key("model", "any", "yolo11n.yaml", "the model YAML every arm inserts a block into"),
+    Key("blocks", "any", None, "block names (CBAM) or {module, args}"),
+    Key("sites", "any", "auto", "auto or a list of sites (backbone, sppf, neck, 4, '4,6', C3k2:neck)"),
+    Key("seeds", "section", help="the seed rule (sequential.seed_rule_problems)", schema=SEEDS),
+    Key("precision", "float", None, "the answer's resolution w, mAP50-95 (default 0.003)", low=0, low_open=True,
+        note="(the answer's resolution w, mAP50-95)"),
+    Key("confidence", "float", 0.95, "the intervals' confidence", low=0, high=1, low_open=True, high_open=True),
+    Key("max_runs", "int", None, "training runs at most", low=1, note="(training runs at most)"),
+    Key("minutes", "float", None, "wall minutes of this session at most", low=0, low_open=True,
+        note="(wall minutes of this session)"),
+    Key("placebo", "bool", False, "a Placebo arm per arm", words="true or false (a Placebo arm per arm)"),
+])
+"""The ``search:`` section's keys declared once (``check_section`` checks them by ``SEARCH.check`` first)."""
 NOT_IN_A_SEARCH = ("variants", "seeds", "reference", "placebo")  # set by the search section
 BASELINE = "baseline"
 DESIGN = "search: each arm against the baseline and the best, pooled spread"  # recorded as seeds.design
@@ -84,11 +98,6 @@ class Search:
         return [v.name for v in self.ab.variants if v.name != self.ab.baseline]
 
 
-def _number(v, lo: float, integer: bool = False) -> bool:
-    ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-    return ok and not isinstance(v, bool) and v >= lo
-
-
 def _blocks(raw) -> tuple[list[tuple[str, list | None]], list[str]]:
     """``search.blocks``: names or ``{module, args}``, each a block ``attn-yolo modules`` lists."""
     from attn_yolo.insertion import module_class
@@ -102,7 +111,7 @@ def _blocks(raw) -> tuple[list[tuple[str, list | None]], list[str]]:
         if isinstance(b, dict) and (extra := set(b) - {"module", "args"}):
             problems.append(f"search.blocks[{i}]: unknown key(s) {', '.join(sorted(extra))}; allowed: module, args")
         if args is not None and not isinstance(args, list):
-            problems.append(f"search.blocks[{i}].args: expected a list of hyperparameters, got {args!r}")
+            problems.append(f"search.blocks[{i}].args: {args!r}; expected a list of hyperparameters")
         try:
             out.append((module_class(str(name))[0], args))
         except Exception:  # noqa: BLE001  an unknown name: said with the closest
@@ -128,34 +137,30 @@ def _sites(raw, d: dict) -> tuple[list[Site], list[str]]:
 
 
 def _budget(sec: dict, rule: SearchRule | None, arms: int) -> list[str]:
-    problems = []
-    if sec.get("max_runs") is not None and not _number(sec["max_runs"], 1, True):
-        problems.append(f"search.max_runs: {sec['max_runs']!r}; expected an integer >= 1 (training runs at most)")
-    elif sec.get("max_runs") is not None and rule is not None and arms:
-        first = (arms + 1) * rule.at(arms).min
-        if sec["max_runs"] < first:
-            problems.append(f"search.max_runs: {sec['max_runs']}; below one round: the first round runs the baseline "
-                            f"and {arms} arms to {rule.at(arms).min} seeds = {first} runs; set max_runs >= {first}")
-    if sec.get("minutes") is not None and not (_number(sec["minutes"], 0) and sec["minutes"] > 0):
-        problems.append(f"search.minutes: {sec['minutes']!r}; expected a number > 0 (wall minutes of this session)")
-    return problems
+    """``max_runs`` (declared in ``SEARCH``) against the first round: the baseline and every arm to ``min`` seeds."""
+    mr = sec.get("max_runs")
+    if mr is None or SEARCH["max_runs"].problem(mr) or rule is None or not arms:
+        return []
+    first = (arms + 1) * rule.at(arms).min
+    if mr >= first:
+        return []
+    return [f"search.max_runs: {mr}; below one round: the first round runs the baseline and {arms} arms to "
+            f"{rule.at(arms).min} seeds = {first} runs; set max_runs >= {first}"]
 
 
 def _rule(sec: dict) -> tuple[SearchRule | None, list[str]]:
+    """The search's ``SearchRule`` from ``seeds`` (the seed rule's one check), ``precision`` and ``confidence`` (their
+    values checked by ``SEARCH``); ``(rule or None, problems)``."""
     seeds = sec.get("seeds", {})
-    if not isinstance(seeds, dict) or set(seeds) - set(SEEDS_KEYS):
-        return None, [f"search.seeds: {seeds!r}; expected {{min: 3, max: 8}} (min optional; also "
-                      f"{', '.join(SEEDS_KEYS[2:])})"]
+    if not isinstance(seeds, dict):
+        return None, [f"search.seeds: {seeds!r}; expected {SEARCH['seeds'].allowed}"]
     mx, mn = seeds.get("max", SearchRule.max), seeds.get("min")
-    problems = seed_rule_problems({**seeds, "max": mx, "min": mn}, "search.seeds.")  # the ablation's check too
+    own = {k.name: k.value(seeds[k.name]) for k in SEEDS if k.name in seeds and k.name not in ("min", "max")}
+    problems = SEEDS.unknown(seeds, "search.seeds.")
+    problems += seed_rule_problems({**own, "max": mx, "min": mn}, "search.seeds.")  # the ablation's check too
     p, c = sec.get("precision", SearchRule.precision), sec.get("confidence", 0.95)
-    if p is not None and not (_number(p, 0) and p > 0):
-        problems.append(f"search.precision: {p!r}; expected a number > 0 (the answer's resolution w, mAP50-95)")
-    if not (_number(c, 0) and 0 < c < 1):
-        problems.append(f"search.confidence: {c!r}; expected a number in (0, 1)")
-    if problems:
+    if problems or any(SEARCH[k].problem(v) for k, v in (("precision", p), ("confidence", c))):
         return None, problems
-    own = {k: seeds[k] for k in SEEDS_KEYS[2:] if k in seeds}
     return SearchRule(max=mx, min=mn, precision=p, confidence=c, **own), []
 
 
@@ -176,8 +181,8 @@ def check_section(raw: dict) -> tuple[dict, list[Arm], SearchRule | None, list[S
 
     sec = raw.get("search")
     if not isinstance(sec, dict):
-        return {}, [], None, [], ["search: expected a mapping {model, blocks, sites, seeds, max_runs, minutes}"]
-    problems = [f"search.{k}: unknown key; allowed: {', '.join(SEARCH_KEYS)}" for k in sec if k not in SEARCH_KEYS]
+        return {}, [], None, [], [f"search: {sec!r}; expected a mapping with keys {', '.join(SEARCH.names)}"]
+    _, problems = SEARCH.check({k: v for k, v in sec.items() if k != "seeds"}, "search.")  # seeds: _rule
     problems += [f"{k}: not in a search config (the search section sets it)" for k in NOT_IN_A_SEARCH if k in raw]
     blocks, p = _blocks(sec.get("blocks"))
     problems += p
@@ -192,8 +197,6 @@ def check_section(raw: dict) -> tuple[dict, list[Arm], SearchRule | None, list[S
     arms = arms_of(blocks, sites)
     n = len(arms) * (2 if sec.get("placebo") is True else 1)
     problems += _budget(sec, rule, n)
-    if not isinstance(sec.get("placebo", False), bool):
-        problems.append(f"search.placebo: {sec['placebo']!r}; expected true or false (a Placebo arm per arm)")
     return sec, arms, rule, sites, problems
 
 

@@ -70,8 +70,7 @@ BACKENDS = ("local", "ray")
 MODEL_VARIANT_KEYS = ("name", "model", "baseline", "new_blocks")
 INSERT_VARIANT_KEYS = ("name", "base", "module", "at", "args", "baseline", "new_blocks")
 RESOURCES = Schema([  # Ray resources per run (backend: ray)
-    Key("num_cpus", "float", 1, "CPUs per run", low=0, words="a number > 0", check=lambda v: None if v > 0 else
-        "a number > 0"),
+    Key("num_cpus", "float", 1, "CPUs per run", low=0, low_open=True),
     Key("num_gpus", "float", 0, "GPUs per run (0: cpu)", low=0),
 ])
 LATENCY = Schema([  # forwards per model; more only costs time

@@ -35,8 +35,8 @@ from attn_yolo.ablate.config.ablation import first_line
 from attn_yolo.ablate.config.checks import check_train, resolve_input
 from attn_yolo.ablate.config.variants import check_same_scale, check_variants, definition
 from attn_yolo.checkpoint import load_model
+from attn_yolo.text import did_you_mean
 
-SEED_RULE_KEYS = ("min", "max", "precision", "confidence", "design", "spending", "looks")
 START_OWN_KEYS = ("model", "seed")  # a recipe's keys that are not Ultralytics train arguments
 PLACEBO_SUFFIX = "-placebo"
 REFERENCE_NAME = "reference"
@@ -94,11 +94,12 @@ def check_seed_rule(raw: dict):
     """``seeds: {min, max, precision, confidence, design, spending, looks}`` → (the seeds it may run: 0 .. max − 1,
     the ``SeedRule``, problems). Every problem names its key (``sequential.seed_rule_problems``, the search's check
     too)."""
-    from attn_yolo.ablate.statistics.sequential import SeedRule, seed_rule_problems
+    from attn_yolo.ablate.statistics.sequential import SEED_RULE, SeedRule, seed_rule_problems
 
-    problems = [f"seeds.{k}: unknown key; allowed: {', '.join(SEED_RULE_KEYS)} (or a list of seeds)"
-                for k in raw if k not in SEED_RULE_KEYS]
-    given = {k: raw[k] for k in SEED_RULE_KEYS if k in raw}
+    names = SEED_RULE.names
+    problems = [f"seeds.{k}: unknown key{did_you_mean(k, names)}; allowed: {', '.join(names)} (or a list of seeds)"
+                for k in raw if k not in names]
+    given = {k.name: k.value(raw[k.name]) for k in SEED_RULE if k.name in raw}  # a choice lower-cased
     problems += seed_rule_problems({**dataclasses.asdict(SeedRule()), **given})
     if problems:
         return [], None, problems

@@ -17,11 +17,22 @@ from attn_yolo.ablate.config.checks import (
 )
 from attn_yolo.ablate.config.variants import check_variants
 from attn_yolo.ablate.statistics import treatment
-from attn_yolo.ablate.statistics.sequential import family_problems
-from attn_yolo.args import UsageError
+from attn_yolo.ablate.statistics.sequential import SEED_RULE, family_problems
+from attn_yolo.args import Key, Schema, UsageError
 from attn_yolo.checkpoint import load_model
 from attn_yolo.files import check_writable
 from attn_yolo.ultralytics_api.loader import loader_seed_problem
+
+DECLARED = Schema([
+    *SHAPE,
+    Key("new_blocks", "section", help="how an arm's new blocks train from the start", schema=treatment.NEW_BLOCKS),
+    Key("treatment", "section", help="the attention check", schema=treatment.TREATMENT),
+    Key("seeds", "section", help="the seed rule (or a list of seeds)", schema=SEED_RULE,
+        words="a list of seeds, or a mapping with keys " + ", ".join(SEED_RULE.names)),
+])
+"""Every ablation config key declared with its type and range: ``SHAPE``'s, checked by ``Schema.check`` first, and
+the sections whose checks follow it (``treatment.check_new_blocks``, ``design.check_seed_rule``, ...) reading the
+same declarations."""
 
 
 def own_new_blocks(raw: dict, variants: list, baseline: str | None, key: str = "variants",

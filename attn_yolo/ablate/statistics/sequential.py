@@ -70,6 +70,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attn_yolo.ablate.statistics.spending import DESIGNS, SPENDING, boundaries
+from attn_yolo.args import Key, Schema
 from attn_yolo.text import bracket
 
 PRIOR_SCALE2 = 10.0  # τ² of earlier versions' sequence: the mixture's variance of the effect (mean Δ − μ) / σ
@@ -105,6 +106,7 @@ class SeedRule:
     looks: list[int] | None = None
 
     def __post_init__(self):
+        self.design, self.spending = (SEED_RULE[k].value(getattr(self, k)) for k in ("design", "spending"))  # CS → cs
         if found := self.problems():
             raise ValueError("\n".join(found))
 
@@ -126,44 +128,55 @@ class SeedRule:
         return f"{kind}-type alpha-spending design over the looks after {at}"
 
 
+def _looks_shape(lk) -> str | None:
+    """``looks`` as a list: increasing seed counts (their range against min and max is ``seed_rule_problems``')."""
+    ok = isinstance(lk, (list, tuple)) and lk and all(_is_int(n) for n in lk) and list(lk) == sorted(set(lk))
+    return None if ok else SEED_RULE["looks"].words
+
+
+SEED_RULE = Schema([  # config `seeds: {...}` (the ablation's) and `search.seeds` (the search's): SeedRule's fields
+    Key("min", "int", 3, "paired seeds at the first look", low=2, note="(a paired Δ needs 2 seeds for a spread)"),
+    Key("max", "int", 10, "paired seeds at most", low=2, note="(a paired Δ needs 2 seeds for a spread)"),
+    Key("precision", "float", None, "the full width of the interval, mAP50-95, at which the rule stops", low=0,
+        low_open=True, note="(the full width of the interval, mAP50-95, at which the rule stops)"),
+    Key("confidence", "float", 0.95, "the interval's confidence", low=0, high=1, low_open=True, high_open=True),
+    Key("design", "choice", DESIGNS[0], "the stopping rule", choices=DESIGNS,
+        note="(spending: alpha spending over the looks; cs: a confidence sequence tuned to max)"),
+    Key("spending", "choice", SPENDING[0], "the alpha-spending function", choices=SPENDING,
+        note="(obf: O'Brien–Fleming type; pocock: Pocock type)"),
+    Key("looks", "any", None, "the seed counts at which the rule may stop", check=_looks_shape,
+        words="increasing seed counts such as [3, 6, 9, 12], or leave it out (a look after every seed from min to "
+              "max)"),
+])
+"""The seed rule's keys declared once: types, ranges, defaults (``seed_rule_problems``; ``SeedRule`` holds them)."""
+
+
 def seed_rule_problems(values: dict, where: str = "seeds.") -> list[str]:
     """The one check of a seed rule, the ablation's (``seeds: {min, max, ...}``) and the search's (``search.seeds``):
-    every value given that is out of range, one line each, ``<where><key>: <value>; expected <allowed>``.
+    every value given that is out of what ``SEED_RULE`` declares, one line each, ``<where><key>: <value>; expected
+    <allowed>``; then the checks across keys (``max`` >= ``min``, ``looks`` from ``min`` to ``max``).
 
     Args:
         values: ``{min, max, precision, confidence, design, spending, looks}``; a key left out is not checked, a
             ``min`` of None is the search's default (``min(3, max)``).
         where: the keys' prefix (``seeds.``, ``search.seeds.``).
     """
+    given = {k: v for k, v in values.items() if not (k == "min" and v is None)}  # None: the search's default min
+    out = [f"{where}{k.name}: {given[k.name]!r}; expected {why}" for k in SEED_RULE
+           if k.name in given and (why := k.problem(given[k.name]))]
+    bad = {p.removeprefix(where).split(":")[0] for p in out}
     mn, mx = values.get("min"), values.get("max")
-    out = [f"{where}{k}: {v!r}; expected an integer >= 2 (a paired Δ needs 2 seeds for a spread)"
-           for k, v in (("min", mn), ("max", mx)) if (k == "max" or v is not None) and not (_is_int(v) and v >= 2)]
-    counts_ok = not out and (mn is None or mx >= mn)
-    if not out and not counts_ok:
-        out.append(f"{where}max: {mx}; expected an integer >= {where}min ({mn})")
-    p = values.get("precision")
-    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not p > 0 or not math.isfinite(p)):
-        out.append(f"{where}precision: {p!r}; expected a number > 0 (the full width of the interval, mAP50-95, at "
-                   "which the rule stops), or leave it out")
-    c = values.get("confidence", 0.95)
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-        out.append(f"{where}confidence: {c!r}; expected a number in (0, 1)")
-    if values.get("design", DESIGNS[0]) not in DESIGNS:
-        out.append(f"{where}design: {values['design']!r}; expected spending (alpha spending over the looks) or cs (a "
-                   f"confidence sequence tuned to {where}max)")
-    if values.get("spending", SPENDING[0]) not in SPENDING:
-        out.append(f"{where}spending: {values['spending']!r}; expected obf (O'Brien–Fleming type) or pocock (Pocock "
-                   "type)")
-    if not counts_ok or values.get("looks") is None:
+    if bad & {"min", "max"} or mx is None:
+        return out
+    if mn is not None and mx < mn:
+        return out + [f"{where}max: {mx}; expected an int >= {where}min ({mn})"]
+    if values.get("looks") is None or "looks" in bad:
         return out
     return out + _look_problems(values["looks"], mn if mn is not None else min(3, mx), mx, where)
 
 
 def _look_problems(lk, first: int, mx: int, where: str) -> list[str]:
-    """``looks``: increasing seed counts from the first look (``min``) to ``max``."""
-    if not isinstance(lk, (list, tuple)) or not lk or not all(_is_int(n) for n in lk) or list(lk) != sorted(set(lk)):
-        return [f"{where}looks: {lk!r}; expected increasing seed counts such as [3, 6, 9, 12], or leave it out "
-                f"(a look after every seed from {where}min to {where}max)"]
+    """``looks`` (increasing seed counts, ``_looks_shape``) from the first look (``min``) to ``max``."""
     if mx < lk[0]:
         return [f"{where}max: {mx}; below the first look of {where}looks ({lk[0]}): set {where}max >= {lk[0]}"]
     if lk[0] < first or lk[-1] > mx:

@@ -47,11 +47,11 @@ import math
 
 from torch import nn
 
+from attn_yolo.args import Key, Schema
+
 KNOCKOUT_NAME = "perimage-knockout.npz"
 THRESHOLD = 1.0  # A must be at least this × the deciding interval's half-width
 GAMMA_NEAR_IDENTITY = 0.01  # a mean |γ| below this: "the blocks stayed near the identity"
-NEW_BLOCKS_KEYS = ("lr_mult", "gamma", "probe_steps", "probe_lr_mult")
-TREATMENT_KEYS = ("threshold",)
 
 
 # ------------------------------------------------------------------------------------------------ the config keys
@@ -89,60 +89,44 @@ class Treatment:
     """The attention check's setting (config ``treatment``): ``threshold`` × the deciding interval's half-width is
     the mean-ablation effect an arm's blocks must reach (``attn_yolo.ablate.statistics.treatment``), in (0, 10]."""
 
-    threshold: float = 1.0
+    threshold: float = THRESHOLD
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+NEW_BLOCKS = Schema([  # config `new_blocks` (and a variant's own): NewBlocks' fields, declared once
+    Key("lr_mult", "float", NewBlocks.lr_mult, "the new blocks' learning rate, × lr0", low=0, high=1000, low_open=True,
+        note="(× lr0)"),
+    Key("gamma", "float", NewBlocks.gamma, "their residual gates' γ at step 0", low=0, high=1,
+        note="(the residual gates' γ at step 0)"),
+    Key("probe_steps", "int", NewBlocks.probe_steps, "optimizer steps of a probe phase first", low=0, high=100_000,
+        note="(optimizer steps of the probe phase; 0: none)"),
+    Key("probe_lr_mult", "float", NewBlocks.probe_lr_mult, "the new blocks' learning rate in the probe phase, × lr0",
+        low=0, high=1000, low_open=True, note="(× lr0, in the probe phase)"),
+])
+"""The ``new_blocks`` keys: their types, ranges and defaults (``check_new_blocks``)."""
+TREATMENT = Schema([  # config `treatment`
+    Key("threshold", "float", THRESHOLD, "the attention check's threshold", low=0, high=10, low_open=True,
+        note="(the mean-ablation effect an arm's blocks must reach, in half-widths of its deciding interval)"),
+])
+"""The ``treatment`` keys (``check_treatment``)."""
 
 
-NEW_BLOCKS_RULES = {  # key -> (test, allowed in words)
-    "lr_mult": (lambda v: _number(v) and 0 < v <= 1000, "a number > 0 and <= 1000 (× lr0)"),
-    "gamma": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1] (the residual gates' γ at step 0)"),
-    "probe_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100_000,
-                    "an int >= 0 (optimizer steps of the probe phase; 0: none)"),
-    "probe_lr_mult": (lambda v: _number(v) and 0 < v <= 1000, "a number > 0 and <= 1000 (× lr0, in the probe phase)"),
-}
+def _typed(schema: Schema, values: dict) -> dict:
+    """A checked section's values as its dataclass holds them: a ``float`` key as a float (``lr_mult: 1`` → 1.0)."""
+    return {k.name: float(values[k.name]) if k.type == "float" else values[k.name] for k in schema}
 
 
 def check_new_blocks(raw) -> tuple[NewBlocks, list[str]]:
-    """``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}`` → ``NewBlocks`` (defaults where absent), with
-    problems naming each key (``new_blocks.<key>: <value>; expected <allowed>``)."""
-    from attn_yolo.text import did_you_mean
-
-    if raw is None:
-        return NewBlocks(), []
-    if not isinstance(raw, dict):
-        return NewBlocks(), [f"new_blocks: {raw!r}; expected a mapping such as {{lr_mult: 1.0, gamma: 0.3}}"]
-    problems = [f"new_blocks.{k}: unknown key{did_you_mean(k, NEW_BLOCKS_KEYS)}; allowed: {', '.join(NEW_BLOCKS_KEYS)}"
-                for k in raw if k not in NEW_BLOCKS_KEYS]
-    got = {}
-    for key, (test, allowed) in NEW_BLOCKS_RULES.items():
-        if key not in raw:
-            continue
-        if test(raw[key]):
-            got[key] = raw[key] if key == "probe_steps" else float(raw[key])
-        else:
-            problems.append(f"new_blocks.{key}: {raw[key]!r}; expected {allowed}")
-    return NewBlocks(**got), problems
+    """``new_blocks: {lr_mult, gamma, probe_steps, probe_lr_mult}`` → ``NewBlocks`` (defaults where absent or bad),
+    with problems naming each key as ``NEW_BLOCKS.check`` writes them (``new_blocks.<key>: <value>; expected
+    <allowed>``)."""
+    values, problems = NEW_BLOCKS.check(raw, "new_blocks.")
+    return NewBlocks(**_typed(NEW_BLOCKS, values)), problems
 
 
 def check_treatment(raw) -> tuple[Treatment, list[str]]:
-    """``treatment: {threshold}`` → ``Treatment``, with problems naming each key."""
-    if raw is None:
-        return Treatment(), []
-    if not isinstance(raw, dict):
-        return Treatment(), [f"treatment: {raw!r}; expected a mapping such as {{threshold: 1.0}}"]
-    problems = [f"treatment.{k}: unknown key; allowed: {', '.join(TREATMENT_KEYS)}" for k in raw
-                if k not in TREATMENT_KEYS]
-    t = raw.get("threshold", Treatment.threshold)
-    if not (_number(t) and 0 < t <= 10):
-        problems.append(f"treatment.threshold: {t!r}; expected a number > 0 and <= 10 (the mean-ablation effect an "
-                        "arm's blocks must reach, in half-widths of its deciding interval)")
-        return Treatment(), problems
-    return Treatment(float(t)), problems
-
-
+    """``treatment: {threshold}`` → ``Treatment`` (the default where absent or bad), with problems naming each key."""
+    values, problems = TREATMENT.check(raw, "treatment.")
+    return Treatment(**_typed(TREATMENT, values)), problems
 
 
 # ------------------------------------------------------------------------------------------------ which blocks
