@@ -104,3 +104,22 @@ def test_valid_values_and_defaults_come_back_from_the_declaration():
     assert problems == ["a: -1; expected an int >= 0", "s.c: unknown key; allowed: b",
                         "s.b: -2; expected a number >= 0"]
     assert [p for p, _ in schema.walk()] == ["a", "s.b"]
+
+
+# The keys checked by functions (they need files, models or the registry): their shape problems in the same style.
+CHECKED = [("data", 3), ("train", [1]), ("reference", 5), ("out", 4),
+           ("variants.1.baseline", "yes"), ("variants.1.args", 16), ("variants.1.base", 3), ("variants.0.model", 7)]
+
+
+@pytest.mark.parametrize(("path", "bad"), CHECKED, ids=[p for p, _ in CHECKED])
+def test_a_key_its_function_checks_answers_in_the_same_style(tmp_path, path, bad):
+    raw = {"data": "synthetic", "variants": [{"name": "baseline", "model": "yolo11n.yaml"},
+                                            {"name": "cbam", "base": "yolo11n.yaml", "module": "CBAM", "at": "neck"}]}
+    if path.startswith("variants."):
+        _, i, key = path.split(".")
+        raw["variants"][int(i)][key] = bad
+        where = f"variants[{i}] ({raw['variants'][int(i)]['name']}).{key}"
+    else:
+        raw[path], where = bad, path
+    mine = [p for p in problems_of("ablation", raw, tmp_path) if p.startswith(f"{where}:")]
+    assert len(mine) == 1 and mine[0].startswith(f"{where}: {bad!r}; expected "), mine

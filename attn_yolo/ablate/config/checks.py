@@ -40,7 +40,7 @@ def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]
     if raw is None:
         return None, "", None, ["data: missing; an Ultralytics dataset YAML or `synthetic`"]
     if not isinstance(raw, str):
-        return None, "", None, [f"data: expected a dataset YAML path or `synthetic`, got {raw!r}"]
+        return None, "", None, [f"data: {raw!r}; expected a dataset YAML path or a setting name such as `synthetic`"]
     path = resolve_input(raw, base)
     if raw.startswith(SYNTHETIC) and not Path(path).exists():  # a named setting of the embedded generator
         from attn_yolo import synthetic
@@ -66,7 +66,7 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     if raw is None:
         return {}, []
     if not isinstance(raw, dict):
-        return {}, [f"train: expected a mapping of Ultralytics train arguments, got {raw!r}"]
+        return {}, [f"train: {raw!r}; expected a mapping of Ultralytics train arguments"]
     train, problems = {}, []
     for k, v in raw.items():
         if k in RUNNER_TRAIN_KEYS:

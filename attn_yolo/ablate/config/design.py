@@ -152,7 +152,7 @@ def reference_raw(raw) -> tuple[dict | None, str | None, list[str]]:
     if raw is None:
         return None, None, []
     if not isinstance(raw, dict):
-        return None, None, [f"reference: expected a mapping {{model: yolo11s.yaml}} (or an insert spec), got {raw!r}"]
+        return None, None, [f"reference: {raw!r}; expected a mapping {{model: yolo11s.yaml}} (or an insert spec)"]
     spec = {"name": REFERENCE_NAME, **{k: v for k, v in raw.items() if k != "start"}}
     own = raw.get("start")
     if own is not None and not isinstance(own, str):

@@ -144,7 +144,7 @@ def _seed_keys(raw: dict) -> tuple[list[int], object, list[str]]:
 def _out_key(out, name: str) -> tuple[str, list[str]]:
     """``out``: a folder that is not a file and can be written; ``(out, problems)``."""
     if not isinstance(out, str) or not out:
-        return f"runs/ablate/{name}", [f"out: expected a folder path, got {out!r}"]
+        return f"runs/ablate/{name}", [f"out: {out!r}; expected a folder path"]
     if Path(out).exists() and not Path(out).is_dir():
         return out, [f"out: {out!r} is an existing file; expected a folder (new, or an earlier run's to resume)"]
     try:

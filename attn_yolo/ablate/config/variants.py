@@ -98,7 +98,7 @@ def _variant_keys(v, key: str, names: dict, i: int) -> tuple[str | None, str, li
         names[name] = i
     key = f"{key} ({name})" if isinstance(name, str) else key
     if "baseline" in v and not isinstance(v["baseline"], bool):
-        problems.append(f"{key}.baseline: expected true or false, got {v['baseline']!r}")
+        problems.append(f"{key}.baseline: {v['baseline']!r}; expected true or false")
     if ("model" in v) == ("base" in v):
         problems.append(f"{key}: give either `model` (a model YAML) or `base` + `module` (an insert spec)")
         return name, key, problems
@@ -114,11 +114,11 @@ def _variant_keys(v, key: str, names: dict, i: int) -> tuple[str | None, str, li
                 "(`attn-yolo modules`)"
             )
         if "args" in v and not isinstance(v["args"], list):
-            problems.append(f"{key}.args: expected a list of hyperparameters, got {v['args']!r}")
+            problems.append(f"{key}.args: {v['args']!r}; expected a list of hyperparameters")
         if not isinstance(v["base"], str):
-            problems.append(f"{key}.base: expected a model YAML path, got {v['base']!r}")
+            problems.append(f"{key}.base: {v['base']!r}; expected a model YAML path")
     elif not isinstance(v["model"], str) or not v["model"].lower().endswith((".yaml", ".yml")):
-        problems.append(f"{key}.model: expected a model YAML (.yaml), got {v['model']!r}; for weights use "
+        problems.append(f"{key}.model: {v['model']!r}; expected a model YAML (.yaml); for weights use "
                         "train.pretrained")
     return name, key, problems
 
