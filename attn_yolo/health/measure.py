@@ -32,6 +32,7 @@ All in float64 from the model's float32 tensors. The model is put in eval mode f
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -181,22 +182,17 @@ def _block_row(key: tuple[int, str], block, rec: dict, per_image: list, out) -> 
 
 
 @torch.no_grad()
-def _ablations(model: nn.Module, block: nn.Module, images: torch.Tensor, ref) -> dict:
+def _ablations(model: nn.Module, block: nn.Module, mean: MeanAblation, images: torch.Tensor, ref) -> dict:
     """``knockout`` (the identity in the block's place: the relative change of the raw head outputs) and
-    ``mean_ablation`` (its gates at their mean over ``images``, its attention uniform: ``detection_change``) of one
-    block, against the model's own ``(raw outputs, class probabilities)`` ``ref``."""
+    ``mean_ablation`` (its gates at their means ``mean`` recorded over ``images``, its attention uniform:
+    ``detection_change``) of one block, against the model's own ``(raw outputs, class probabilities)`` ``ref``."""
     h = block.register_forward_hook(lambda m, a, o: a[0])  # the block's output replaced by its input
     try:
         out = {"knockout": relative_change(raw_outputs(model(images)), ref[0])}
     finally:
         h.remove()
-    path = next(n for n, m in model.named_modules() if m is block)
-    mean = MeanAblation(model, [path])
     if not mean.parts:
         return {**out, "mean_ablation": math.nan}
-    with mean.recording():
-        mean.arm()
-        model(images)
     with mean.replacing():
         out["mean_ablation"] = detection_change(class_probabilities(model(images)), ref[1])
     return out
@@ -209,7 +205,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     Args:
         model: an Ultralytics detection model (``DetectionModel``) with attention blocks.
         images: ``(B, 3, H, W)`` model input in ``[0, 1]``, on the model's device and dtype.
-        knockout: also measure each block's knock-out and mean-ablation effects (three more forward passes per block).
+        knockout: also measure each block's knock-out and mean-ablation effects (two more forward passes per block).
 
     Returns:
         ``{block name (L06_CBAM): {"layer": "6", "block": "CBAM", COLUMNS...}}`` in layer order; empty for a model
@@ -221,7 +217,12 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     was_training = model.training
     model.eval()
     try:
-        with GateCapture(model, blocks) as cap:
+        paths = {key: next(n for n, m in model.named_modules() if m is b) for key, b in blocks.items()}
+        means = {key: MeanAblation(model, [path]) for key, path in paths.items()} if knockout else {}
+        with GateCapture(model, blocks) as cap, contextlib.ExitStack() as recording:
+            for mean in means.values():  # each block's gate means, recorded in the same pass
+                recording.enter_context(mean.recording())
+                mean.arm()
             outs: dict[tuple[int, str], torch.Tensor] = {}
             handles = [b.register_forward_hook(lambda m, a, o, key=key: outs.__setitem__(key, o.detach()))
                        for key, b in blocks.items()]
@@ -236,7 +237,7 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
                   for key, block in blocks.items()}
         if knockout:
             for key, block in blocks.items():
-                result[block_name(key, block)].update(_ablations(model, block, images, ref))
+                result[block_name(key, block)].update(_ablations(model, block, means[key], images, ref))
         return result
     finally:
         model.train(was_training)
