@@ -8,7 +8,7 @@ Thresholds (module constants):
   (``mean_ablation``). Such a block acts as a fixed rescale. Entropy alone cannot tell this: a map normalised to sum 1
   with entropy ``>= 0.99 · ln N`` varies little (on a 16×16 grid a gate uniform in ``[0.3, 0.7]`` scores about
   0.995, one in ``[0.1, 0.9]`` 0.98), and sigmoid gates that read a cue in the image and switch the detector with it
-  keep their entropy that high. Measured (BENCHMARKS.md, section 12.1): the CBAM that reads synthetic-key's marker
+  keep their entropy that high. Measured (BENCHMARKS.md, section 12.2): the CBAM that reads synthetic-key's marker
   0.29 at P3, every warm-started CBAM, SE and ECA of the studies at most 0.005. Where ``mean_ablation`` was not
   measured (NaN), entropy alone decides.
 - ``one-hot``: ``peak_share >= ONE_HOT_SHARE`` (0.5, the heatmap tool's threshold): half a map's mass in one cell.

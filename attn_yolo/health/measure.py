@@ -217,8 +217,8 @@ def measure(model: nn.Module, images: torch.Tensor, knockout: bool = True) -> di
     was_training = model.training
     model.eval()
     try:
-        paths = {key: next(n for n, m in model.named_modules() if m is b) for key, b in blocks.items()}
-        means = {key: MeanAblation(model, [path]) for key, path in paths.items()} if knockout else {}
+        names = {m: n for n, m in model.named_modules()} if knockout else {}
+        means = {key: MeanAblation(model, [names[b]]) for key, b in blocks.items()} if knockout else {}
         with GateCapture(model, blocks) as cap, contextlib.ExitStack() as recording:
             for mean in means.values():  # each block's gate means, recorded in the same pass
                 recording.enter_context(mean.recording())

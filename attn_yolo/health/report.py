@@ -6,8 +6,9 @@ import math
 from pathlib import Path
 
 from attn_yolo.files import atomic_write
-from attn_yolo.health.flags import FLAGS
+from attn_yolo.health.flags import FLAGS, GAMMA_OFF, INPUT_EFFECT, KNOCKOUT_OFF, SATURATED_SHARE, UNIFORM_ENTROPY
 from attn_yolo.health.gatescsv import CSV_NAME, read_csv
+from attn_yolo.health.measure import SATURATION
 from attn_yolo.markdown import Section, table
 from attn_yolo.text import missing
 
@@ -136,12 +137,13 @@ def arm_health(rows: list[dict]) -> dict:
 
 HEALTH_HEADERS = ("variant", "verdict", "block", "gate mean", "saturated", "entropy", "|γ|", "knock-out",
                   "mean ablation", "flags (seeds)")
-HEALTH_FLAGS = ("Flags: uniform (entropy / ln N >= 0.99, and the gates held at their mean move the detections' class "
-                "probabilities by < 0.01 (mean ablation): flat maps, a fixed rescale), one-hot (half a map's mass in "
-                "one cell), saturated (>= 90 % of gate values < 0.01 or > 0.99), switched off (knock-out effect "
-                "< 1e-4 or mean |γ| < 1e-3: removing the block changes nothing), non-finite (NaN/inf). Whether the "
-                "blocks mattered enough for a verdict is the attention check's (first section): an arm whose blocks "
-                "stayed near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")
+HEALTH_FLAGS = (f"Flags: uniform (entropy / ln N >= {UNIFORM_ENTROPY}, and the gates held at their mean move the "
+                f"detections' class probabilities by < {INPUT_EFFECT} (mean ablation): flat maps, a fixed rescale), "
+                f"one-hot (half a map's mass in one cell), saturated (>= {SATURATED_SHARE * 100:g} % of gate values < "
+                f"{SATURATION} or > {1 - SATURATION}), switched off (knock-out effect < {KNOCKOUT_OFF:g} or mean |γ| < "
+                f"{GAMMA_OFF:g}: removing the block changes nothing), non-finite (NaN/inf). Whether the blocks "
+                "mattered enough for a verdict is the attention check's (first section): an arm whose blocks stayed "
+                "near the identity is not tested. Per run: `runs/<run>/gates.csv`, `gates.png`.")
 
 
 def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, str]) -> Section | None:
@@ -161,9 +163,10 @@ def health_section(variants: list[str], rows: list[dict], verdicts: dict[str, st
     for v in variants:
         verdict = verdicts.get(v, "—")
         if v in nonfinite:
-            cells.append([v, verdict, "(training stopped)", *[""] * 6, f"non-finite ({nonfinite[v]} runs)"])
+            blank = [""] * (len(HEALTH_HEADERS) - 4)  # the measured columns, empty
+            cells.append([v, verdict, "(training stopped)", *blank, f"non-finite ({nonfinite[v]} runs)"])
         if v not in per and v not in nonfinite:
-            cells.append([v, verdict, "no attention blocks", *[""] * 7])
+            cells.append([v, verdict, "no attention blocks", *[""] * (len(HEALTH_HEADERS) - 3)])
         cells += [[v, verdict, name, *_block_cells(bs)] for name, bs in per.get(v, {}).items()]
     return Section("Attention health (last epoch, fixed validation images; mean over seeds)",
                    [table(HEALTH_HEADERS, cells), "", HEALTH_FLAGS])

@@ -70,10 +70,11 @@ def next_batch(search, s, dec: dict) -> list:
     return batch
 
 
-def search_rounds(search, say=print):
-    """``rounds(session)`` for ``attn_yolo.ablate.runs.runner.run_ablation``: the search's rounds (module docstring).
-    Sets ``search.result`` (the last decision, with ``stop_reason`` ``budget`` where the budget stopped it)."""
-    t0 = time.perf_counter()
+def search_rounds(search, started: float | None = None):
+    """``rounds(session)`` for ``attn_yolo.ablate.runs.runner.run_ablation``: the search's rounds (module docstring),
+    its ``minutes`` counted from ``started`` (``time.perf_counter()``; default: now). Sets ``search.result`` (the last
+    decision, with ``stop_reason`` ``budget`` where the budget stopped it)."""
+    t0 = time.perf_counter() if started is None else started
     pace = []  # this session's rounds: (runs, wall seconds)
 
     def rounds(s) -> None:
