@@ -177,3 +177,44 @@ def test_report_prints_the_slower_note_with_the_cpu():
     assert "INT8 is SLOWER than fp32 in ONNX Runtime (QDQ) on this CPU (×1.80): Example CPU 9000" in text
     fast = int8_text({"format": "openvino", "latency": {**la, "int8": 6.0, "ratio": 0.6}}, t)
     assert "SLOWER" not in fast and "CPU: Example CPU 9000" in fast
+
+
+def _graph(edges: dict[str, list[str]], ops: dict[str, str]):
+    from attn_yolo.export.int8 import Graph
+
+    consumers: dict = {}
+    for n, ps in edges.items():
+        for p in ps:
+            consumers.setdefault(p, []).append(n)
+    return Graph("openvino", ops, edges, consumers)
+
+
+def test_an_op_in_a_u8_subgraph_is_int8_only_where_8bit_data_reaches_it():
+    """ELA in the trained study model: its gate's group norm, sigmoid and products are one Snippets Subgraph whose
+    ``u8`` comes from the residual's FakeQuantize; the sigmoid's logits come from a float conv, so it ran in f32.
+    Fused attention: Q and K arrive through FakeQuantize ops, so its MatMul ran on 8-bit data."""
+    from attn_yolo.export.int8_graph import reads_8bit
+
+    ops = {"conv": "GroupConvolution", "gn": "GroupNormalization", "sig": "Sigmoid", "x": "Convolution",
+           "fq_x": "FakeQuantize", "mul": "Multiply", "add": "Add", "w": "Constant",
+           "q": "Convolution", "k": "Convolution", "fq_q": "FakeQuantize", "fq_k": "FakeQuantize", "qk": "MatMul"}
+    edges = {"conv": ["x", "w"], "gn": ["conv"], "sig": ["gn"], "fq_x": ["x"], "mul": ["fq_x", "sig"],
+             "add": ["fq_x", "mul"], "fq_q": ["q"], "fq_k": ["k"], "qk": ["fq_q", "fq_k"]}
+    g = _graph(edges, ops)
+    weights = {n: [p == "w" for p in ps] for n, ps in edges.items()}
+    runtime = {n: ("S1", "Subgraph", "u8", True) for n in ("gn", "sig", "mul", "add")}
+    runtime.update({"conv": ("C", "Convolution", "f32", True), "fq_x": ("X", "Convolution", "u8", True),
+                    "qk": ("S2", "Subgraph", "u8", True), "fq_q": ("S2", "Subgraph", "u8", True),
+                    "fq_k": ("K", "Convolution", "u8", True)})
+    assert not reads_8bit(g, "sig", "S1", runtime, weights)  # group norm ← float conv: the subgraph's border
+    assert reads_8bit(g, "mul", "S1", runtime, weights) and reads_8bit(g, "add", "S1", runtime, weights)
+    assert reads_8bit(g, "qk", "S2", runtime, weights)  # one FakeQuantize inside the subgraph, one at its border
+    g2 = _graph({**edges, "sq": ["fq_k"], "sdpa": ["fq_q", "sq"], "gn": ["sq2"], "sq2": ["conv"]},
+                {**ops, "sq": "Squeeze", "sdpa": "ScaledDotProductAttention", "sq2": "Reshape"})
+    w2 = {n: [False] * len(ps) for n, ps in g2.producers.items()}
+    rt2 = {**runtime, "sq": ("R", "Reshape", "i8", True), "sdpa": ("S3", "Subgraph", "i8", True),
+           "fq_q": ("Q", "Subgraph", "f32", True), "sq2": ("R2", "Reshape", "f32", True)}
+    assert reads_8bit(g2, "sdpa", "S3", rt2, w2)  # K: FakeQuantize → Squeeze (a node of its own) → fused attention
+    assert not reads_8bit(g2, "sig", "S1", rt2, w2)  # a Reshape of a float conv's output moves float values
+    weights["qk"] = [True, True]  # both inputs constant: no data path, nothing 8-bit reaches it
+    assert not reads_8bit(g, "qk", "S2", runtime, weights)

@@ -113,8 +113,22 @@ def test_a_large_knock_out_does_not_pass_flat_gates():
     fx = treatment.effect(rows_with([0.0003, -0.0002, 0.0004], knockout=0.024), "cbam", [0, 1, 2])
     t = treatment.check(fx, -0.006, 0.006)
     assert t["status"] == "failed" and fx["knockout"] > t["resolution"]
-    cause = treatment.likely_cause(t, {"gamma": 0.3, "entropy": 0.997})
+    cause, remedy = treatment.likely_cause(t, {"gamma": 0.3, "entropy": 0.997})
     assert "fixed rescale" in cause and "entropy 0.997" in cause and "0.0240" in cause
+    assert "from scratch" in remedy and "0.0240" not in remedy
+
+
+def test_the_words_put_the_arms_figures_after_its_cause_and_the_remedy_last():
+    """The figures in parentheses are the arm's own, so they follow the cause, never the remedy's clause."""
+    from attn_yolo.ablate.statistics.comparisons import not_tested
+
+    fx = treatment.effect(rows_with([0.0003, -0.0002, 0.0004], knockout=0.024), "cbam", [0, 1, 2])
+    t = treatment.check(fx, -0.006, 0.006)
+    t["cause"], t["remedy"] = treatment.likely_cause(t, {"gamma": 0.3, "entropy": 0.997})
+    t["health"] = {"gamma": 0.3}
+    words = not_tested(t)
+    assert words.startswith(f"not tested: {t['cause']} (mean ablation Δ mAP50-95 0.0003 < the ±0.0060")
+    assert words.endswith(f"|γ| 0.3); {t['remedy']}")
 
 
 def test_blocks_without_gates_are_checked_by_the_identity():
@@ -134,8 +148,8 @@ def test_criterion_threshold_and_missing_figures():
 
 def test_likely_cause_reads_the_health():
     fx = treatment.check(treatment.effect(rows_with([0.001] * 3, knockout=0.001), "cbam", [0, 1, 2]), -0.01, 0.01)
-    assert "near the identity" in treatment.likely_cause(fx, {"gamma": 0.002})
-    assert "does not rely" in treatment.likely_cause(fx, {"gamma": 0.2})
+    assert "near the identity" in treatment.likely_cause(fx, {"gamma": 0.002})[0]
+    assert "does not rely" in treatment.likely_cause(fx, {"gamma": 0.2})[0]
 
 
 # ------------------------------------------------------------------------------------------------ new blocks' lr

@@ -76,6 +76,22 @@ def test_power_line_of_the_sequential_design_never_asks_fewer_seeds_than_its_fir
     assert mde >= half and f"resolves ±{half:.4f}" in line and f"detects |Δ| >= {mde:.4f}" in line
 
 
+def test_power_line_of_a_fixed_design_counts_seeds_at_the_joint_level():
+    """18 arms with fixed seeds: each interval is at 1 − 0.05/18. The seeds the line says Δ = 0.01 needs are those
+    at which a design at that level detects it (the line used to count them at 95 % beside a detectable Δ at 99.7 %,
+    and said 3 seeds where 3 detected only 0.018)."""
+    ab = SimpleNamespace(seed_rule=None, baseline="baseline", placebos={},
+                         variants=[SimpleNamespace(name=n) for n in ["baseline", *(f"arm{i}" for i in range(18))]])
+    h = {"seed_var": 0.0016 ** 2, "test_var": 0.0001 ** 2, "n": 3}
+    line, mde = verdicts.power_line(ab, "arm0", h, None, 200)
+    alpha = 0.05 / 18
+    need = stats.seeds_needed(h["seed_var"], h["test_var"], 0.01, alpha=alpha)
+    assert mde == pytest.approx(stats.detectable_delta(h["seed_var"], h["test_var"], 3, alpha), rel=1e-3) and mde > 0.01
+    assert need > 3 and f"needs {need} paired seeds" in line
+    assert stats.detectable_delta(h["seed_var"], h["test_var"], need, alpha) <= 0.01
+    assert stats.detectable_delta(h["seed_var"], h["test_var"], need - 1, alpha) > 0.01
+
+
 @pytest.mark.parametrize("design", ["spending", "cs"])
 def test_detectable_delta_of_the_design_by_simulation(design):
     """At the true Δ = ``seqpower.detectable`` (known SD, as the formula takes it) the design's interval after n

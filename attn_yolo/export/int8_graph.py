@@ -11,9 +11,12 @@ Both graphs are read, the exported INT8 one and the one the runtime executes; th
 * **OpenVINO** (NNCF IR): the IR is compiled for the CPU plugin as the verification runs it (f32 inference,
   ``attn_yolo.export.runtime.OpenVINORuntime``) and each op of ``compiled.get_runtime_model()`` carries the original
   ops it executes (rt_info ``originalLayersNames``) and its ``runtimePrecision`` (the precision of its inputs:
-  ``u8``/``i8`` is INT8). An original op that is the runtime node's own op runs at that precision, as does every op
-  of a Snippets ``Subgraph`` (OpenVINO's fused attention: Q, K, V arrive in 8 bits); one fused into another node as
-  a post-op (a Sigmoid after a Convolution) runs in float on that node's output.
+  ``u8``/``i8`` is INT8). An original op that is the runtime node's own op runs at that precision; one fused into
+  another node as a post-op (a Sigmoid after a Convolution) runs in float on that node's output. A Snippets
+  ``Subgraph`` is one kernel over many ops (OpenVINO's fused attention; a gate with its group norm and products), and
+  its ``u8`` says only that some of its inputs are 8-bit: an op in it ran on 8-bit data when a ``FakeQuantize`` of
+  the IR lies upstream of it on a data path inside the subgraph or at its border (Q, K, V of fused attention), else
+  in float (a gate whose logits come from a float conv, in a subgraph whose other input, the residual, is 8-bit).
 
 Ops are grouped per attention block (each module whose class has a ``Declaration``) by the exporters' scope names
 (``attn_yolo.export.int8.Graph.in_scope``), and given a *role*: ``gate`` (the squashing op of a declared gate),
@@ -43,6 +46,9 @@ SQUASH = {"onnx": {"Sigmoid", "HardSigmoid"}, "openvino": {"Sigmoid", "HSigmoid"
 SOFTMAX = {"onnx": {"Softmax"}, "openvino": {"Softmax", "SoftMax", "ScaledDotProductAttention"}}
 INT8_PRECISIONS = {"u8", "i8"}
 """OpenVINO runtime precisions that are INT8."""
+MOVES = {"Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "VariadicSplit", "StridedSlice", "Slice",
+         "Gather"}
+"""OpenVINO ops that move values without computing: 8-bit data passes through them unchanged."""
 
 
 @dataclass
@@ -226,8 +232,29 @@ def openvino_precisions(xml, model) -> list[OpPrecision]:
         node, layer, prec, main = got
         int8 = main and prec in INT8_PRECISIONS
         runs = f"{layer} {prec}" if main else f"fused into {layer} ({prec} inputs), f32 post-op"
+        if int8 and layer == "Subgraph" and not reads_8bit(g, n, node, runtime, weights):
+            int8, runs = False, f"Subgraph {prec}, f32 here: no 8-bit input reaches this op"
         rows.append(OpPrecision("openvino", path_, kind, r, n, g.op[n], int8, runs))
     return rows
+
+
+def reads_8bit(g: Graph, n: str, node: str, runtime: dict, weights: dict[str, list[bool]],
+               seen: set | None = None) -> bool:
+    """Whether 8-bit data reaches op ``n`` of the Snippets subgraph ``node``: a ``FakeQuantize`` upstream of ``n`` on a
+    data path (constant inputs skipped), met inside the subgraph, at its border or behind ops that only move values
+    (``MOVES``: fused attention's Q and K arrive through a ``Squeeze`` of a quantized projection). ``runtime``:
+    ``openvino_runtime_ops``; ``weights``: per op, which of its inputs are constant."""
+    seen = set() if seen is None else seen
+    for p, const in zip(g.producers.get(n, []), weights.get(n, [])):
+        if const or p in seen:
+            continue
+        seen.add(p)
+        if g.op.get(p) == "FakeQuantize":
+            return True
+        inside = runtime.get(p, (None,))[0] == node
+        if (inside or g.op.get(p) in MOVES) and reads_8bit(g, p, node, runtime, weights, seen):
+            return True
+    return False
 
 
 def ran_in_int8(fmt: str, path, model) -> list[OpPrecision]:

@@ -128,7 +128,7 @@ def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
     health = arm_health([x for x in rows if x["variant"] == arm and x["seed"] in seeds])
     out["health"] = health
     if out["status"] == "failed":
-        out["cause"] = treatment.likely_cause(out, health)
+        out["cause"], out["remedy"] = treatment.likely_cause(out, health)
     return out
 
 
@@ -143,7 +143,8 @@ def check_figures(t: dict) -> str:
 
 
 def not_tested(t: dict) -> str:
-    """The words of a failed attention check: ``not tested: <cause> (<deciding figure> < <resolution>; <controls>)``."""
+    """The words of a failed attention check: ``not tested: <cause> (<deciding figure> < <resolution>; <controls>);
+    <remedy>``."""
     what = "mean ablation" if t["criterion"] == "mean ablation" else "the identity in place of the blocks"
     if t["A"] == 0:
         head = f"{what} changes nothing (Δ mAP50-95 0 in every seed)"
@@ -153,7 +154,8 @@ def not_tested(t: dict) -> str:
     gamma = t.get("health", {}).get("gamma", math.nan)
     if math.isfinite(gamma):
         controls.append(f"|γ| {gamma:.3g}")
-    return f"not tested: {t['cause']} ({'; '.join([head, *controls])})"
+    remedy = f"; {t['remedy']}" if t.get("remedy") else ""
+    return f"not tested: {t['cause']} ({'; '.join([head, *controls])}){remedy}"
 
 
 def stopping(ab: Ablation, dec: dict | None) -> list[str]:

@@ -284,15 +284,18 @@ def detectable_delta(seed_var: float, test_var: float, seeds: int, alpha: float 
     return float((_t_ppf(1 - alpha / 2, df) + _t_ppf(power, df)) * se)
 
 
-def seeds_needed(seed_var: float, test_var: float, delta: float = TARGET_DELTA, limit: int = 10**6) -> int | None:
-    """Fewest paired seeds that detect ``delta`` with 80% power; None when no number of seeds does (the validation
-    set's own noise alone is too large: more validation images are needed, not more seeds) or it exceeds ``limit``."""
-    if not detectable_delta(seed_var, test_var, limit) <= delta:
+def seeds_needed(seed_var: float, test_var: float, delta: float = TARGET_DELTA, limit: int = 10**6,
+                 alpha: float = 1 - CONFIDENCE) -> int | None:
+    """Fewest paired seeds that detect ``delta`` with 80% power at two-sided level ``alpha`` (that of the interval
+    that decides: the joint one where an ablation has several arms); None when no number of seeds does (the
+    validation set's own noise alone is too large: more validation images are needed, not more seeds) or it exceeds
+    ``limit``."""
+    if not detectable_delta(seed_var, test_var, limit, alpha) <= delta:
         return None
     lo, hi = 2, limit  # the detectable Δ falls as seeds are added: the first design below delta
     while lo < hi:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if detectable_delta(seed_var, test_var, mid) <= delta else (mid + 1, hi)
+        lo, hi = (lo, mid) if detectable_delta(seed_var, test_var, mid, alpha) <= delta else (mid + 1, hi)
     return lo
 
 

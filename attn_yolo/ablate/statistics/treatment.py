@@ -281,18 +281,20 @@ def check(fx: dict, lo: float, hi: float, threshold: float = THRESHOLD) -> dict:
             "why": f"{what} effect {fx['A']:.4f} {'>=' if ok else '<'} {threshold:g} × resolution ±{res:.4f}"}
 
 
-def likely_cause(fx: dict, health: dict) -> str:
-    """Why an arm's blocks did not matter as attention: ``fx`` its ``check``, ``health`` its attention health
-    (``attn_yolo.health.report.arm_health``: ``gamma``, ``entropy``, ``knockout`` means over seeds)."""
+def likely_cause(fx: dict, health: dict) -> tuple[str, str]:
+    """Why an arm's blocks did not matter as attention, and what to try: ``(cause, remedy)``. ``fx`` is its ``check``,
+    ``health`` its attention health (``attn_yolo.health.report.arm_health``: ``gamma``, ``entropy``, ``knockout``
+    means over seeds)."""
     g, ent = health.get("gamma", math.nan), health.get("entropy", math.nan)
     if math.isfinite(g) and g < GAMMA_NEAR_IDENTITY:
-        return ("the blocks stayed near the identity; give the new blocks their own learning rate "
+        return ("the blocks stayed near the identity", "give the new blocks their own learning rate "
                 "(new_blocks: {lr_mult: ...}), a non-zero start (new_blocks: {gamma: ...}) or more steps")
     if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
         flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
         return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
-                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f}); blocks inserted into a trained start did "
-                "not learn to attend in any schedule tried, even where the data needs it (BENCHMARKS.md, section 12): "
-                "trained from scratch with the model (no `start`), on data where attention is needed, they did")
-    return ("the model does not rely on the blocks by as much as this design resolves; more seeds (seeds.max) or "
-            "more validation images narrow the interval")
+                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f})",
+                "blocks inserted into a trained start did not learn to attend in any schedule tried, even where the "
+                "data needs it; trained from scratch with the model (no `start`) on such data, they did "
+                "(BENCHMARKS.md, section 12)")
+    return ("the model does not rely on the blocks by as much as this design resolves",
+            "more seeds (seeds.max) or more validation images narrow the interval")

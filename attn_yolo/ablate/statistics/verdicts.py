@@ -195,7 +195,7 @@ def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -
         return (f"- `{v}`: with {n} seeds and {n_images} images the interval that decides ({kind(rule)}, at "
                 f"{level_words(level)}) {hw} and {det} with {int(POWER * 100)}% power; {need} {sd}", mde)
     mde = detectable_delta(sv, tv, n, 1 - level)
-    need = seeds_needed(sv, tv, TARGET_DELTA)
+    need = seeds_needed(sv, tv, TARGET_DELTA, alpha=1 - level)  # at the level whose interval decides
     need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds" if need else f"Δ = {TARGET_DELTA} is out of reach by "
             "adding seeds, the validation set's own noise is too large: use more validation images")
     mde_s = "n/a" if math.isnan(mde) else f"{mde:.4f}"

@@ -1,0 +1,34 @@
+"""scripts/attention_checks.py: the attention-check table of a finished ablation, read from its verdicts.json."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+from attn_yolo.ablate.statistics.verdicts import Verdict
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "attention_checks.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("attention_checks", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_one_row_per_arm_with_blocks_from_the_verdicts_figures(tmp_path, capsys):
+    check = {"criterion": "mean ablation", "A": 0.00069, "knockout": 0.0195, "reinit": 0.00116, "status": "failed",
+             "resolution": 0.01714, "health": {"gamma": 0.2997, "entropy": 0.99574, "uniform": 2 / 3}}
+    verdicts = {"cbam": Verdict("cbam", "not tested", "not tested: …", mean=-0.00059, n=3, check=check).to_dict(),
+                "placebo": Verdict("placebo", "n/a", "n/a", check={}).to_dict()}  # no figures: no row
+    (tmp_path / "verdicts.json").write_text(json.dumps({"baseline": "baseline", "family": 2, "level": 0.975,
+                                                        "verdicts": verdicts}))
+    assert load().main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0].count("|") == len(load().HEADERS) + 1 + 2  # the escaped |γ| in the header
+    assert lines[2] == "| cbam | 0.0007 | 0.0195 | 0.0012 | 0.996 | 67 % | 0.300 | -0.0006 | ±0.0171 | failed |"
+
+
+def test_a_folder_without_verdicts_exits_2_naming_the_file(tmp_path, capsys):
+    assert load().main([str(tmp_path)]) == 2
+    assert str(tmp_path / "verdicts.json") in capsys.readouterr().err
