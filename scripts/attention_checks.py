@@ -43,15 +43,24 @@ def main(argv: list[str]) -> int:
     from attn_yolo.ablate.statistics.verdicts import read_verdicts
     from attn_yolo.markdown import table
 
-    if len(argv) != 1:
-        print("usage: python scripts/attention_checks.py <ablation out folder>", file=sys.stderr)
+    if len(argv) != 1 or argv[0] in ("-h", "--help", "help"):
+        print("usage: python scripts/attention_checks.py <ablation out folder>",
+              file=sys.stdout if argv and argv[0] in ("-h", "--help", "help") else sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help", "help") else 2
+    if not Path(argv[0]).is_dir():
+        print(f"attention_checks: {argv[0]}: no such folder (an ablation's out folder)", file=sys.stderr)
         return 2
     found = read_verdicts(Path(argv[0]) / "verdicts.json")
     if found is None:
         print(f"attention_checks: {Path(argv[0]) / 'verdicts.json'}: no readable verdicts (has the ablation's "
               "report been written?)", file=sys.stderr)
         return 2
-    print(table(HEADERS, rows(found[0])))
+    got = rows(found[0])
+    if not got:
+        print(f"attention_checks: {argv[0]}: no arm with attention-check figures (no arm adds blocks, or none was "
+              "compared)", file=sys.stderr)
+        return 0
+    print(table(HEADERS, got))
     return 0
 
 

@@ -37,3 +37,29 @@ def test_dotted_key_into_a_list_is_refused_naming_it():
 def test_the_default_config_takes_seeds_max():
     raw, *_ = load_config(None)
     assert apply_overrides(raw, ["seeds.max=12"])["seeds"]["max"] == 12
+
+
+def test_a_key_two_mappings_deep_and_the_configs_own_section():
+    """The search guide's rule keys: ``search.seeds.max=12`` sets one key of the search's seed rule, keeping the
+    others; ``search={...}`` replaces the search's own section (a key of that config, not of the ablation's)."""
+    raw = {"search": {"blocks": ["CBAM"], "seeds": {"min": 3, "max": 8}}}
+    out = apply_overrides(raw, ["search.seeds.max=12", "search.seeds.spending=obf"], tool="search")
+    assert out["search"] == {"blocks": ["CBAM"], "seeds": {"min": 3, "max": 12, "spending": "obf"}}
+    assert apply_overrides(raw, ["search={blocks: [SE]}"], tool="search")["search"] == {"blocks": ["SE"]}
+    with pytest.raises(UsageError, match=r"search.blocks is \['CBAM'\] in the config, not a mapping"):
+        apply_overrides(raw, ["search.blocks.max=3"], tool="search")
+
+
+def test_device_and_seeds_max_are_refused_before_any_run(tmp_path):
+    """``device=gpu7`` is checked as ``devices`` is (it used to reach Ultralytics after the start had trained), and
+    ``seeds.max`` has a ceiling (100000 made the design's boundaries run for minutes before any output)."""
+    import subprocess
+    import sys
+
+    for arg, words in (("device=gpu7", "train.device: 'gpu7'; expected a CUDA index"),
+                       ("seeds.max=100000", "seeds.max: 100000; expected an int in [2, 1000]")):
+        p = subprocess.run([sys.executable, "-m", "attn_yolo_console", "ablate", arg, f"out={tmp_path / 'o'}"],
+                           capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
+                                                                              "YOLO_OFFLINE": "1"})
+        assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr, p.stderr[-1500:]
+        assert not (tmp_path / "o").exists()

@@ -32,3 +32,12 @@ def test_one_row_per_arm_with_blocks_from_the_verdicts_figures(tmp_path, capsys)
 def test_a_folder_without_verdicts_exits_2_naming_the_file(tmp_path, capsys):
     assert load().main([str(tmp_path)]) == 2
     assert str(tmp_path / "verdicts.json") in capsys.readouterr().err
+
+
+def test_malformed_or_missing_input_is_one_line_with_exit_2(tmp_path, capsys):
+    for text in ('{"verdicts": 5}', '{"verdicts": {"a": 5}, "level": 0.95}', "not json"):
+        (tmp_path / "verdicts.json").write_text(text)
+        assert load().main([str(tmp_path)]) == 2
+        assert "no readable verdicts" in capsys.readouterr().err
+    assert load().main([str(tmp_path / "nowhere")]) == 2 and "no such folder" in capsys.readouterr().err
+    assert load().main(["--help"]) == 0 and "usage" in capsys.readouterr().out

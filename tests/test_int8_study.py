@@ -4,6 +4,7 @@ page it renders from results, and (slow) the whole study on two blocks with tiny
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,41 @@ def test_script_refuses_an_unknown_block_with_exit_2(tmp_path):
     p = subprocess.run([sys.executable, str(root / "scripts" / "int8_study.py"), "--blocks", "CBAMM", "--out",
                         str(tmp_path)], capture_output=True, text=True, cwd=root)
     assert p.returncode == 2 and "unknown blocks ['CBAMM']" in p.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--devices", "gpu7"], "devices[0]: 'gpu7'"),
+    (["--imgsz", "0"], "imgsz"),
+    (["--start", "missing.pt"], "start"),
+])
+def test_script_refuses_bad_settings_in_one_line_with_exit_2_and_writes_no_page(tmp_path, args, words):
+    """A bad setting is the ablation's one-line refusal (no traceback, exit 2) before any training; no page is
+    written, and none in the repository for a study whose --out is elsewhere."""
+    root = Path(__file__).resolve().parents[1]
+    page = root / "docs" / "benchmarks" / "int8.md"
+    before = page.read_bytes()
+    p = subprocess.run([sys.executable, str(root / "scripts" / "int8_study.py"), "--blocks", "CBAM", "--out",
+                        str(tmp_path), *args], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**os.environ, "YOLO_OFFLINE": "1"})
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and words in p.stderr
+    assert not (tmp_path / "ablation" / "runs").exists() and not (tmp_path / "int8.md").exists()
+    assert page.read_bytes() == before
+
+
+def test_a_study_interrupted_or_with_no_finished_run_writes_nothing(tmp_path, monkeypatch):
+    """Ctrl-C during the training (exit 130) or an ablation that finished no run: StudyError, no results."""
+    from attn_yolo import ablate
+    from attn_yolo.export import int8_study
+
+    cfg = int8_study.study_config(tmp_path / "ablation", ["CBAM"], [0, 1])
+    monkeypatch.setattr(ablate, "run", lambda path: 130)
+    with pytest.raises(int8_study.StudyError, match="interrupted"):
+        int8_study.run_study(cfg, tmp_path)
+    monkeypatch.setattr(ablate, "run", lambda path: 1)
+    with pytest.raises(int8_study.StudyError, match="no run"):
+        int8_study.run_study(cfg, tmp_path)
+    assert not (tmp_path / "int8-study.json").exists()
 
 
 @pytest.mark.slow

@@ -150,7 +150,7 @@ def search_config(folder: Path, data: Path, **search) -> Path:
                                                        "search.seeds.min (3) to search.seeds.max (6)"),
     ({"seeds": {"min": 1, "max": 6}}, "search.seeds.min: 1; expected an int >= 2"),
     ({"seeds": {"min": 5, "max": 4}}, "search.seeds.max: 4; expected an int >= search.seeds.min (5)"),
-    ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an int >= 2"),
+    ({"seeds": {"max": 1}}, "search.seeds.max: 1; expected an int in [2, 1000]"),
     ({"precision": 0}, "search.precision: 0; expected a number > 0"),
     ({"precision": "fine"}, "search.precision: 'fine'; expected a number > 0"),
     ({"confidence": 1.5}, "search.confidence: 1.5; expected a number in (0, 1)"),

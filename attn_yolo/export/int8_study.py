@@ -43,7 +43,8 @@ FP32_FLOOR = 40.0
 
 
 class StudyError(RuntimeError):
-    """The study's ablation stopped before its arms (a refused config, a start that detects nothing)."""
+    """The study's ablation stopped before its arms (a refused config, a start that detects nothing, an interrupt)
+    or finished none of them."""
 
 
 def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
@@ -80,9 +81,15 @@ def train_arms(cfg: dict, folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    code = ablate.run(str(path))
+    try:
+        code = ablate.run(str(path))
+    except ablate.ConfigError as e:  # a bad override (devices, start, imgsz): one line, nothing trained
+        raise StudyError(str(e)) from None
     if code == 2:  # refused (bad config, or a start that detects nothing): the ablation printed why
         raise StudyError(f"the study's ablation {path} stopped before its arms (exit 2): see its message above")
+    if code in (130, 143):  # Ctrl-C or SIGTERM: the finished runs are kept, nothing is measured or written
+        raise StudyError(f"the study's ablation {path} was interrupted (exit {code}); no model was measured and no "
+                         "page written: the same command resumes it")
     raw, base, name, source = ablate.load_config(path)
     ab = ablate.prepare(ablate.validate(raw, base, name, source))
     rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]
@@ -160,6 +167,8 @@ def run_study(cfg: dict, folder: Path, fraction=1.0, n_boot: int = 1000) -> dict
             arms[v.name][fmt] = measure(pt, fmt, folder / "int8" / v.name / fmt, ab.imgsz, fraction, n_boot)
             loads.append(os.getloadavg()[0])
             print(f"int8 study: {v.name} {fmt}: drop {arms[v.name][fmt]['drop']:+.2f}", flush=True)
+    if not any(fmt in a for a in arms.values() for fmt in FORMATS):
+        raise StudyError(f"no run of the study's ablation {ab.out} finished: nothing to export or measure")
     base = arms.get(ab.baseline, {})
     for arm, a in arms.items():
         for fmt in FORMATS:

@@ -245,6 +245,23 @@ def override_value(text: str):
     return list(v) if isinstance(v, tuple) else v
 
 
+def set_dotted(raw: dict, path: list[str], value, where: str) -> None:
+    """``raw[path[0]][path[1]]... = value``, making the mappings on the way (``search.seeds.max=12``).
+
+    Raises:
+        UsageError: a key on the way holds a value that is not a mapping (``where`` names the token).
+    """
+    node = raw
+    for i, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is not None and not isinstance(child, dict):
+            name = ".".join(path[: i + 1])
+            raise UsageError(f"{where}: {name} is {child!r} in the config, not a mapping; give it whole ({name}=...)")
+        node[part] = dict(child or {})
+        node = node[part]
+    node[path[-1]] = value
+
+
 def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> dict:
     """Apply command-line ``key=value`` overrides: top-level config keys, one key of a mapping (``seeds.max=12``,
     ``start.epochs=3``, ``new_blocks.gamma=0.1``, a search's ``search.max_runs=9``), or Ultralytics train args (into
@@ -266,16 +283,12 @@ def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> di
             raise UsageError(f"attn-yolo {tool}: variants cannot be overridden on the command line; edit the config")
         v = override_value(value)
         head, dot, sub = key.partition(".")
-        if dot and sub and (head in CONFIG_KEYS or isinstance(raw.get(head), dict)):  # seeds.max=12, search.max_runs=9
-            node = raw.get(head)
-            if node is not None and not isinstance(node, dict):
-                raise UsageError(f"attn-yolo {tool}: {tok}: {head} is {node!r} in the config, not a mapping; give "
-                                 f"it whole ({head}=...)")
-            raw[head] = {**(node or {}), sub: v}
+        if dot and sub and (head in CONFIG_KEYS or isinstance(raw.get(head), dict)):  # seeds.max=12, search.seeds.max=9
+            set_dotted(raw, key.split("."), v, f"attn-yolo {tool}: {tok}")
             continue
         if key == "devices" and isinstance(v, str):  # devices=0,1 or devices=[cpu,cpu]
             v = [override_value(x.strip()) for x in v.strip("[]").split(",") if x.strip()]
-        if key in CONFIG_KEYS:
+        if key in CONFIG_KEYS or key in raw:  # a key of the config, or of this config's own sections (search=)
             raw[key] = v
             if key == "devices" and isinstance(raw.get("train"), dict):  # the newer word on where runs go wins
                 raw["train"] = {k: x for k, x in raw["train"].items() if k != "device"}

@@ -92,6 +92,10 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
         problems.append(f"train.batch: {train['batch']!r}; expected {why}")
     if "device" in train and has_devices:
         problems.append("train.device: not with `devices` (each run gets one of `devices`); remove one of them")
+    elif train.get("device") is not None:  # device=0,1 / cpu: checked as `devices` is, before any run
+        dev = train["device"]
+        parts = [x.strip() for x in dev.split(",") if x.strip()] if isinstance(dev, str) else [dev]
+        problems += ["train.device" + b.split("]", 1)[1] for b in check_devices(parts)[1]]
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     if why := imgsz_problem(imgsz):
         problems.append(f"train.imgsz: {imgsz!r}; expected {why} (square training size)")

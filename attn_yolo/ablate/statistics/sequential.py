@@ -134,9 +134,13 @@ def _looks_shape(lk) -> str | None:
     return None if ok else SEED_RULE["looks"].words
 
 
+MAX_SEEDS = 1000
+"""The most paired seeds a rule may plan (``seeds.max``): the design's boundaries are computed for every look."""
+
 SEED_RULE = Schema([  # config `seeds: {...}` (the ablation's) and `search.seeds` (the search's): SeedRule's fields
     Key("min", "int", 3, "paired seeds at the first look", low=2, note="(a paired Δ needs 2 seeds for a spread)"),
-    Key("max", "int", 10, "paired seeds at most", low=2, note="(a paired Δ needs 2 seeds for a spread)"),
+    Key("max", "int", 10, "paired seeds at most", low=2, high=MAX_SEEDS,
+        note=f"(a paired Δ needs 2 seeds for a spread; more than {MAX_SEEDS} is no design this tool runs)"),
     Key("precision", "float", None, "the full width of the interval, mAP50-95, at which the rule stops", low=0,
         low_open=True, note="(the full width of the interval, mAP50-95, at which the rule stops)"),
     Key("confidence", "float", 0.95, "the interval's confidence", low=0, high=1, low_open=True, high_open=True),

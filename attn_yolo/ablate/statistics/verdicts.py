@@ -292,5 +292,5 @@ def read_verdicts(path) -> tuple[dict[str, Verdict], float] | None:
     try:
         data = json.loads(Path(path).read_text())
         return {v: Verdict.from_dict(d) for v, d in data["verdicts"].items()}, float(data["level"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing, not JSON, not the shape
         return None
