@@ -43,10 +43,13 @@ def main(argv: list[str]) -> int:
     from attn_yolo.ablate.statistics.verdicts import read_verdicts
     from attn_yolo.markdown import table
 
-    if len(argv) != 1 or argv[0] in ("-h", "--help", "help"):
-        print("usage: python scripts/attention_checks.py <ablation out folder>",
-              file=sys.stdout if argv and argv[0] in ("-h", "--help", "help") else sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help", "help") else 2
+    usage = "usage: python scripts/attention_checks.py <ablation out folder>"
+    if argv in (["-h"], ["--help"], ["help"]):
+        print(usage)
+        return 0
+    if len(argv) != 1:
+        print(usage, file=sys.stderr)
+        return 2
     if not Path(argv[0]).is_dir():
         print(f"attention_checks: {argv[0]}: no such folder (an ablation's out folder)", file=sys.stderr)
         return 2

@@ -174,6 +174,18 @@ def _break_qkv_layout(mp):
     _fake_original(mp, "forward", forward)
 
 
+def _break_detect_outputs(mp):
+    from ultralytics.nn.modules import Detect
+
+    real = Detect.forward
+
+    def forward(self, x):  # a release whose eval output is the decoded tensor alone
+        out = real(self, x)
+        return out[0] if isinstance(out, tuple) else out
+
+    mp.setattr(Detect, "forward", forward)
+
+
 def _break_validator_batch(mp):
     from ultralytics.models.yolo.detect import DetectionValidator
 
@@ -222,6 +234,7 @@ BREAK = {
     "Model.train starts from ckpt and reads pretrained=False": _break_model_train,
     "the exporter names its file from model.pt_path": _break_exporter,
     "Detect rebuilds its anchors when shape differs": _break_detect_shape,
+    "Detect's eval output is (y, {boxes, scores}) per anchor": _break_detect_outputs,
     "DetectionValidator._process_batch(preds, batch) runs per image": _break_process_batch,
     "Attention and AAttn have the forward and attributes sdpa uses": _break_attention,
     "parse_model records each layer's np and type": _break_layer_record,

@@ -41,6 +41,7 @@ from torch import nn
 
 from attn_yolo.capture import GateCapture, attention_blocks, attention_rows, block_gates, has_attention_weights
 from attn_yolo.health.mean_ablation import MeanAblation
+from attn_yolo.ultralytics_api.layers import head_tensors
 
 SATURATION = 0.01  # a gate element < SATURATION or > 1 − SATURATION is saturated
 DETECTED = 0.25  # an anchor with a class probability above it detects something (Ultralytics' default predict conf)
@@ -53,26 +54,6 @@ def block_name(key: tuple[int, str], block: nn.Module) -> str:
     """A block's name in outputs: ``L06_CBAM``, ``L06.1_CBAM`` (second repeat of layer 6)."""
     i, part = key
     return f"L{i:02d}{'.' + part if part else ''}_{type(block).__name__}"
-
-
-def head_tensors(out, keys: tuple[str, ...] = ("boxes", "scores")) -> list[torch.Tensor]:
-    """The tensors under ``keys`` of ``Detect``'s output dicts (every head branch: one2many and one2one), from the
-    ``(y, preds)`` an Ultralytics detection model returns in eval mode; [] when it has no such dict."""
-    found: list[torch.Tensor] = []
-
-    def walk(o):
-        if isinstance(o, dict):
-            for k in sorted(o):
-                if k in keys and torch.is_tensor(o[k]):
-                    found.append(o[k])
-                elif k != "feats":
-                    walk(o[k])
-        elif isinstance(o, list | tuple):
-            for v in o:
-                walk(v)
-
-    walk(out[1] if isinstance(out, tuple) and len(out) == 2 else out)
-    return found
 
 
 def raw_outputs(out) -> torch.Tensor:

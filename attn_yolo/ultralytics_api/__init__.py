@@ -28,7 +28,8 @@ The touchpoints, by what they rely on:
 - in ``attn_yolo.ultralytics_api.layers``: built layers changed in place (``become``: ``__class__``), the ``np`` /
   ``type`` records ``parse_model`` keeps on each layer (``relabel_layer``), a block's YAML args from its signature
   and ``parse_model``'s ``repeat_modules`` (``yaml_args``), an instance's ``forward`` (``instance_forward``), the
-  qkv layout of ``Attention`` / ``AAttn`` (``qkv_layout``, ``split_v``).
+  qkv layout of ``Attention`` / ``AAttn`` (``qkv_layout``, ``split_v``), ``Detect``'s eval-mode output
+  (``head_tensors``: its ``boxes`` and ``scores`` per anchor).
 """
 
 from __future__ import annotations

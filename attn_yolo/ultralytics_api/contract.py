@@ -223,6 +223,22 @@ def _check_detect_shape() -> None:
           "Detect no longer rebuilds its anchors when self.shape differs from the input's")
 
 
+def _check_detect_outputs() -> None:
+    from ultralytics.nn.tasks import DetectionModel
+
+    from attn_yolo.ultralytics_api.layers import head_tensors
+
+    model = DetectionModel("yolo11n.yaml", nc=2, verbose=False).eval()
+    with torch.no_grad():
+        out = model(torch.zeros(1, 3, 64, 64))
+    anchors = sum((64 // int(s)) ** 2 for s in model.stride)
+    boxes = [tuple(t.shape) for t in head_tensors(out, ("boxes",))]
+    scores = [tuple(t.shape) for t in head_tensors(out, ("scores",))]
+    _need(scores == [(1, 2, anchors)] and boxes == [(1, 4 * model.model[-1].reg_max, anchors)],
+          "Detect's eval output no longer holds (y, {boxes, scores}) per anchor: attention health cannot read the "
+          f"class logits (found boxes {boxes}, scores {scores})")
+
+
 def _check_process_batch() -> None:
     from ultralytics.models.yolo.detect import DetectionValidator
 
@@ -344,6 +360,7 @@ CONTRACT: dict[str, Callable[[], None]] = {
     "the exporter names its file from model.pt_path": _check_exporter,
     "the INT8 exporter calls quantize_static(nodes_to_exclude=) and nncf.quantize(ignored_scope=)": _check_int8_calls,
     "Detect rebuilds its anchors when shape differs": _check_detect_shape,
+    "Detect's eval output is (y, {boxes, scores}) per anchor": _check_detect_outputs,
     "DetectionValidator._process_batch(preds, batch) runs per image": _check_process_batch,
     "Attention and AAttn have the forward and attributes sdpa uses": _check_attention,
     "parse_model records each layer's np and type": _check_layer_record,

@@ -1,4 +1,4 @@
-"""Contacts with Ultralytics' layer objects: class change in place, parse_model's layer records, YAML args, qkv layout.
+"""Contacts with Ultralytics' layers: class change in place, layer records, YAML args, qkv layout, Detect's output.
 
 Each function states the assumption it makes; ``attn_yolo.ultralytics_api.contract.CONTRACT`` checks each against the
 installed Ultralytics:
@@ -10,7 +10,9 @@ installed Ultralytics:
 - ``yaml_args``: the YAML args of an Ultralytics block after ``c1``, read from its signature, without the ``n`` that
   ``parse_model`` inserts for the blocks of its local ``repeat_modules``;
 - ``instance_forward``: a layer's ``forward`` replaced for one instance within a block (``attn-yolo bench``);
-- ``qkv_layout``: how the ``qkv`` conv of Ultralytics' ``Attention`` / ``AAttn`` lays out q, k and v.
+- ``qkv_layout``: how the ``qkv`` conv of Ultralytics' ``Attention`` / ``AAttn`` lays out q, k and v;
+- ``head_tensors``: ``Detect``'s eval-mode output, ``(y, preds)`` with ``preds`` a dict (or a dict per head branch)
+  holding ``boxes`` (DFL logits) and ``scores`` (class logits) of every anchor.
 """
 
 from __future__ import annotations
@@ -122,3 +124,23 @@ def split_v(m: torch.nn.Module, qkv: torch.Tensor) -> torch.Tensor:
     lay = qkv_layout(m)
     B, _, H, W = qkv.shape
     return qkv.view(B, lay.heads, lay.per_head, H * W)[:, :, lay.q + lay.k :].reshape(B, lay.heads * lay.v, H, W)
+
+
+def head_tensors(out, keys: tuple[str, ...] = ("boxes", "scores")) -> list[torch.Tensor]:
+    """The tensors under ``keys`` of ``Detect``'s output dicts (every head branch: one2many and one2one), from the
+    ``(y, preds)`` an Ultralytics detection model returns in eval mode; [] when it has no such dict."""
+    found: list[torch.Tensor] = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k in sorted(o):
+                if k in keys and torch.is_tensor(o[k]):
+                    found.append(o[k])
+                elif k != "feats":
+                    walk(o[k])
+        elif isinstance(o, list | tuple):
+            for v in o:
+                walk(v)
+
+    walk(out[1] if isinstance(out, tuple) and len(out) == 2 else out)
+    return found

@@ -95,7 +95,7 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     elif train.get("device") is not None:  # device=0,1 / cpu: checked as `devices` is, before any run
         dev = train["device"]
         parts = [x.strip() for x in dev.split(",") if x.strip()] if isinstance(dev, str) else [dev]
-        problems += ["train.device" + b.split("]", 1)[1] for b in check_devices(parts)[1]]
+        problems += check_devices(parts, "train.device")[1]
     imgsz = train.get("imgsz", DEFAULT_CFG_DICT["imgsz"])
     if why := imgsz_problem(imgsz):
         problems.append(f"train.imgsz: {imgsz!r}; expected {why} (square training size)")
@@ -114,7 +114,9 @@ def check_train(raw, base: Path, has_devices: bool) -> tuple[dict, list[str]]:
     return train, problems
 
 
-def check_devices(raw) -> tuple[list, list[str]]:
+def check_devices(raw, key: str = "devices") -> tuple[list, list[str]]:
+    """The devices as strings and a problem per bad one, named ``<key>[i]`` (``key`` alone for ``train.device``,
+    Ultralytics' ``0,1`` already split)."""
     if raw is None:
         return [], []
     devices = raw if isinstance(raw, list) else [raw]
@@ -123,14 +125,15 @@ def check_devices(raw) -> tuple[list, list[str]]:
 
     n_cuda = torch.cuda.device_count()
     for i, d in enumerate(devices):
+        name = f"{key}[{i}]" if key == "devices" else key
         if isinstance(d, bool) or not isinstance(d, (int, str)):
-            problems.append(f"devices[{i}]: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
+            problems.append(f"{name}: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
             continue
         s = str(d).lower().removeprefix("cuda:")
         if s.isdigit() and int(s) >= n_cuda:
-            problems.append(f"devices[{i}]: CUDA device {s} not available ({n_cuda} CUDA device(s) found)")
+            problems.append(f"{name}: CUDA device {s} not available ({n_cuda} CUDA device(s) found)")
         elif not s.isdigit() and s not in ("cpu", "mps"):
-            problems.append(f"devices[{i}]: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
+            problems.append(f"{name}: {d!r}; expected a CUDA index, 'cpu', 'mps' or 'cuda:N'")
     return [str(d) for d in devices], problems
 
 
