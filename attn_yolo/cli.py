@@ -162,16 +162,51 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(text).split())
 
 
-def synthetic_data(argv: list[str]) -> list[str]:
-    """``data=synthetic`` on a pass-through command line → the embedded dataset's YAML in its cache
-    (``attn_yolo.synthetic.default_data_yaml()``, generated on first use): the copy ``attn-yolo ablate`` uses, never
-    a second one under Ultralytics' ``datasets_dir``."""
-    if "data=synthetic" not in argv:
-        return argv
-    from attn_yolo.synthetic import default_data_yaml
+def synthetic_data(argv: list[str], name: str = "attn-yolo") -> list[str]:
+    """``data=synthetic`` (or another of the embedded generator's settings, ``data=synthetic-key``, ...) on a
+    pass-through command line → that dataset's YAML in its cache (``attn_yolo.synthetic.default_data_yaml``, generated
+    on first use): the copy ``attn-yolo ablate`` uses, never a second one under Ultralytics' ``datasets_dir``.
 
-    data = f"data={default_data_yaml()}"
-    return [data if tok == "data=synthetic" else tok for tok in argv]
+    Raises:
+        UsageError: a ``data=synthetic-...`` that names no setting and no file (the message lists the settings).
+    """
+    from attn_yolo import synthetic
+
+    def resolved(tok: str) -> str:
+        key, _, value = tok.partition("=")
+        if key != "data" or not value.startswith(synthetic.ALIAS) or Path(value).exists():
+            return tok
+        try:
+            setting = synthetic.setting(value)
+        except ValueError:
+            raise UsageError(f"{name}: data={value!r}: no such file or setting; expected a dataset YAML or one of "
+                             f"{', '.join((synthetic.ALIAS, *synthetic.SETTINGS))}") from None
+        return f"data={synthetic.default_data_yaml(setting)}"
+
+    return [resolved(tok) for tok in argv]
+
+
+def check_weights_reachable(argv: list[str], name: str = "attn-yolo") -> None:
+    """Refuse, before anything runs, a command that would make Ultralytics download weights where it cannot
+    (offline, ``YOLO_OFFLINE=1``; ``cli_checks.unreachable_asset``): an official ``model=`` / ``pretrained=`` name
+    (``yolo11n.pt``) not on disk, or, with no ``model=`` at all, the default Ultralytics would load instead.
+
+    Raises:
+        UsageError: ``attn-yolo train: model= not given: Ultralytics would load its default 'yolo26n.pt', which ...``.
+    """
+    from attn_yolo.ultralytics_api.cli_checks import default_weights, unreachable_asset
+
+    given = dict(tok.partition("=")[::2] for tok in argv if "=" in tok)
+    named = [(k, given[k]) for k in CHECKPOINT_KEYS if isinstance(given.get(k), str)]
+    if "model" not in given and command_name(argv) != "attn-yolo":
+        named.append(("model", default_weights(given)))
+    for key, value in named:
+        if not unreachable_asset(value):
+            continue
+        what = f"{key}= not given: Ultralytics would load its default {value!r}" if key not in given else \
+            f"{key}={value!r}"
+        raise UsageError(f"{name}: {what}, which is not on this machine and cannot be downloaded here (offline); "
+                         "give a model YAML (model=yolo11n.yaml, models/yolo11-cbam.yaml) or a checkpoint on disk")
 
 
 def passthrough(argv: list[str]) -> int:
@@ -200,8 +235,9 @@ def passthrough(argv: list[str]) -> int:
     training = "train" in argv or "mode=train" in argv
     if health and not training:
         raise UsageError(f"{name}: health= applies to training only (attn-yolo train ...)")
-    argv = synthetic_data(argv)
     check_args(argv, name)
+    check_weights_reachable(argv, name)
+    argv = synthetic_data(argv, name)  # generated on first use: after every check
     if not trust:
         check_checkpoints(argv, name)
     quiet_ray_tune()

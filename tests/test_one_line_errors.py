@@ -200,6 +200,17 @@ PASS_THROUGH = {  # argv (with {tmp}) -> the one line, exit 2, before Ultralytic
     "scale letter": (["train", "model={tmp}/m/yolo11-t6537x.yaml", "data=coco8.yaml"],
                      "error: attn-yolo train: model='{tmp}/m/yolo11-t6537x.yaml': no such file (nor "
                      "'{tmp}/m/yolo11-t6537.yaml', the name without its scale letter, where Ultralytics also looks)"),
+    "a synthetic setting that does not exist": (
+        ["train", "model=yolo11n.yaml", "data=synthetic-nope"],
+        "error: attn-yolo train: data='synthetic-nope': no such file or setting; expected a dataset YAML or one of "
+        "synthetic, synthetic-shapes, synthetic-key,"),
+    "no model=, offline: Ultralytics' default weights": (
+        ["train", "data=coco8.yaml", "epochs=1"],
+        "error: attn-yolo train: model= not given: Ultralytics would load its default 'yolo26n.pt', which is not on "
+        "this machine and cannot be downloaded here (offline); give a model YAML"),
+    "an official checkpoint name not on disk, offline": (
+        ["val", "model=yolo11s.pt", "data=coco8.yaml"],
+        "error: attn-yolo val: model='yolo11s.pt', which is not on this machine and cannot be downloaded here"),
 }  # fmt: skip
 
 
@@ -293,3 +304,20 @@ def test_the_embedded_defaults_problems_name_the_default_config_and_the_tool(arg
     assert err.startswith(head) and "synthetic-quick>" not in err and "<default" not in err, err
     if "." in argv[1] and "=" in argv[1] and "budget" not in argv[1]:
         assert err.endswith(f"(from the command line: {argv[-1]})"), err
+
+
+def test_an_empty_data_value_is_refused_as_such(capsys):
+    """``data=`` with nothing after it names the empty value, not whatever YAML Ultralytics' file search finds."""
+    assert cli_main(["ablate", "data="]) == 2
+    assert "data: ''; expected a dataset YAML path or a setting name such as `synthetic`" in one_line(
+        capsys.readouterr().err)
+
+
+def test_a_named_synthetic_setting_reaches_ultralytics_as_its_yaml(ran, tiny_data, monkeypatch):
+    """``data=synthetic-key`` on a pass-through command is that setting's cached YAML, as ``data: synthetic-key`` in
+    an ablation config (generation stubbed: the path the generator would write)."""
+    from attn_yolo import synthetic
+
+    monkeypatch.setattr(synthetic, "default_data_yaml", lambda name: synthetic.default_root(name) / "data.yaml")
+    assert cli_main(["train", "model=yolo11n.yaml", "data=synthetic-key", "epochs=1"]) == 0
+    assert f"data={synthetic.default_root('synthetic-key') / 'data.yaml'}" in ran[0]

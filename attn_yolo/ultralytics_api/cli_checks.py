@@ -66,6 +66,29 @@ def cli_overrides(argv: list[str], own_keys: dict | None = None) -> dict:
     return overrides
 
 
+def default_weights(overrides: dict) -> str:
+    """The checkpoint Ultralytics' entrypoint loads when a command names no ``model=``: ``DEFAULT_CFG.model``, else
+    its task's default (``TASK2MODEL``; detect's without ``task=``)."""
+    from ultralytics.cfg import DEFAULT_CFG, TASK2MODEL
+
+    return DEFAULT_CFG.model or TASK2MODEL.get(overrides.get("task") or "detect", TASK2MODEL["detect"])
+
+
+def unreachable_asset(name: str) -> bool:
+    """Whether loading checkpoint ``name`` would need a download that cannot happen: an official Ultralytics asset
+    (``GITHUB_ASSETS_NAMES``) found neither as written nor in Ultralytics' ``weights_dir`` (``attempt_download_asset``
+    looks in these two places), on a machine that is offline (``YOLO_OFFLINE=1``, or no DNS: Ultralytics'
+    ``is_online``)."""
+    from pathlib import Path
+
+    from ultralytics.utils import SETTINGS, is_online
+    from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
+
+    if name not in GITHUB_ASSETS_NAMES or Path(name).exists() or (Path(SETTINGS["weights_dir"]) / name).exists():
+        return False
+    return not is_online()
+
+
 @functools.cache
 def export_format_names() -> tuple[str, ...]:
     """Every ``format=`` Ultralytics' exporter takes: the ``Argument`` column of ``export_formats()`` and the aliases

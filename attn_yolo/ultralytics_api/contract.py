@@ -146,6 +146,14 @@ def _check_cli() -> None:
           "the exporter's formats and aliases are no longer readable (export_formats, Exporter.__call__)")
     _need("check_yaml" in _code_names(tasks.yaml_model_load),
           "yaml_model_load no longer finds a model YAML with check_yaml (cli_checks.model_yaml_file copies it)")
+    _need("TASK2MODEL" in _code_names(cfg.entrypoint) and "DEFAULT_CFG" in _code_names(cfg.entrypoint),
+          "entrypoint no longer picks its default model from DEFAULT_CFG.model / TASK2MODEL "
+          "(cli_checks.default_weights copies it)")
+    from ultralytics.utils import downloads
+
+    _need({"SETTINGS", "GITHUB_ASSETS_NAMES"} <= _code_names(downloads.attempt_download_asset),
+          "attempt_download_asset no longer looks in SETTINGS['weights_dir'] before fetching GITHUB_ASSETS_NAMES "
+          "(cli_checks.unreachable_asset copies it)")
     api.special_commands.cache_clear()
     got = api.special_commands()
     _need(got is not api.SPECIAL_COMMANDS and {"checks", "settings", "help"} <= set(got),

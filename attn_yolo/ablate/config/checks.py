@@ -39,7 +39,7 @@ def check_data(raw, base: Path) -> tuple[str | None, str, int | None, list[str]]
 
     if raw is None:
         return None, "", None, ["data: missing; an Ultralytics dataset YAML or `synthetic`"]
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or not raw.strip():
         return None, "", None, [f"data: {raw!r}; expected a dataset YAML path or a setting name such as `synthetic`"]
     path = resolve_input(raw, base)
     if raw.startswith(SYNTHETIC) and not Path(path).exists():  # a named setting of the embedded generator
