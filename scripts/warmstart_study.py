@@ -13,6 +13,7 @@ mAP50-95 against the group's baseline, the SD of Δ over seeds, the resolution (
 
     python scripts/warmstart_study.py                      # out=runs/study/warmstart, seeds 0..2 (~40 min, 2 cores)
     python scripts/warmstart_study.py out=/tmp/w seeds=4 start=runs/ablate/synthetic-quick/start/weights/best.pt
+    python scripts/warmstart_study.py groups=same,longer blocks=SE,ECA   # some groups' arms, of some blocks only
 
 ``start=``: a checkpoint to start every group from (default: the first group trains the default's start once and the
 others reuse it). A rerun with the same ``out`` reuses the finished runs (the ablation runner's resume).
@@ -46,8 +47,8 @@ GROUPS = (  # name, train overrides (every arm, baseline too), the design's new_
 )
 
 
-def config(group: tuple, out: Path, seeds: int, start) -> dict:
-    """The default ablation with the group's arms, seeds 0 .. seeds − 1."""
+def config(group: tuple, out: Path, seeds: int, start, blocks: tuple[str, ...] = ()) -> dict:
+    """The default ablation with the group's arms (of ``blocks`` only, where given), seeds 0 .. seeds − 1."""
     from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
 
     name, train, top, choices = group
@@ -55,7 +56,8 @@ def config(group: tuple, out: Path, seeds: int, start) -> dict:
     cfg["variants"] = [cfg["variants"][0]] + [
         {"name": f"{b.lower()}-{c}", "base": "yolo11n.yaml", "module": b, "at": "backbone", "args": args,
          "new_blocks": {k: v for k, v in nb.items() if k != "blocks"}}
-        for b, args in BLOCKS for c, nb in choices.items() if b in nb.get("blocks", (b,))]
+        for b, args in BLOCKS for c, nb in choices.items()
+        if b in nb.get("blocks", (b,)) and (not blocks or b in blocks)]
     cfg["seeds"], cfg["out"], cfg["new_blocks"] = list(range(seeds)), str(out / name), top
     cfg["train"].update(train)
     if start:
@@ -100,19 +102,26 @@ def main(argv: list[str]) -> int:
     args = dict(a.split("=", 1) for a in argv)
     out, seeds, start = Path(args.get("out", "runs/study/warmstart")).resolve(), int(args.get("seeds", 3)), \
         args.get("start")
+    names = {g[0] for g in GROUPS}
+    groups = [g for g in GROUPS if g[0] in (args["groups"].split(",") if "groups" in args else names)]
+    blocks = tuple(args["blocks"].split(",")) if "blocks" in args else ()
+    if unknown := {*args} - {"out", "seeds", "start", "groups", "blocks"}:
+        sys.exit(f"unknown argument(s) {sorted(unknown)}; allowed: out, seeds, start, groups, blocks")
+    if not groups or not {*blocks} <= {b for b, _ in BLOCKS}:
+        sys.exit(f"groups: one or more of {sorted(names)}; blocks: one or more of {[b for b, _ in BLOCKS]}")
     out.mkdir(parents=True, exist_ok=True)
     results, codes, t0 = [], [], time.time()
-    for group in GROUPS:
+    for group in groups:
         path = out / f"{group[0]}.yaml"
-        path.write_text(yaml.safe_dump(config(group, out, seeds, start), sort_keys=False))
+        path.write_text(yaml.safe_dump(config(group, out, seeds, start, blocks), sort_keys=False))
         codes.append(ablate.run(str(path)))
         raw, base, name, source = ablate.load_config(path)
         ab = ablate.prepare(ablate.validate(raw, base, name, source))
         rows = [r for r in collect_records(ab.out)[0] if r["status"] == "ok"]
         results.append((ab, rows, analyze(ab, rows)))
         start = start or str(ab.out / "start" / "weights" / "best.pt")
-    print(f"\nWarm-start study: {sum(len(g[3]) for g in GROUPS)} choices, {len(BLOCKS)} blocks, seeds 0..{seeds - 1},"
-          f" wall {(time.time() - t0) / 60:.1f} min (exit codes {codes})\n")
+    print(f"\nWarm-start study: {sum(len(g[3]) for g in groups)} choices, {len(blocks or BLOCKS)} blocks, "
+          f"seeds 0..{seeds - 1}, wall {(time.time() - t0) / 60:.1f} min (exit codes {codes})\n")
     print("\n".join(table(results)))
     return max(codes)
 
