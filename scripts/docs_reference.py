@@ -154,8 +154,10 @@ def cli_page() -> str:
     lines = [GENERATED.replace("the block declarations", "the tools' argument schemas"), "", "# CLI", "",
              "`attn-yolo <tool> key=value ...` runs one of the tools below; anything else is Ultralytics' own CLI "
              "(`attn-yolo train|val|predict|export ...`) with the blocks registered; `data=synthetic` is the "
-             "embedded dataset. A bad key or value is one line naming it and what is allowed, exit 2: "
-             "[exit codes](exit-codes.md).", ""]
+             "embedded dataset (`data=synthetic-key` and the other named settings too). Offline (`YOLO_OFFLINE=1`), "
+             "a command that would make Ultralytics download weights is refused before it runs: no `model=` (its "
+             "default `yolo26n.pt`), or an official name such as `model=yolo11n.pt` that is not on disk. A bad key "
+             "or value is one line naming it and what is allowed, exit 2: [exit codes](exit-codes.md).", ""]
     for tool, t in TOOLS.items():
         schema = t.schema
         lines += [f"## {tool}", ""]

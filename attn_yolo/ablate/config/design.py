@@ -45,10 +45,11 @@ UNFINGERPRINTED_TRAIN_KEYS = {"device", "plots", "verbose"}  # train args that d
 
 @dataclasses.dataclass
 class Start:
-    """Where arms start: a checkpoint, or a recipe trained once into ``folder``."""
+    """Where arms start: a checkpoint, a recipe trained once into ``folder``, or (``init``) each seed's own untrained
+    initialisation of the start model, written per seed into ``folder`` and shared by that seed's arms."""
 
-    kind: str  # "checkpoint" | "recipe"
-    model: str  # checkpoint: the .pt file; recipe: the model YAML it trains
+    kind: str  # "checkpoint" | "recipe" | "init"
+    model: str  # checkpoint: the .pt file; recipe, init: the model YAML it trains (init: initialises)
     model_dict: dict  # the start model's dict (each arm must be it, with blocks inserted)
     fingerprint: str  # checkpoint: of its bytes; recipe: of its settings (model, data, train args, seed)
     train: dict = dataclasses.field(default_factory=dict)  # recipe: Ultralytics train arguments
@@ -59,8 +60,13 @@ class Start:
 
     @property
     def weights(self) -> str:
-        """The checkpoint the arms carry their weights from."""
+        """The checkpoint the arms carry their weights from (``init``: ``weights_for`` a seed)."""
         return self.model if self.kind == "checkpoint" else str(Path(self.folder) / "weights" / "best.pt")
+
+    def weights_for(self, seed: int) -> str:
+        """The checkpoint the arms of ``seed`` carry their weights from: an ``init`` start's seed's own, else
+        ``weights``."""
+        return str(Path(self.folder) / f"{self.fingerprint}-seed{seed}.pt") if self.kind == "init" else self.weights
 
     def describe(self) -> str:
         """One line for the plan and the summary."""
@@ -68,9 +74,18 @@ class Start:
             return f"warm start from checkpoint {self.model}"
         from attn_yolo.ablate.runs.outdir import shown
 
+        if self.kind == "init":
+            return (f"shared initialisation: each seed's arms start from {Path(self.model).name} initialised with "
+                    f"that seed, untrained (nothing is trained before the arms; in {shown(self.folder)})")
+
         tr = ", ".join(f"{k}={v}" for k, v in self.train.items() if k in ("epochs", "imgsz", "fraction", "batch"))
         where = shown(self.folder)
         return f"warm start from {Path(self.model).name} trained once ({tr}, seed {self.seed}) into {where}"
+
+
+INIT = "init"  # `start: init`: each seed's arms share that seed's untrained initialisation of the start model
+START_KINDS = ("a checkpoint (.pt), a recipe mapping, e.g. {epochs: 6}, or init (each seed's untrained "
+               "initialisation, shared by its arms)")
 
 
 def fingerprint(*parts) -> str:
@@ -251,6 +266,17 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
 
     if raw is None:
         return None, []
+    if raw == INIT:
+        model = baseline_model(raw_variants)
+        if not isinstance(model, str) or not model.lower().endswith((".yaml", ".yml")):
+            return None, [f"{key}: {INIT}; needs the baseline's `model` to be a model YAML, not {model!r}"]
+        try:
+            d = yaml_model_load(resolve_input(model, base))
+        except Exception as e:  # noqa: BLE001  any failure to read the YAML is a config problem
+            return None, [f"{key}: {INIT}: the baseline's model {model!r} does not load: {first_line(e)}"]
+        return Start(INIT, resolve_input(model, base), d, fingerprint(definition(d), INIT, nc)), []
+    if isinstance(raw, str) and not raw.lower().endswith(".pt"):
+        return None, [f"{key}: {raw!r}; expected {START_KINDS}"]
     if isinstance(raw, str):
         path = resolve_input(raw, base)
         try:
@@ -261,7 +287,7 @@ def check_start(raw, key: str, base: Path, nc, train: dict, has_devices: bool, t
         p = checkpoint_problems(path, key, nc, d)
         return (None if p else Start("checkpoint", str(Path(path).resolve()), d, file_fingerprint(path))), p
     if not isinstance(raw, dict):
-        return None, [f"{key}: {raw!r}; expected a checkpoint (.pt) or a recipe mapping, e.g. {{epochs: 6}}"]
+        return None, [f"{key}: {raw!r}; expected {START_KINDS}"]
     model, seed, own, problems = split_recipe(raw, raw_variants)
     extra, p = check_train(own, base, has_devices)
     problems += [f"{key}.{q.removeprefix('train.')}" for q in p]

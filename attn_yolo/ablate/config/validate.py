@@ -203,8 +203,8 @@ def _ablation(raw, source, name, shape, run, seeds, seed_rule, new_blocks, judge
     if seed_rule is not None:
         config["seeds"] = dataclasses.asdict(seed_rule)
     start = arms["start"]
-    if start is not None and start.kind == "recipe":
-        start.folder = str(out / "start")
+    if start is not None and start.kind in ("recipe", "init"):
+        start.folder = str(out / ("start" if start.kind == "recipe" else "start-init"))
     for arm, s in arms["starts"].items():
         s.folder = s.folder or str(out / f"start-{arm}")
     return Ablation(

@@ -135,7 +135,7 @@ def plan(ab: Ablation, data: str) -> list[RunSpec]:
                 variant=v.name, seed=seed, model=v.model, model_dict=v.model_dict, data=data, train=dict(ab.train),
                 run_dir=str(ab.out / "runs" / f"{v.name}-seed{seed}"),
                 params=v.params, gflops=v.gflops, fingerprint=hashlib.sha256(key.encode()).hexdigest()[:16],
-                trust=ab.trust, health=ab.health, start=begin.weights if begin else None,
+                trust=ab.trust, health=ab.health, start=begin.weights_for(seed) if begin else None,
                 new_blocks=v.new_blocks or None, lr_mult=nb.lr_mult, gamma=nb.gamma if begin else 0.0, sdpa=ab.sdpa,
                 probe_steps=probe, probe_lr_mult=nb.probe_lr_mult,
             ))  # fmt: skip

@@ -21,6 +21,7 @@ from attn_yolo.ablate.runs.outdir import RUN_MARKER, claim
 from attn_yolo.ablate.runs.records import RunSpec, complete, write_record
 from attn_yolo.ablate.runs.results import write_results
 from attn_yolo.ablate.runs.scheduling import schedule_local, schedule_ray
+from attn_yolo.ablate.runs.start import write_inits
 from attn_yolo.ablate.runs.train import CHECK_PASSES
 from attn_yolo.ablate.statistics import comparisons
 
@@ -81,6 +82,7 @@ class Session:
         logged = console.LoggedRunner(self.runner, self.verbose)
         if arms:
             self.batch, self.in_batch = list(batch), 0
+            write_inits(self.ab, [sp.seed for sp in batch])  # `start: init`: the seeds' shared initialisations
         if self.ab.backend == "ray":
             schedule_ray(batch, self.ab.ray_address, self.ab.resources, logged, start, done)
         else:

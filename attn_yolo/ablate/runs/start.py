@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_yolo.ablate.config.ablation import Ablation
-from attn_yolo.ablate.config.design import Start
+from attn_yolo.ablate.config.design import INIT, Start
 from attn_yolo.ablate.runs.prepare import prepare
 from attn_yolo.ablate.runs.records import RunSpec, read_record
 
@@ -61,6 +61,36 @@ def pending(ab: Ablation) -> list[Start]:
     return [s for s in starts(ab) if s.kind == "recipe" and record(s) is None]
 
 
+def write_inits(ab: Ablation, seeds) -> list[str]:
+    """For an ``init`` start, write each of ``seeds``' initialisation not written yet (``Start.weights_for``): the
+    start model built after ``torch.manual_seed(seed)`` (the caller's RNG state kept), untrained, as an Ultralytics
+    checkpoint (``checkpoint.save_checkpoint``, FP16 as Ultralytics saves) in the start's folder, which the runner
+    marks as its own. Every arm of that seed carries it. Returns the files written."""
+    import copy
+
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+
+    from attn_yolo.ablate.runs.outdir import RUN_MARKER, claim
+    from attn_yolo.checkpoint import save_checkpoint
+
+    st, written = ab.start, []
+    if st is None or st.kind != INIT:
+        return written
+    if not (Path(st.folder) / RUN_MARKER).is_file():
+        claim(Path(st.folder), RUN_MARKER, {"start": INIT})
+    for seed in sorted(set(seeds)):
+        path = Path(st.weights_for(seed))
+        if path.is_file():
+            continue
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = DetectionModel(copy.deepcopy(st.model_dict), nc=ab.nc, verbose=False)
+        save_checkpoint(model, path, overwrite=True, note=f"attn-yolo ablate: start {INIT}, seed {seed}, untrained")
+        written.append(str(path))
+    return written
+
+
 START_FLOOR = 0.02
 """mAP50-95 below which a trained start cannot carry a comparison: attention blocks move mAP50-95 by 0.003-0.02, and a
 start below this detects almost nothing, so every arm fine-tuned from it scores about 0 whatever it holds."""
@@ -85,6 +115,9 @@ def summary_line(ab: Ablation) -> str:
     """How the arms start, for the summary: from scratch, or from which start (with its own mAP where trained here)."""
     if ab.start is None:
         return "- design: **from scratch**: every arm starts from its own random initialisation (no `start`)"
+    if ab.start.kind == INIT:
+        nb = ab.new_blocks.describe() if ab.new_blocks is not None else "new blocks at the identity"
+        return f"- design: **{ab.start.describe()}**, the blocks inserted with every weight carried by layer ({nb})"
     parts = []
     for s in starts(ab):
         row = record(s)
