@@ -123,6 +123,22 @@ def check_args(argv: list[str], name: str = "attn-yolo") -> None:
             raise UsageError(f"{name}: {key}={value!r}: no such file; give {what}")
 
 
+def check_dataset(argv: list[str], name: str = "attn-yolo") -> None:
+    """A ``train`` / ``val`` command's ``data=`` YAML as Ultralytics' own dataset check reads it, before anything runs
+    (``cli_checks.dataset_problem``: its image folders there, or Ultralytics' to download).
+
+    Raises:
+        UsageError: ``attn-yolo train: data='d.yaml' is not usable: Dataset 'd.yaml' images not found, missing path
+            '.../images/val'``.
+    """
+    from attn_yolo.ultralytics_api.cli_checks import dataset_problem
+
+    data = next((t.partition("=")[2] for t in argv if t.startswith("data=")), "")
+    if name in ("attn-yolo train", "attn-yolo val") and data.lower().endswith((".yaml", ".yml")) and \
+            (why := dataset_problem(data)):
+        raise UsageError(f"{name}: data={data!r} is not usable: {why}")
+
+
 def check_checkpoints(argv: list[str], name: str = "attn-yolo") -> None:
     """Load each existing ``model=`` / ``pretrained=`` checkpoint of a pass-through command weights-only (the tools'
     loader, ``checkpoint.load_yolo``) before Ultralytics sees it, so a crafted file is refused in one line naming the
@@ -226,6 +242,7 @@ def passthrough(argv: list[str]) -> int:
     from attn_yolo.checkpoint import weights_only
     from attn_yolo.health import default_on
     from attn_yolo.ultralytics_api import run_cli
+    from attn_yolo.ultralytics_api.cli_checks import dataset_error
 
     name = command_name(argv)
     flags = {}
@@ -240,6 +257,7 @@ def passthrough(argv: list[str]) -> int:
     argv = synthetic_data(argv, name)  # generated on first use: after every check
     if not trust:
         check_checkpoints(argv, name)
+    check_dataset(argv, name)
     quiet_ray_tune()
     with ExitStack() as stack:
         if not trust:
@@ -251,7 +269,12 @@ def passthrough(argv: list[str]) -> int:
             stack.callback(fused.register_default_callbacks, False)
             fused.set_default(True)
             fused.register_default_callbacks(True)
-        run_cli(argv)
+        try:
+            run_cli(argv)
+        except (RuntimeError, OSError) as e:  # the dataset gone since the checks above: one line, not a traceback
+            if (why := dataset_error(e)) is None:
+                raise
+            raise UsageError(f"{name}: {why} (it was usable when the command started)") from None
     return 0
 
 

@@ -222,7 +222,7 @@ def test_pass_through_input_errors_are_one_line_before_ultralytics_runs(case, ra
     assert ran == []  # refused before Ultralytics' entrypoint (no model built, no dataset read)
 
 
-def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
+def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path, tiny_data):
     """No false refusal: official names (found in Ultralytics' own cfg folder), attn-yolo's keys, a YAML found by its
     scale-less name as Ultralytics finds it, and a --key / trailing comma as its entrypoint reads them."""
     from ultralytics.nn.tasks import yaml_model_load
@@ -231,10 +231,10 @@ def test_pass_through_valid_input_reaches_ultralytics(ran, tmp_path):
     (tmp_path / "m" / "yolo11-t6537.yaml").write_text((MODELS_DIR / "yolo11-cbam.yaml").read_text())
     scaled = f"model={tmp_path}/m/yolo11-t6537x.yaml"
     assert yaml_model_load(scaled.partition("=")[2])["backbone"]  # Ultralytics itself finds it
-    for argv in (["train", "model=yolo11n.yaml", "data=coco8.yaml", "epochs=1", "imgsz=64", "sdpa=True",
+    for argv in (["train", "model=yolo11n.yaml", f"data={tiny_data}", "epochs=1", "imgsz=64", "sdpa=True",
                   "health=False"],
-                 ["train", scaled, "data=coco8.yaml", "--epochs=1", "batch=2,"],
-                 ["val", "model=yolo11n.yaml", "data=coco8.yaml", "trust=False"],
+                 ["train", scaled, f"data={tiny_data}", "--epochs=1", "batch=2,"],
+                 ["val", "model=yolo11n.yaml", f"data={tiny_data}", "trust=False"],
                  ["settings", "runs_dir=/tmp/x"], ["solutions", "count", "show=False"]):  # special commands' own keys
         assert cli_main(argv) == 0
     assert [a[0] for a in ran] == ["train", "train", "val", "settings", "solutions"]
@@ -321,3 +321,41 @@ def test_a_named_synthetic_setting_reaches_ultralytics_as_its_yaml(ran, tiny_dat
     monkeypatch.setattr(synthetic, "default_data_yaml", lambda name: synthetic.default_root(name) / "data.yaml")
     assert cli_main(["train", "model=yolo11n.yaml", "data=synthetic-key", "epochs=1"]) == 0
     assert f"data={synthetic.default_root('synthetic-key') / 'data.yaml'}" in ran[0]
+
+
+def test_a_pass_through_dataset_without_its_images_is_one_line(ran, tmp_path, capsys):
+    """``attn-yolo train data=...`` whose image folders are gone: one line from Ultralytics' own dataset check, exit 2,
+    before its entrypoint runs (a traceback of two chained exceptions before)."""
+    import shutil
+
+    from attn_yolo.synthetic import generate
+
+    data = generate(tmp_path / "own", n_train=2, n_val=2, imgsz=64, seed=0)
+    shutil.rmtree(data.parent / "images")
+    capsys.readouterr()
+    assert cli_main(["train", "model=yolo11n.yaml", f"data={data}", "epochs=1"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"error: attn-yolo train: data='{data}' is not usable: Dataset") and "missing path" in err
+    assert ran == []
+
+
+def test_a_dataset_gone_while_the_command_runs_is_one_line(tmp_path, tiny_data, capsys, monkeypatch):
+    """Deleted after the checks, while Ultralytics runs: its dataset error is one line (exit 2); any other error of
+    Ultralytics' is not mistaken for it."""
+    import attn_yolo.ultralytics_api as api
+
+    def gone(argv):
+        raise RuntimeError(f"Dataset '{tiny_data}' error ❌ Dataset images not found, missing path '/x/images'\nNote")
+
+    monkeypatch.setattr(api, "run_cli", gone)
+    assert cli_main(["train", "model=yolo11n.yaml", f"data={tiny_data}", "epochs=1"]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"error: attn-yolo train: Dataset '{tiny_data}' error ❌ Dataset images not found, missing path '/x/images' "
+        "(it was usable when the command started)")
+
+    def other(argv):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(api, "run_cli", other)
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        cli_main(["train", "model=yolo11n.yaml", f"data={tiny_data}", "epochs=1"])

@@ -89,6 +89,36 @@ def unreachable_asset(name: str) -> bool:
     return not is_online()
 
 
+DATASET_ERROR = "Dataset '"
+"""How the errors of Ultralytics' dataset checks begin (``BaseTrainer.get_dataset``'s RuntimeError, the validator's
+FileNotFoundError): ``Dataset '<data>' error ❌ ...`` / ``... not found ❌``."""
+
+
+def dataset_problem(data: str) -> str | None:
+    """Why a dataset YAML cannot be used now, as Ultralytics' ``check_det_dataset`` finds it without downloading:
+    its first line (a missing image folder, a missing key); None when it can, or when what is missing is Ultralytics'
+    to fetch (the YAML has a ``download:`` and this machine is online)."""
+    from ultralytics.data.utils import check_det_dataset
+    from ultralytics.utils import YAML, is_online
+    from ultralytics.utils.checks import check_yaml
+
+    try:
+        check_det_dataset(data, autodownload=False)
+    except (OSError, KeyError, ValueError, SyntaxError) as e:
+        with contextlib.suppress(Exception):
+            if YAML.load(check_yaml(data)).get("download") and is_online():
+                return None
+        return (str(e).strip().splitlines() or [type(e).__name__])[0]  # Ultralytics adds a line on its settings
+    return None
+
+
+def dataset_error(e: BaseException) -> str | None:
+    """The first line of one of Ultralytics' dataset errors raised while a command runs (``DATASET_ERROR``: e.g. the
+    images deleted after the command's checks), else None."""
+    text = str(e).strip()
+    return text.splitlines()[0] if isinstance(e, (RuntimeError, OSError)) and text.startswith(DATASET_ERROR) else None
+
+
 @functools.cache
 def export_format_names() -> tuple[str, ...]:
     """Every ``format=`` Ultralytics' exporter takes: the ``Argument`` column of ``export_formats()`` and the aliases

@@ -154,6 +154,12 @@ def _check_cli() -> None:
     _need({"SETTINGS", "GITHUB_ASSETS_NAMES"} <= _code_names(downloads.attempt_download_asset),
           "attempt_download_asset no longer looks in SETTINGS['weights_dir'] before fetching GITHUB_ASSETS_NAMES "
           "(cli_checks.unreachable_asset copies it)")
+    import inspect
+
+    from ultralytics.engine.trainer import BaseTrainer
+
+    _need(f'f"{cli_checks.DATASET_ERROR}' in inspect.getsource(BaseTrainer.get_dataset),
+          f"BaseTrainer.get_dataset's errors no longer begin {cli_checks.DATASET_ERROR!r} (cli_checks.dataset_error)")
     api.special_commands.cache_clear()
     got = api.special_commands()
     _need(got is not api.SPECIAL_COMMANDS and {"checks", "settings", "help"} <= set(got),
