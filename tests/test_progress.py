@@ -105,3 +105,29 @@ def test_a_bar_is_one_redrawn_line_on_a_terminal_and_nothing_elsewhere():
     assert "explain: errors of each run" in raw and "\r" in raw and "\n" not in raw.rstrip("\n")
     plain = io.StringIO()
     assert list(bar(range(3), "x", file=plain)) == [0, 1, 2] and plain.getvalue() == ""
+
+
+def test_a_terminal_without_a_size_still_shows_the_bar():
+    """A pseudo-terminal that reports 0 x 0 (``script``, ``docker exec -t``): tqdm alone hides its bar there as off
+    the screen; ours is drawn at the fallback size (a new pty has no size until a terminal sets one)."""
+    import os
+
+    from attn_yolo.progress import bar
+
+    master, slave = os.openpty()
+    try:
+        with os.fdopen(slave, "w", closefd=False) as stream:
+            assert stream.isatty() and os.get_terminal_size(slave).columns == 0
+            for _ in bar(range(3), "probe", file=stream):
+                stream.flush()
+            p = console.Progress(2, file=stream)
+            p.enter("start", "training the shared start once (start)")
+            p.close()
+            stream.flush()
+        os.set_blocking(master, False)
+        shown = os.read(master, 65536).decode(errors="replace")
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "probe" in shown and "0/3" in shown
+    assert "attn-yolo ablate [start]" in shown and "0/2 runs" in shown

@@ -134,9 +134,11 @@ class Progress:
         if self.tty:
             from tqdm import tqdm
 
+            from attn_yolo.progress import width
+
             self.bar = tqdm(total=total, desc="attn-yolo ablate", unit="run", file=self.file, mininterval=0,
-                            dynamic_ncols=True, bar_format="{desc} {percentage:3.0f}%|{bar:12}| {n}/{total} runs, "
-                            "{elapsed} elapsed{postfix}")  # fmt: skip
+                            bar_format="{desc} {percentage:3.0f}%|{bar:12}| {n}/{total} runs, {elapsed} elapsed"
+                            "{postfix}", **width(self.file))  # fmt: skip
 
     def line(self, text: str) -> None:
         """Print one line (above the bar on a terminal)."""
