@@ -64,7 +64,7 @@ the declarations' ``Param.none_means``."""
 OWN_KEY, OWN_VALUE = "attn_yolo_args", "own"
 """A model dict's top-level marker (``attn_yolo_args: own``): its rows' args are attn-yolo's own, written as meant, so
 no compatibility note is said for a hyperparameter they leave out (the copies' defaults, ``DEFAULTS``)."""
-_SAID: set = set()  # the compatibility notes said in this process: (block, copy)
+_SAID: set = set()  # the compatibility notes said in this process, (block, copy), and the rows read: ("row", ...)
 
 
 def said_once(key: tuple) -> bool:
@@ -418,8 +418,9 @@ def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
     """Input width, context (``"row 5 (scale n) SE"``) and hyperparameters (keywords) of the row being built.
 
     Reads the row's args with ``read_args`` and logs one line (Ultralytics' LOGGER) if it read them other than as
-    the block's own hyperparameters under its own name: once per row (not per repeat), with the compatibility notes
-    not yet said in this process, none for a model dict with the own marker (``OWN_KEY``).
+    the block's own hyperparameters under its own name: once per row and process (not per repeat, nor per build of
+    the same YAML: a trainer builds it again), with the compatibility notes not yet said in this process, none for a
+    model dict with the own marker (``OWN_KEY``).
 
     Raises:
         AttnBuildError: as ``read_args``, with the row, scale and module as written.
@@ -442,6 +443,7 @@ def resolve_row(marker: RowArgs) -> tuple[int, str, dict]:
     marker.shown = ", ".join([f"c1={c1}"] + [f"{k}={v}" for k, v in shown.items() if v is not None])
     if notes and not marker.logged:  # once per row, also when its repeats build the block n times
         marker.logged = True
-        LOGGER.info(f"attn-yolo: {where}, {fmt(marker.args)} read as {name}({marker.shown}): {'; '.join(notes)}")
+        if heard and said_once(("row", where, fmt(marker.args), marker.shown)):  # and once per process: a trainer
+            LOGGER.info(f"attn-yolo: {where}, {fmt(marker.args)} read as {name}({marker.shown}): {'; '.join(notes)}")
     return c1, where, kwargs
 

@@ -315,12 +315,13 @@ def test_an_empty_data_value_is_refused_as_such(capsys):
 
 def test_a_named_synthetic_setting_reaches_ultralytics_as_its_yaml(ran, tiny_data, monkeypatch):
     """``data=synthetic-key`` on a pass-through command is that setting's cached YAML, as ``data: synthetic-key`` in
-    an ablation config (generation stubbed: the path the generator would write)."""
+    an ablation config (the generator stubbed by a tiny dataset: the setting it was asked for is recorded)."""
     from attn_yolo import synthetic
 
-    monkeypatch.setattr(synthetic, "default_data_yaml", lambda name: synthetic.default_root(name) / "data.yaml")
+    asked = []
+    monkeypatch.setattr(synthetic, "default_data_yaml", lambda name: asked.append(name) or tiny_data)
     assert cli_main(["train", "model=yolo11n.yaml", "data=synthetic-key", "epochs=1"]) == 0
-    assert f"data={synthetic.default_root('synthetic-key') / 'data.yaml'}" in ran[0]
+    assert asked == ["synthetic-key"] and f"data={tiny_data}" in ran[0]
 
 
 def test_a_pass_through_dataset_without_its_images_is_one_line(ran, tmp_path, capsys):
