@@ -299,12 +299,14 @@ def test_smoke_run_writes_report(tmp_path, capsys, monkeypatch):
     printed = cap.out
     # the terminal: a short table with units, one row per section (its cases and seconds), not the tables
     assert "## 1. Attention kernel" not in printed and len(printed.splitlines()) <= 20, printed
-    head = "| section | cases (table rows) | wall time (s) |"
+    head = "| section | cases (table rows) | wall time (s) | note |"
     table = printed[printed.index(head):].split("\n\n")[0].splitlines()
     assert [r.split(" | ")[0] for r in table[2:]] == ["| 1. Attention kernel", "| 2. Block overhead on yolo11n at 64 "
                                                       "(batch 1)", "| 3. Reference implementations", "| 4. Training "
                                                       "throughput at 64 (batch 2)", "| 5. GPU", "| total"]
     assert all(float(r.split(" | ")[2].rstrip(" |")) >= 0 for r in table[2:]) and f"the tables: {out}" in printed
+    if not torch.cuda.is_available():  # a section without cases says why
+        assert table[-2].startswith("| 5. GPU | 0 |") and "Skipped: no CUDA device on this machine |" in table[-2]
     # every table written carries the smoke-run mark; the report says so at its top
     for doc in (text,):
         lines = doc.splitlines()

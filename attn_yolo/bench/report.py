@@ -77,13 +77,15 @@ def report(sections: list[Section], cfg: dict, argv: list[str], seconds: float) 
 
 
 def quick_table(sections: list[Section], seconds: float, out: str = "") -> str:
-    """What a quick run prints: the smoke warning and one row per section, its cases (rows of its tables) and its wall
-    time in seconds, then the total; the tables themselves go to ``out`` when given."""
-    rows = [[s.title.split(":")[0], s.cases(), f"{s.seconds:.1f}"] for s in sections]
-    rows.append(["total", sum(s.cases() for s in sections), f"{seconds:.1f}"])
+    """What a quick run prints: the smoke warning and one row per section, its cases (rows of its tables), its wall
+    time in seconds and, for a section without cases, why (its first sentence: ``Skipped: no CUDA device on this
+    machine``), then the total; the tables themselves go to ``out`` when given."""
+    rows = [[s.title.split(":")[0], s.cases(), f"{s.seconds:.1f}",
+             "" if s.cases() or not s.body else s.body[0].split(". ")[0].rstrip(".")] for s in sections]
+    rows.append(["total", sum(s.cases() for s in sections), f"{seconds:.1f}", ""])
     where = f"the tables: {out}" if out else "the tables: out=<file.md>; timings that mean something: attn-yolo bench"
     return "\n".join([f"attn-yolo bench: {SMOKE_WARNING.strip('*')}", "",
-                      table(["section", "cases (table rows)", "wall time (s)"], rows), "", where])
+                      table(["section", "cases (table rows)", "wall time (s)", "note"], rows), "", where])
 
 
 def region_markers(name: str) -> tuple[str, str]:
