@@ -360,3 +360,10 @@ def test_a_dataset_gone_while_the_command_runs_is_one_line(tmp_path, tiny_data, 
     monkeypatch.setattr(api, "run_cli", other)
     with pytest.raises(RuntimeError, match="CUDA out of memory"):
         cli_main(["train", "model=yolo11n.yaml", f"data={tiny_data}", "epochs=1"])
+
+
+def test_a_typo_is_never_pointed_at_a_key_the_runner_refuses(capsys):
+    """``seedz=3`` once got "did you mean 'seed'?", a train argument the runner sets itself and refuses (``seeds``)."""
+    assert cli_main(["ablate", "seedz=3"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert "seedz: unknown key (did you mean 'seeds'?)" in err and "'seed'?" not in err

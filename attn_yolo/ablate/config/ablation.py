@@ -298,7 +298,7 @@ def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> di
             if key == "device":  # device=0 on the command line replaces the config's `devices` (one device, in-process)
                 raw.pop("devices", None)
         else:
-            hint = did_you_mean(key, [*CONFIG_KEYS, *DEFAULT_CFG_DICT])
+            hint = did_you_mean(key, [*CONFIG_KEYS, *(k for k in DEFAULT_CFG_DICT if k not in RUNNER_TRAIN_KEYS)])
             raise UsageError(
                 f"attn-yolo {tool}: {key}: unknown key{hint}; allowed: {', '.join(CONFIG_KEYS)}"
                 f"{', search.<key>' if tool == 'search' else ''}, or any Ultralytics "
