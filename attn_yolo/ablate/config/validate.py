@@ -18,7 +18,7 @@ from attn_yolo.ablate.config.checks import (
 from attn_yolo.ablate.config.variants import check_variants
 from attn_yolo.ablate.statistics import treatment
 from attn_yolo.ablate.statistics.sequential import SEED_RULE, family_problems
-from attn_yolo.args import Key, Schema, UsageError
+from attn_yolo.args import Key, Schema, UsageError, imgsz_problem
 from attn_yolo.checkpoint import load_model
 from attn_yolo.files import check_writable
 from attn_yolo.ultralytics_api.loader import loader_seed_problem
@@ -120,8 +120,8 @@ def _run_keys(raw: dict, base: Path, shape: dict) -> tuple[dict, list[str]]:
     problems += p
     side = train.get("imgsz")
     side = side[0] if isinstance(side, (list, tuple)) and len(side) == 1 else side  # [640]: one side, as Ultralytics
-    if isinstance(side, int) and not isinstance(side, bool) and side >= 32:  # Ultralytics' rule (check_imgsz, one
-        from ultralytics.utils.checks import check_imgsz  # warning): a multiple of the max stride, 32
+    if imgsz_problem(side) is None:  # Ultralytics' rule (check_imgsz, one warning): a multiple of the max stride,
+        from ultralytics.utils.checks import check_imgsz  # 32; a size out of range is refused, never rounded first
 
         train["imgsz"] = check_imgsz(side, stride=32)
     sdpa = train.pop("sdpa", False) is True  # attn-yolo's own key (checked by check_train): held by the Ablation
