@@ -130,3 +130,26 @@ def test_a_public_yaml_arm_says_how_its_rows_were_read(tmp_path, tiny_data, log)
     assert ablate.run(cfg, runner=runner) == 0
     said = [line for line in log if "CoordAtt, [1024] read as CoordAtt(" in line]
     assert len(said) == 1 and "r, min_hidden left out" in said[0] and said[0].endswith("write [8, 32] for that")
+
+
+def test_mlflow_the_shared_start_is_tracked_in_outs_store_too(tmp_path, tiny_data, monkeypatch):
+    """The shared start trains like an arm, in a worker: it logs to the ablation's own store under its own name, not
+    to MLflow's default store in the working directory (a ``mlflow.db`` and ``mlruns/`` the user did not ask for)."""
+    import pytest
+
+    pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    if not tracking.mlflow_enabled():
+        pytest.skip("MLflow logging is off in Ultralytics' settings")
+    seen = []
+
+    def recorded(spec, device):
+        seen.append(spec)
+        return runner(spec, device)
+
+    out = tmp_path / "out"
+    ablate.run(write_config(tmp_path, tiny_data, out=str(out), start={"epochs": 1}), runner=recorded)
+    start = next(s for s in seen if s.variant == "start")
+    assert start.env["MLFLOW_TRACKING_URI"] == f"sqlite:///{out / tracking.STORE_NAME}"
+    assert start.env["MLFLOW_RUN"] == "start"

@@ -367,7 +367,8 @@ def train_starts(s: Session, data: str) -> bool:
     (no arm can start from it)."""
     ok, ab, progress = True, s.ab, s.progress
     for st in pending(ab):
-        spec = dataclasses.replace(start_spec(ab, st, data), data=data)
+        spec = dataclasses.replace(start_spec(ab, st, data), data=data)  # tracked beside the arms, not in the cwd
+        spec = dataclasses.replace(spec, env=tracking.run_env(ab.name, spec.variant, s.uri, ab.out) if s.uri else {})
 
         def begin(spec: RunSpec, device, st=st) -> None:
             claim(Path(spec.run_dir), RUN_MARKER, {"variant": spec.variant, "seed": spec.seed, "start": True})

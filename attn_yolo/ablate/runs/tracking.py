@@ -59,12 +59,20 @@ def tracking_uri(out: Path, ablation_name: str | None = None) -> str:
     out = Path(out).resolve()
     uri = f"sqlite:///{out / STORE_NAME}"
     if ablation_name is not None:
+        import logging
+
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(uri)
-        name = experiment_name(ablation_name)
-        if client.get_experiment_by_name(name) is None:
-            client.create_experiment(name, artifact_location=(out / ARTIFACTS_NAME).as_uri())
+        said = logging.getLogger("mlflow.store.db.utils")  # "Creating initial MLflow database tables...": our store
+        level = said.level
+        said.setLevel(logging.WARNING)
+        try:
+            client = MlflowClient(uri)
+            name = experiment_name(ablation_name)
+            if client.get_experiment_by_name(name) is None:
+                client.create_experiment(name, artifact_location=(out / ARTIFACTS_NAME).as_uri())
+        finally:
+            said.setLevel(level)
     return uri
 
 
