@@ -203,6 +203,8 @@ def test_calibrate_from_the_start_recovers_the_machine():
     got = eta.calibrate(PRIOR, w, train, N_VAL, TRUE.seconds(w), ends)  # PRIOR: 2.5 × too fast, another ratio
     assert got.step_s == pytest.approx(TRUE.step_s) and got.setup_s == pytest.approx(TRUE.setup_s)
     assert got.val_image_s == pytest.approx(TRUE.val_image_s)
+    flat = [125 * TRUE.step_s * (k + 1) for k in range(5)]  # the last epoch no slower: noise, not a free validation
+    assert eta.calibrate(PRIOR, w, train, N_VAL, TRUE.seconds(w), flat).val_image_s == PRIOR.val_image_s
 
 
 def test_arm_with_blocks_counts_the_attention_check():

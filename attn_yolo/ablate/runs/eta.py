@@ -105,6 +105,7 @@ def calibrate(prior: Cost, w: Work, train: dict, n_val: int, wall_s: float, epoc
     if not val and epochs >= 2:
         plain = float(np.median(each[:-1]))
         step_s, val_image_s = plain / per_epoch, max(0.0, each[-1] - plain) / n_val
+        val_image_s = val_image_s or prior.val_image_s  # the last epoch no slower than the others: noise, not 0 s
     else:
         speed = ends[-1] / (w.steps * prior.step_s + (epochs if val else 1) * n_val * prior.val_image_s)
         step_s, val_image_s = prior.step_s * speed, prior.val_image_s * speed
