@@ -374,3 +374,9 @@ def test_an_image_size_out_of_range_is_refused_without_a_rounding_warning_first(
     assert cli_main(["ablate", "imgsz=5000"]) == 2
     assert "train.imgsz: 5000; expected an int in 32..4096" in one_line(capsys.readouterr().err)
     assert warnings_ == []
+
+
+def test_a_search_key_given_on_the_command_line_is_marked_so(capsys):
+    """As the ablation's: a bad ``search.<key>=`` names where it came from (it read as a train argument before)."""
+    assert cli_main(["search", "search.precision=-1"]) == 2
+    assert one_line(capsys.readouterr().err).endswith("(from the command line: search.precision=-1)")

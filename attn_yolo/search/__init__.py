@@ -50,7 +50,7 @@ def run(config=None, overrides: list[str] = (), runner=execute_run) -> int:
     try:
         search = validate(raw, base, name, source)
     except ConfigError as e:
-        raise ConfigError(source, from_command_line(e.problems, overrides)) from None
+        raise ConfigError(source, from_command_line(e.problems, overrides, ("search",))) from None
     deadline = None if search.minutes is None else started + 60 * search.minutes
     return run_ablation(search.ab, runner=runner, started=started, rounds=search_rounds(search, started),
                         report=search_report(search), lines=plan_lines(search), budget=(deadline, search.max_runs),

@@ -307,15 +307,17 @@ def apply_overrides(raw: dict, overrides: list[str], tool: str = "ablate") -> di
     return raw
 
 
-def from_command_line(problems: list[str], overrides: list[str]) -> list[str]:
+def from_command_line(problems: list[str], overrides: list[str], sections: tuple[str, ...] = ()) -> list[str]:
     """``problems`` (``"<key>: ..."``), each of a key given on the command line marked as such:
-    ``seeds: 'abc'; expected ... (from the command line: seeds=abc)``; a train argument is ``train.<key>``."""
+    ``seeds: 'abc'; expected ... (from the command line: seeds=abc)``; a train argument is ``train.<key>``;
+    ``sections``: a tool's own top-level keys besides the ablation's (the search's ``search``)."""
     out = []
     for p in problems:
         head = p.split(":", 1)[0]
         for tok in overrides:
             k = tok.partition("=")[0]
-            key = k if re.split(r"[.\[]", k)[0] in CONFIG_KEYS else f"train.{k}"  # seeds.min, train.epochs: as given
+            own = re.split(r"[.\[]", k)[0] in (*CONFIG_KEYS, *sections)
+            key = k if own else f"train.{k}"  # seeds.min, train.epochs, search.precision: as given
             if head == key or head.startswith((f"{key}.", f"{key}[")):
                 p = f"{p} (from the command line: {tok})"
                 break
