@@ -77,16 +77,16 @@ def default_weights(overrides: dict) -> str:
 def unreachable_asset(name: str) -> bool:
     """Whether loading checkpoint ``name`` would need a download that cannot happen: an official Ultralytics asset
     (``GITHUB_ASSETS_NAMES``) found neither as written nor in Ultralytics' ``weights_dir`` (``attempt_download_asset``
-    looks in these two places), on a machine that is offline (``YOLO_OFFLINE=1``, or no DNS: Ultralytics'
-    ``is_online``)."""
+    looks in these two places), on a machine that is offline (``YOLO_OFFLINE=1``, or no DNS: Ultralytics' ``ONLINE``,
+    its one look-up at import)."""
     from pathlib import Path
 
-    from ultralytics.utils import SETTINGS, is_online
+    from ultralytics.utils import ONLINE, SETTINGS
     from ultralytics.utils.downloads import GITHUB_ASSETS_NAMES
 
     if name not in GITHUB_ASSETS_NAMES or Path(name).exists() or (Path(SETTINGS["weights_dir"]) / name).exists():
         return False
-    return not is_online()
+    return not ONLINE
 
 
 DATASET_ERROR = "Dataset '"
@@ -99,14 +99,14 @@ def dataset_problem(data: str) -> str | None:
     its first line (a missing image folder, a missing key); None when it can, or when what is missing is Ultralytics'
     to fetch (the YAML has a ``download:`` and this machine is online)."""
     from ultralytics.data.utils import check_det_dataset
-    from ultralytics.utils import YAML, is_online
+    from ultralytics.utils import ONLINE, YAML
     from ultralytics.utils.checks import check_yaml
 
     try:
         check_det_dataset(data, autodownload=False)
     except (OSError, KeyError, ValueError, SyntaxError) as e:
         with contextlib.suppress(Exception):
-            if YAML.load(check_yaml(data)).get("download") and is_online():
+            if YAML.load(check_yaml(data)).get("download") and ONLINE:
                 return None
         return (str(e).strip().splitlines() or [type(e).__name__])[0]  # Ultralytics adds a line on its settings
     return None

@@ -367,7 +367,7 @@ def train_starts(s: Session, data: str) -> bool:
     (no arm can start from it)."""
     ok, ab, progress = True, s.ab, s.progress
     for st in pending(ab):
-        spec = dataclasses.replace(start_spec(ab, st, data), data=data)  # tracked beside the arms, not in the cwd
+        spec = start_spec(ab, st, data)  # tracked beside the arms (its MLflow env), never in the working directory
         spec = dataclasses.replace(spec, env=tracking.run_env(ab.name, spec.variant, s.uri, ab.out) if s.uri else {})
 
         def begin(spec: RunSpec, device, st=st) -> None:
