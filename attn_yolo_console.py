@@ -22,7 +22,7 @@ attn-yolo: Ultralytics' own CLI with the attention blocks registered, plus the p
     attn-yolo val model=path/to/best.pt data=...      # checkpoints load weights-only; trust=True: a full unpickle
     attn-yolo modules                                                             # the blocks and their defaults
     attn-yolo insert | ablate | search | export | heatmap | bench  key=value ...  # the plugin's tools
-    attn-yolo explain out=runs/ablate/synthetic-cbam                              # why an ablation's Δ
+    attn-yolo explain out=runs/ablate/synthetic-key-cbam                          # why an ablation's Δ
     attn-yolo train model=yolo12n.yaml data=coco128.yaml sdpa=True                # Ultralytics' attention on SDPA
     attn-yolo --version                                                           # attn-yolo, Ultralytics, torch
 

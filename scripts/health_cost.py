@@ -41,12 +41,12 @@ def run(health: bool, data: str, train: dict, project: str, name: str) -> dict:
 
 def main(argv: list[str]) -> int:
     import attn_yolo  # noqa: F401
-    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
     from attn_yolo.synthetic import default_data_yaml
 
     opts = dict(a.split("=", 1) for a in argv)
     pairs = int(opts.get("pairs", 3))
-    train = {**yaml.safe_load(DEFAULT_CONFIG_YAML)["train"], "device": "cpu", "workers": 0}
+    train = {**yaml.safe_load(SHAPES_WARM_CONFIG_YAML)["train"], "device": "cpu", "workers": 0}
     for key in ("epochs", "imgsz", "batch"):
         if key in opts:
             train[key] = int(opts[key])

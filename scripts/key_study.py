@@ -58,7 +58,7 @@ DESIGNS = {  # name: (start: a recipe, "shared" = the warm start's best.pt, None
 def config(name: str, out: Path) -> dict:
     """The default config's train arguments on ``synthetic-key`` with the design's start, schedule and arms."""
     start, train, new_blocks, arms, seeds = DESIGNS[name]
-    cfg = yaml.safe_load((REPO / "configs/ablation/synthetic-quick.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "configs/ablation/shapes-warm.yaml").read_text())
     cfg["data"], cfg["seeds"], cfg["out"] = "synthetic-key", list(range(seeds)), str(out / name)
     cfg["variants"] = [{"name": "baseline", "model": "yolo11n.yaml"}] + [
         {"name": arm, "base": "yolo11n.yaml", **spec} for arm, spec in arms.items()]

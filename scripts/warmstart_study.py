@@ -1,8 +1,8 @@
 """The warm-start study: which way of training new blocks from the shared start makes their attention matter.
 
-Each group is one ablation on the default's data and train arguments
-(``attn_yolo.ablate.config.ablation.DEFAULT_CONFIG_YAML``) from one shared start, with a fixed list of seeds, so that
-every choice in a group is paired with the same baseline runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each
+Each group is one ablation on the warm design's data and train arguments
+(``attn_yolo.ablate.config.ablation.SHAPES_WARM_CONFIG_YAML``) from one shared start, with a fixed list of seeds, so
+that every choice in a group is paired with the same baseline runs: CBAM, SE and ECA after the backbone's P3/P4/P5, each
 under every choice of its group (an arm's own ``new_blocks:``). Groups differ in what the baseline does too: a probe
 phase (the baseline held still for as many steps) and longer arms (the baseline longer too). Per block and choice the
 table gives the attention check's figures (``attn_yolo.ablate.statistics.treatment``): A, the mean-ablation effect (mean
@@ -49,10 +49,10 @@ GROUPS = (  # name, train overrides (every arm, baseline too), the design's new_
 
 def config(group: tuple, out: Path, seeds: int, start, blocks: tuple[str, ...] = ()) -> dict:
     """The default ablation with the group's arms (of ``blocks`` only, where given), seeds 0 .. seeds − 1."""
-    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
 
     name, train, top, choices = group
-    cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
+    cfg = yaml.safe_load(SHAPES_WARM_CONFIG_YAML)
     cfg["variants"] = [cfg["variants"][0]] + [
         {"name": f"{b.lower()}-{c}", "base": "yolo11n.yaml", "module": b, "at": "backbone", "args": args,
          "new_blocks": {k: v for k, v in nb.items() if k != "blocks"}}

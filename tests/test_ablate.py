@@ -16,6 +16,7 @@ import yaml
 from conftest import write_config
 
 from attn_yolo import ablate
+from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
 from attn_yolo.ablate.runs import perimage
 from attn_yolo.ablate.runs import train as ablate_train
 from attn_yolo.ablate.runs.runner import prepare_data
@@ -40,17 +41,22 @@ def fmt(x: float, dec: int, sign: bool = False) -> str:
 
 
 def test_default_config_is_the_repo_file():
-    """`attn-yolo ablate` without a config runs configs/ablation/synthetic-quick.yaml, embedded in the package."""
-    from attn_yolo.synthetic import QUICK_TRAIN_ARGS
+    """`attn-yolo ablate` without a config runs configs/ablation/synthetic-quick.yaml, embedded in the package: the key
+    data from a shared initialisation per seed; the old warm design is configs/ablation/shapes-warm.yaml, embedded
+    too."""
+    from attn_yolo.synthetic import QUICK_TRAIN_ARGS, SETTINGS
 
     assert (REPO / "configs/ablation/synthetic-quick.yaml").read_text() == ablate.DEFAULT_CONFIG_YAML
+    assert (REPO / "configs/ablation/shapes-warm.yaml").read_text() == SHAPES_WARM_CONFIG_YAML
     cfg = yaml.safe_load(ablate.DEFAULT_CONFIG_YAML)
-    assert cfg["data"] == "synthetic"
-    start = {**cfg["train"], **cfg["start"]}  # the shared start: `train` with the recipe's keys instead
+    assert cfg["data"] == "synthetic-key" and SETTINGS["synthetic-key"] == {"key": "select"} and cfg["start"] == "init"
     quick = {k: v for k, v in QUICK_TRAIN_ARGS.items() if k != "epochs"}
-    assert quick.items() <= start.items(), "the default start's train args drifted from QUICK_TRAIN_ARGS"
-    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 1
-    assert cfg["new_blocks"] == {"lr_mult": 1.0, "gamma": 0.3}
+    assert quick.items() <= cfg["train"].items(), "the default's train args drifted from QUICK_TRAIN_ARGS"
+    assert cfg["seeds"] == {"min": 3, "max": 6} and cfg["train"]["epochs"] == 3
+    assert cfg["new_blocks"] == {"lr_mult": 1.0, "gamma": 1.0}
+    warm = yaml.safe_load(SHAPES_WARM_CONFIG_YAML)
+    assert warm["data"] == "synthetic-shapes" and warm["new_blocks"] == {"lr_mult": 1.0, "gamma": 0.3}
+    assert quick.items() <= {**warm["train"], **warm["start"]}.items() and warm["train"]["epochs"] == 1
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_yolo.ablate.reports.plots import plot_ablation, plot_curves, plot_delta
+from attn_yolo.ablate.reports.plots import arm_epochs, plot_ablation, plot_curves, plot_delta
 from attn_yolo.ablate.statistics.stats import TARGET_DELTA
 from attn_yolo.ablate.statistics.verdicts import Interval, Verdict
 
@@ -117,7 +117,7 @@ def test_one_epoch_arms_are_drawn_as_points_per_arm_not_on_an_epoch_axis(tmp_pat
     fig = plot_curves(tmp_path / "c.png", _runs(tmp_path, 1), ["baseline", "cbam"], csv if with_start else None)
     assert_ticks_readable(fig)
     for ax in fig.axes:
-        assert "one epoch" in ax.get_title() and "epoch" not in ax.get_xlabel()
+        assert "last epoch" in ax.get_title() and "epoch" not in ax.get_xlabel()
         assert [t.get_text() for t in ax.get_xticklabels()] == ["baseline", "cbam"]
         lines = ax.get_lines()
         dots = [line for line in lines if line.get_marker() == "o"]
@@ -198,6 +198,25 @@ def test_gates_png_knockout_panel_draws_zeros_and_every_flag_threshold():
         assert len(drawn) == 1 and drawn[0].get_ydata()[0] == pytest.approx(y), key
 
 
+def test_arms_validated_only_after_their_last_epoch_are_points_not_curves_through_zero(tmp_path):
+    """``val: false`` (the default ablation): Ultralytics writes 0 for the epochs it did not validate. Those are no
+    points: three epochs validated once give the per-seed points, never a curve that climbs from 0."""
+    rows = []
+    for v, seed in itertools.product(("baseline", "cbam"), (0, 1)):
+        run = tmp_path / "runs" / f"{v}-seed{seed}"
+        _results_csv(run / "results.csv", [None, None, 0.3 + 0.01 * seed])
+        rows.append({"variant": v, "seed": seed, "status": "ok", "run_dir": str(run)})
+    assert arm_epochs(rows) == 1
+    fig = plot_curves(tmp_path / "c.png", rows, ["baseline", "cbam"])
+    ys = [y for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata()]
+    assert ys and 0.0 not in ys and "last epoch" in fig.axes[0].get_title()
+    mixed = _runs(tmp_path / "mixed", 3)  # validated every epoch, but one run's first epoch not
+    _results_csv(Path(mixed[0]["run_dir"]) / "results.csv", [None, 0.62, 0.64])
+    fig = plot_curves(tmp_path / "m.png", mixed, ["baseline", "cbam"])
+    ys = [y for line in fig.axes[0].get_lines() for y in line.get_ydata() if y == y]
+    assert ys and min(ys) > 0.5
+
+
 def test_the_summary_says_which_curves_png_it_is(tmp_path):
     """summary.md's list of plots names what curves.png shows: the curves, or for arms of one epoch the points."""
     from types import SimpleNamespace
@@ -206,8 +225,8 @@ def test_the_summary_says_which_curves_png_it_is(tmp_path):
 
     start = SimpleNamespace(start=SimpleNamespace(kind="recipe"))
     one = curves_caption(start, _runs(tmp_path / "one", 1))
-    assert one.startswith("`curves.png` (each arm's validation mAP after its one epoch, a dot per seed, against the "
-                          "shared start's last validation: one epoch is no curve)")
+    assert one.startswith("`curves.png` (each arm's validation mAP after its last epoch, a dot per seed, against the "
+                          "shared start's last validation: an arm validated once is no curve)")
     assert "against" not in curves_caption(SimpleNamespace(start=None), _runs(tmp_path / "one", 1))
     assert curves_caption(start, _runs(tmp_path / "two", 2)) == ("`curves.png` (validation mAP per epoch, after the "
                                                                  "shared start's)")

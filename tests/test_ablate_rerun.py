@@ -60,7 +60,7 @@ def test_the_embedded_default_is_named_after_its_data_and_arms():
 
 
 @pytest.mark.parametrize("argv, folder, name", [
-    ([], "runs/ablate/synthetic-cbam", "synthetic-cbam"),
+    ([], "runs/ablate/synthetic-key-cbam", "synthetic-key-cbam"),
     (["data={data}", "imgsz=64"], "runs/ablate/own-cbam-imgsz64", "own-cbam"),
     (["data={data}", "out=mine"], "mine", "own-cbam"),  # an override: its own folder, as given
 ])

@@ -450,3 +450,25 @@ def test_cost_script_runs(tiny_data, capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "| 1 on, 1 off, 1 epochs each |" in out and "load average (1, 5, 15 min) before" in out
+
+
+def test_an_arm_with_one_attending_block_is_not_counted_as_all_flat(tmp_path):
+    """With several blocks, the attention line counts the seeds with a block flagged uniform and, apart, those with
+    every block flagged (the key data's CBAM reads the key at P3 while its P4/P5 blocks stay flat)."""
+    from attn_yolo.ablate.reports.controls import _uniform
+    from attn_yolo.health.report import arm_health
+
+    def run(name, flags_p3, flags_p4):
+        d = tmp_path / name
+        d.mkdir()
+        head = ("epoch,name,layer,block,gate_mean,gate_std,saturated,entropy,peak_share,gamma,knockout,mean_ablation,"
+                "nonfinite,flags\n")
+        (d / CSV_NAME).write_text(head + f"1,L05_CBAM,5,CBAM,0.5,0.1,0,0.999,0.01,1,0.1,0.2,0,{flags_p3}\n"
+                                  f"1,L08_CBAM,8,CBAM,0.5,0.1,0,0.999,0.01,1,0.1,0.001,0,{flags_p4}\n")
+        return {"variant": "cbam", "seed": name, "status": "ok", "run_dir": str(d), "error": ""}
+
+    h = arm_health([run("0", "uniform", "uniform"), run("1", "", "uniform"), run("2", "", "uniform")])
+    assert (h["runs"], h["uniform"], h["all_uniform"]) == (3, 1.0, pytest.approx(1 / 3))
+    assert _uniform(h) == "a block's gates flagged uniform in 3/3 seeds, every block's in 1/3"
+    same = arm_health([run("3", "uniform", "uniform"), run("4", "", "")])  # a seed's blocks all flat or none
+    assert _uniform(same) == "gates flagged uniform in 1/2 seeds"

@@ -20,9 +20,9 @@ def test_study_config_is_the_default_ablation_with_one_arm_per_block(tmp_path):
     import yaml
 
     from attn_yolo import ablate
-    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
+    from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
 
-    default = yaml.safe_load(DEFAULT_CONFIG_YAML)
+    default = yaml.safe_load(SHAPES_WARM_CONFIG_YAML)
     cfg = study_config(tmp_path / "ab", ["CBAM", "MHSA"], [0, 1], devices="cpu", start={"epochs": 3})
     assert [v["name"] for v in cfg["variants"]] == ["baseline", "cbam", "mhsa"]
     assert all(v["at"] == "backbone" and v["base"] == default["variants"][0]["model"] for v in cfg["variants"][1:])

@@ -152,6 +152,18 @@ def test_likely_cause_reads_the_health():
     assert "does not rely" in treatment.likely_cause(fx, {"gamma": 0.2})[0]
 
 
+def test_blocks_that_attend_in_some_seeds_only_are_named_so():
+    """The default on the key data: the gates carry the key in 4 of 6 seeds (mean-ablation effects 0.14-0.24) and
+    not in the other 2, so A (0.12) falls below the resolution (±0.13) that the bimodal Δ leaves."""
+    per_seed = [-0.0004, 0.1535, 0.1436, 0.2435, 0.0002, 0.1783]
+    fx = treatment.check(treatment.effect(rows_with(per_seed, knockout=0.167), "cbam", list(range(6))), -0.1304,
+                         0.1304)
+    assert fx["status"] == "failed" and fx["A"] == pytest.approx(0.1199, abs=1e-4)
+    cause, remedy = treatment.likely_cause(fx, {"gamma": 0.998, "entropy": 0.992})
+    assert cause.startswith("the blocks attend in 4 of 6 seeds only") and "±0.1304" in cause
+    assert "more seeds" in remedy and "validation images" not in remedy
+
+
 # ------------------------------------------------------------------------------------------------ new blocks' lr
 
 

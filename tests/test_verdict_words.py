@@ -76,6 +76,22 @@ def test_power_line_of_the_sequential_design_never_asks_fewer_seeds_than_its_fir
     assert mde >= half and f"resolves ±{half:.4f}" in line and f"detects |Δ| >= {mde:.4f}" in line
 
 
+def test_power_line_blames_the_seeds_or_the_images_by_which_one_is_too_noisy():
+    """Seeds that disagree (SD of Δ 0.1, the default on the key data) need more seeds than the search tries, not
+    more validation images; a validation set whose own noise alone hides Δ = 0.01 needs more images."""
+    rule = SeedRule(min=3, max=6)
+    diffs = [0.0, 0.2, -0.05, 0.1, -0.1, 0.05]
+    seq = sequential.decide(diffs, rule)
+    seedy = {"seed_var": float(np.var(diffs, ddof=1)), "test_var": 1e-6, "n": 6}
+    line, _ = verdicts.power_line(_ab(rule), "cbam", seedy, seq, 200)
+    assert f"Δ = 0.01 needs more than {seqpower.SEEDS_LIMIT} paired seeds" in line
+    assert "validation images" not in line
+    assert seqpower.seeds_for(0.01, 0.0, rule, 1e-6) is not None  # the images alone would resolve it
+    noisy = {"seed_var": 1e-6, "test_var": 0.02 ** 2, "n": 6}
+    line, _ = verdicts.power_line(_ab(rule), "cbam", noisy, seq, 200)
+    assert "Δ = 0.01 is out of reach by adding seeds: use more validation images" in line
+
+
 def test_power_line_of_a_fixed_design_counts_seeds_at_the_joint_level():
     """18 arms with fixed seeds: each interval is at 1 − 0.05/18. The seeds the line says Δ = 0.01 needs are those
     at which a design at that level detects it (the line used to count them at 95 % beside a detectable Δ at 99.7 %,

@@ -3,7 +3,7 @@
 Explain an ablation's Δ: where each variant gains or loses (TIDE's error types), on which images, and what its
 attention did there — from ``attn-yolo ablate``'s outputs, without retraining.
 
-    attn-yolo explain out=runs/ablate/synthetic-cbam                  # every variant against the baseline
+    attn-yolo explain out=runs/ablate/synthetic-key-cbam              # every variant against the baseline
     attn-yolo explain out=runs/ablate/mine variants=cbam,se top=5     # these variants; 5 images each way
 
 Writes into the ablation's ``out``: ``explain.md`` (per variant: Δ mAP50-95 decomposed by TIDE error type -
@@ -48,7 +48,7 @@ __all__ = ["DEFAULTS", "SCHEMA", "Runs", "explain", "main", "read_runs"]
 CAMS = ("eigencam", "gradcam", "none")
 SCHEMA = Schema([
     Key("out", "path", help="the out folder of an attn-yolo ablate run",
-        required=": the out folder of an attn-yolo ablate run (e.g. out=runs/ablate/synthetic-cbam)"),
+        required=": the out folder of an attn-yolo ablate run (e.g. out=runs/ablate/synthetic-key-cbam)"),
     Key("variants", "any", help="variants to explain, comma-separated; default: all"),
     Key("top", "int", 3, help="images shown each way per variant", low=1),
     Key("cam", "choice", "eigencam", help="the CAM columns of the figure", choices=CAMS),

@@ -1,11 +1,11 @@
 """The INT8 study on trained detectors: each block fine-tuned from the shared start, exported INT8, measured.
 
-Detectors worth deploying: each block is inserted at the backbone of the embedded default's shared start and
-fine-tuned as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and its loss
-measured against the baseline's.
+Detectors worth deploying: each block is inserted at the backbone of the warm design's shared start and fine-tuned
+as the ablation does, its attention checked, exported INT8 for ONNX Runtime and OpenVINO, and its loss measured
+against the baseline's.
 
-1. **Training** is an ablation (``attn_yolo.ablate.run``): the embedded default config (``DEFAULT_CONFIG_YAML``: the
-   recipe start, yolo11n 5 epochs on synthetic-shapes at 128 px, about 0.58 mAP50-95; every arm fine-tuned from it,
+1. **Training** is an ablation (``attn_yolo.ablate.run``): the old default's warm design (``SHAPES_WARM_CONFIG_YAML``:
+   the recipe start, yolo11n 5 epochs on synthetic-shapes at 128 px, about 0.58 mAP50-95; every arm fine-tuned from it,
    the inserted blocks at γ = 0.3) with one arm per block at the backbone (``study_config``) and a fixed list of
    seeds. Each arm's attention check (mean ablation against the resolution of the arm's interval) is the ablation's
    own, read from its ``verdicts.json``; a block that fails it is listed as such.
@@ -48,13 +48,13 @@ class StudyError(RuntimeError):
 
 
 def study_config(out, blocks: list[str], seeds: list[int], **over) -> dict:
-    """The ablation of the study: the embedded default with one arm per block (at ``backbone``, the block's default
-    args) beside the baseline, ``seeds`` fixed, into ``out``. ``over``: top-level keys replaced (``data``,
-    ``devices``, ``start`` given as a checkpoint path) or, for a ``start`` or ``train`` mapping, merged into the
-    default's."""
-    from attn_yolo.ablate.config.ablation import DEFAULT_CONFIG_YAML
+    """The ablation of the study: the warm design (``SHAPES_WARM_CONFIG_YAML``) with one arm per block (at
+    ``backbone``, the block's default args) beside the baseline, ``seeds`` fixed, into ``out``. ``over``: top-level
+    keys replaced (``data``, ``devices``, ``start`` given as a checkpoint path) or, for a ``start`` or ``train``
+    mapping, merged into the design's."""
+    from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
 
-    cfg = yaml.safe_load(DEFAULT_CONFIG_YAML)
+    cfg = yaml.safe_load(SHAPES_WARM_CONFIG_YAML)
     base = cfg["variants"][0]
     cfg["variants"] = [base] + [{"name": b.lower(), "base": base["model"], "module": b, "at": "backbone"}
                                 for b in blocks]
@@ -264,7 +264,8 @@ def render(res: dict, cmd: str) -> str:
     return "\n".join([
         f"Regenerate: `{cmd}` ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {res['minutes']:.0f} min; "
         f"{cpu_line(res['cpu'])}; 1-min load {min(loads):.1f}–{max(loads):.1f}).", "",
-        "Each model: the embedded default ablation's shared start (yolo11n trained by its recipe), with the block "
+        "Each model: the warm design's shared start (configs/ablation/shapes-warm.yaml: yolo11n trained by its "
+        "recipe), with the block "
         f"inserted at the backbone and fine-tuned as the ablation does (seeds {res['seeds']}; the first seed's "
         "best.pt is exported); the baseline is the start fine-tuned alike. INT8: Ultralytics' exporter (`quantize=8`), "
         "calibrated on the training split, with the block's keep-float list. Drops: mAP50-95 points, fp32 PyTorch − "

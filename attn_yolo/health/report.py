@@ -116,10 +116,11 @@ def _run_health(row: dict) -> tuple[list[dict], str]:
 
 def arm_health(rows: list[dict]) -> dict:
     """Mean last-epoch ``gamma``, ``knockout`` and ``entropy`` (normalised, 1 = flat) over the blocks of the runs
-    ``rows`` (their ``gates.csv``), ``switched_off`` and ``uniform``: the shares of runs with a block flagged so; NaN
+    ``rows`` (their ``gates.csv``), ``switched_off`` and ``uniform``: the shares of runs with a block flagged so,
+    ``all_uniform``: the share with every block flagged uniform (none of the arm's gates depends on the input); NaN
     where nothing was measured."""
     vals: dict[str, list[float]] = {"gamma": [], "knockout": [], "entropy": []}
-    flat = 0
+    flat = all_flat = 0
     off, runs = 0, 0
     for r in rows:
         last, _ = _run_health(r)
@@ -128,11 +129,13 @@ def arm_health(rows: list[dict]) -> dict:
         runs += 1
         off += any("switched off" in b["flags"] for b in last)
         flat += any("uniform" in b["flags"] for b in last)
+        all_flat += all("uniform" in b["flags"] for b in last)
         for k in vals:
             vals[k] += [b[k] for b in last if not math.isnan(b[k])]
     out = {k: (sum(v) / len(v) if v else math.nan) for k, v in vals.items()}
     share = (lambda k: k / runs) if runs else (lambda k: math.nan)
-    return {**out, "switched_off": share(off), "uniform": share(flat), "runs": runs}
+    return {**out, "switched_off": share(off), "uniform": share(flat), "all_uniform": share(all_flat),
+            "runs": runs}
 
 
 HEALTH_HEADERS = ("variant", "verdict", "block", "gate mean", "saturated", "entropy", "|γ|", "knock-out",

@@ -52,7 +52,7 @@ def _check_line(t: dict, th: float) -> str:
     health = ", ".join(x for x in (
         f"|γ| {h['gamma']:.3g}" if math.isfinite(h.get("gamma", math.nan)) and t["status"] != "failed" else "",
         f"gate entropy {h['entropy']:.3f}" if math.isfinite(h.get("entropy", math.nan)) else "",
-        f"gates flagged uniform in {round(h['uniform'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
+        _uniform(h) if h.get("runs") else "",
         f"switched off in {round(h['switched_off'] * h['runs'])}/{h['runs']} seeds" if h.get("runs") else "",
     ) if x)  # fmt: skip
     health = f"; attention health: {health}" if health else ""
@@ -61,6 +61,15 @@ def _check_line(t: dict, th: float) -> str:
     if t["status"] == "failed":
         return f"**{comparisons.not_tested(t)}**{health}"
     return f"n/a: {t['why']} (the verdict stands without the check){health}"
+
+
+def _uniform(h: dict) -> str:
+    """How many seeds' runs had a block's gates flagged ``uniform``, and (with several blocks) every block's."""
+    some, n = round(h["uniform"] * h["runs"]), h["runs"]
+    every = h.get("all_uniform", math.nan)
+    if math.isnan(every) or round(every * n) == some:
+        return f"gates flagged uniform in {some}/{n} seeds"
+    return f"a block's gates flagged uniform in {some}/{n} seeds, every block's in {round(every * n)}/{n}"
 
 
 def scale_change(base: str, ref: str) -> str | None:

@@ -136,9 +136,10 @@ METRIC_COLUMNS = (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-
 
 
 def arm_epochs(rows: list[dict]) -> int:
-    """The most epochs a finished run's results.csv holds (0: none): 1 means every arm trained one epoch."""
+    """The most validated epochs a finished run's results.csv holds (0: none): 1 means no arm makes a curve (it
+    trained one epoch, or validated only after its last: ``val: false``)."""
     ok = [epoch_table(Path(r["run_dir"]) / "results.csv") for r in rows if r["status"] == "ok"]
-    return max((len(t.get("epoch", [])) for t in ok), default=0)
+    return max((sum(validated(t)) for t in ok), default=0)
 
 
 def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path | None = None):
@@ -171,10 +172,10 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
             for r in rows:
                 if r["variant"] == v and r["status"] == "ok":
                     t = epoch_table(Path(r["run_dir"]) / "results.csv")
-                    if t.get(col):
-                        curves.append(np.array(t[col]))
-                        ax.plot(offset + np.arange(1, len(t[col]) + 1), t[col], ".-", color=f"C{i % 10}", lw=0.8,
-                                ms=3, alpha=0.35)
+                    if t.get(col):  # an epoch not validated (val: false) is no point, not a 0
+                        curves.append(np.where(validated(t), np.array(t[col], float), np.nan))
+                        ax.plot(offset + np.arange(1, len(t[col]) + 1), curves[-1], ".-", color=f"C{i % 10}",
+                                lw=0.8, ms=3, alpha=0.35)
             if curves:
                 n = max(map(len, curves))
                 longest = max(longest, offset + n)
@@ -197,9 +198,10 @@ def plot_curves(path: Path, rows: list[dict], names: list[str], start_csv: Path 
 
 
 def plot_points(path: Path, rows: list[dict], names: list[str], start_csv: Path | None = None):
-    """curves.png for arms of one epoch, where no curve exists: per arm (x) its validation mAP50 and mAP50-95 after
-    that epoch, a dot per seed and a diamond for the mean (named in the legend), and the shared start's last
-    validated value (``start_csv``) as a grey dashed line: what the epoch added, seed by seed. Returns the Figure."""
+    """curves.png for arms validated once (one epoch, or ``val: false``), where no curve exists: per arm (x) its
+    validation mAP50 and mAP50-95 after its last epoch, a dot per seed and a diamond for the mean (named in the
+    legend), and the shared start's last validated value (``start_csv``) as a grey dashed line: what the arm added,
+    seed by seed. Returns the Figure."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -222,7 +224,7 @@ def plot_points(path: Path, rows: list[dict], names: list[str], start_csv: Path 
         ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0)
         ax.set_xlim(-0.5, len(names) - 0.5)
         ax.set_ylabel(f"{label} (val)")
-        ax.set_title(f"Validation {label} after each arm's one epoch (no curve: a dot per seed)", fontsize=10)
+        ax.set_title(f"Validation {label} after each arm's last epoch (a dot per seed)", fontsize=10)
         ax.grid(alpha=0.3, axis="y")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)

@@ -331,12 +331,13 @@ def plots(r: Results) -> Section:
 
 
 def curves_caption(ab: Ablation, rows: list[dict]) -> str:
-    """What curves.png shows, for the summary's list of plots: the curves, or for arms of one epoch (no curve) the
-    points ``plots.plot_points`` draws instead."""
+    """What curves.png shows, for the summary's list of plots: the curves, or for arms validated once (one epoch, or
+    ``val: false``: no curve) the points ``plots.plot_points`` draws instead."""
     if arm_epochs(rows) > 1:
         return "`curves.png` (validation mAP per epoch, after the shared start's)"
     start = ", against the shared start's last validation" if ab.start is not None and ab.start.kind == "recipe" else ""
-    return f"`curves.png` (each arm's validation mAP after its one epoch, a dot per seed{start}: one epoch is no curve)"
+    return (f"`curves.png` (each arm's validation mAP after its last epoch, a dot per seed{start}: an arm validated "
+            "once is no curve)")
 
 
 SECTIONS = (title, positive_control, attention_check, verdict_section, not_deciding, stopping, yardstick, placebo,

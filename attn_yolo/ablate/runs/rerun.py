@@ -3,7 +3,7 @@
 - ``default_out``: without ``out=`` on the command line, overrides that change what a run trains (``epochs=1``,
   ``imgsz=96``, ``data=...``) name their own folder, ``<out>-epochs1-imgsz96``: two default runs with different
   overrides never share a folder. The embedded default ablation is named after what it runs (``ran_name``: its data
-  and arms, ``synthetic-cbam``, ``coco128-cbam`` with ``data=path/to/coco128/data.yaml``), in its folder and title.
+  and arms, ``synthetic-key-cbam``, ``coco128-cbam`` with ``data=path/to/coco128/data.yaml``), in its folder and title.
 - ``check_changed``: finished runs in ``out`` whose settings differ from the config's stop the ablation before any
   work (``UsageError``, exit 2), naming the changed keys (``train.epochs: 2 -> 1``) and the runs; the message offers
   ``out=`` (a new folder) or ``redo=True``.
@@ -68,7 +68,7 @@ def _token(value) -> str:
 
 
 def ran_name(raw: dict) -> str:
-    """What an ablation runs, as a name: its data and its arms, ``synthetic-cbam``, ``coco128-cbam-se`` (a dataset
+    """What an ablation runs, as a name: its data and its arms, ``synthetic-key-cbam``, ``coco128-cbam-se`` (a dataset
     YAML by its file name, or its folder's for a ``data.yaml``; the arms: every variant but the baseline, the one with
     ``baseline: true`` or else the first). Characters other than letters, digits, ``.`` and ``_`` become ``-``; a long
     name ends in a hash. Used for the embedded default, whose own name (``synthetic-quick``) says neither."""
@@ -87,7 +87,7 @@ def ran_name(raw: dict) -> str:
 def default_out(raw: dict, overrides: list[str], name: str, named: tuple = ()) -> dict:
     """``raw`` with ``out`` suffixed by the overrides that change what a run trains, unless ``out=`` was given.
 
-    ``attn-yolo ablate epochs=1 imgsz=96`` writes to ``runs/ablate/synthetic-cbam-epochs1-imgsz96``; overrides that
+    ``attn-yolo ablate epochs=1 imgsz=96`` writes to ``runs/ablate/synthetic-key-cbam-epochs1-imgsz96``; overrides that
     change no result (``device``, ``seeds``, ``devices``, ``verbose``, ...) keep the config's ``out``, and so do the
     keys ``named`` already says (the embedded default's ``data`` and ``variants``, in its ``ran_name``).
     """

@@ -39,8 +39,12 @@ def detectable(seed_var: float, n: int, rule: SeedRule, test_var: float = 0.0, p
     return h + float(ndtri(power)) * math.sqrt(seed_var / n + test_var) if math.isfinite(h) else math.inf
 
 
+SEEDS_LIMIT = 40
+"""The most paired seeds ``seeds_for`` tries."""
+
+
 def seeds_for(delta: float, seed_var: float, rule: SeedRule, test_var: float = 0.0, power: float = 0.8,
-              limit: int = 40) -> int | None:
+              limit: int = SEEDS_LIMIT) -> int | None:
     """Fewest paired seeds N (≥ ``rule.min``) at which the rule's design fitted to N seeds (``seeds.max`` N, looks
     from ``seeds.min``) detects ``delta`` with ``power`` at its last look (``detectable``); None when no N up to
     ``limit`` does (the validation set's own noise too large, or ``limit`` passed)."""

@@ -296,5 +296,12 @@ def likely_cause(fx: dict, health: dict) -> tuple[str, str]:
                 "blocks inserted into a trained start did not learn to attend in any schedule tried, even where the "
                 "data needs it; trained from scratch with the model (no `start`) on such data, they did "
                 "(BENCHMARKS.md, section 12)")
+    res, per_seed = fx.get("resolution", math.nan), fx.get("per_seed", [])
+    attending = sum(abs(a) >= res for a in per_seed)
+    if 0 < attending < len(per_seed):  # some seeds learned to attend, the others not: a bimodal effect
+        return (f"the blocks attend in {attending} of {len(per_seed)} seeds only (there their mean gates in place "
+                f"change mAP50-95 by at least the ±{res:.4f} this design resolves; in the other seeds they did not "
+                f"learn to attend)", "more seeds (seeds.max) narrow the interval; the seeds in which the blocks did "
+                "not learn to attend pull the mean effect down")
     return ("the model does not rely on the blocks by as much as this design resolves",
             "more seeds (seeds.max) or more validation images narrow the interval")

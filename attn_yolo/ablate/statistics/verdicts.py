@@ -189,9 +189,13 @@ def power_line(ab: Ablation, v: str, h: dict, seq: dict | None, n_images: int) -
         half = (seq["hi"] - seq["lo"]) / 2
         hw = f"resolves ±{half:.4f}" if math.isfinite(half) else "is unbounded"
         det = f"detects |Δ| >= {mde:.4f}" if math.isfinite(mde) else "detects no Δ yet (unbounded)"
-        need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds (this design fitted to seeds.max {need}; now "
-                f"{ab.seed_rule.max})" if need else
-                f"Δ = {TARGET_DELTA} is out of reach by adding seeds: use more validation images")
+        if need:
+            need = (f"Δ = {TARGET_DELTA} needs {need} paired seeds (this design fitted to seeds.max {need}; now "
+                    f"{ab.seed_rule.max})")
+        elif seqpower.seeds_for(TARGET_DELTA, 0.0, rule, tv, POWER) is None:  # not even without seed noise
+            need = f"Δ = {TARGET_DELTA} is out of reach by adding seeds: use more validation images"
+        else:  # the seeds disagree too much
+            need = f"Δ = {TARGET_DELTA} needs more than {seqpower.SEEDS_LIMIT} paired seeds"
         return (f"- `{v}`: with {n} seeds and {n_images} images the interval that decides ({kind(rule)}, at "
                 f"{level_words(level)}) {hw} and {det} with {int(POWER * 100)}% power; {need} {sd}", mde)
     mde = detectable_delta(sv, tv, n, 1 - level)
