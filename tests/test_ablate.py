@@ -176,9 +176,9 @@ def test_validation_reports_every_problem_at_once(tmp_path, tiny_data):
 
 
 def test_validation_builds_no_model_and_writes_no_dataset(tmp_path, monkeypatch):
-    """validate is cheap and changes nothing: the default config (data: synthetic, a recipe start, a CBAM insert
-    spec) validates with every model build (``parse_model``) and the dataset generator made to fail, and no file
-    appears; nothing is sized yet. prepare (in the run) generates the data and builds each arm."""
+    """validate is cheap and changes nothing: the default config (data: synthetic-key, a shared initialisation,
+    a CBAM insert spec) validates with every model build (``parse_model``) and the dataset generator made to fail,
+    and no file appears; nothing is sized yet. prepare (in the run) generates the data and builds each arm."""
     import ultralytics.nn.tasks as tasks
 
     from attn_yolo import synthetic
@@ -195,7 +195,8 @@ def test_validation_builds_no_model_and_writes_no_dataset(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []  # no dataset, no out, nothing else
     assert [v.name for v in ab.variants] == ["baseline", "cbam"] and not ab.prepared
     assert [(v.params, v.gflops) for v in ab.variants] == [(None, None)] * 2
-    assert ab.data == str(synthetic.default_root().resolve() / "data.yaml") and ab.nc == len(synthetic.CLASS_NAMES)
+    root = synthetic.default_root("synthetic-key").resolve()
+    assert ab.data == str(root / "data.yaml") and ab.nc == len(synthetic.CLASS_NAMES)
     with pytest.raises(AssertionError, match="validate built a model"):  # the oracle can fail: prepare builds
         ablate.prepare(ab)
 

@@ -85,16 +85,16 @@ def _ignore_sigint():
     (signal.SIGTERM, False, 143, "terminated (SIGTERM)"),
 ], ids=["SIGINT-started-in-background", "SIGTERM"])  # fmt: skip
 def test_ctrl_c_while_the_synthetic_dataset_is_generated(tmp_path, sig, parent_ignores_sigint, code, said):
-    """SIGINT (or SIGTERM) during the first use of ``data: synthetic``: exit 130 (143), one line, no traceback, no
-    half dataset; within seconds. SIGINT is sent to a process whose parent left SIGINT ignored (inherited through
-    exec, as by a shell's background job): the ablation still stops, as it does during its runs."""
+    """SIGINT (or SIGTERM) during the first use of the default's ``data: synthetic-key``: exit 130 (143), one line, no
+    traceback, no half dataset; within seconds. SIGINT is sent to a process whose parent left SIGINT ignored
+    (inherited through exec, as by a shell's background job): the ablation still stops, as it does during its runs."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "ATTN_YOLO_DATA": str(tmp_path / "cache"), "YOLO_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "attn_yolo_console", "ablate", f"out={tmp_path / 'out'}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ignore_sigint if parent_ignores_sigint else None)
     try:
         t0 = time.time()
-        while not list((tmp_path / "cache").glob(".synthetic-shapes-*.tmp-*/images/train/*")):
+        while not list((tmp_path / "cache").glob(".synthetic-*.tmp-*/images/train/*")):
             assert time.time() - t0 < 120 and proc.poll() is None, "the dataset generation did not start"
             time.sleep(0.05)
         proc.send_signal(sig)
