@@ -413,3 +413,14 @@ def tile(rec: perimage.Record, times: int) -> perimage.Record:
         gt_area=np.tile(rec.gt_area, times), pred_box=np.tile(rec.pred_box, (times, 1)),
         gt_box=np.tile(rec.gt_box, (times, 1)),
     )  # fmt: skip
+
+
+def test_the_console_names_the_largest_part_even_when_no_single_error_type_holds_it():
+    """The default run's explain: localisation +0.0261 against Δ -0.0638, the interaction -0.0772. The console line
+    names the interaction, not the largest single type."""
+    from attn_yolo.explain import decompose, largest_part
+
+    parts = {k: {"mean": 0.0} for k in decompose.PARTS} | {"loc": {"mean": 0.0261}, "interaction": {"mean": -0.0772}}
+    assert largest_part(parts) == "interaction"
+    parts["cls"] = {"mean": -0.09}
+    assert largest_part(parts) == "cls"

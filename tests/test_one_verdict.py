@@ -179,7 +179,8 @@ def _plots_agree(drawn, verdicts, lv, delta: bool):
         if v.status in COMPARED:
             assert f"{arm} ({v.interval.kind} {lv})" in texts
         else:
-            t = next(t for t in ax.texts if t.get_text() == f"{arm}: {v.label}")
+            t = next(t for t in ax.texts if t.get_text().startswith(f"{arm}: {v.label}"))
+            assert t.get_text().endswith(", drawn apart)")  # its Δ beside, never read off the Δ axis
             y = t.xy[1]  # axes units on a blended transform: above the band in data units
             y_data = ax.transLimits.inverted().transform((0, y))[1]
             assert y_data > TARGET_DELTA
@@ -196,6 +197,9 @@ def _plots_agree(drawn, verdicts, lv, delta: bool):
     primary = next(a for a in fig.axes if a.get_title().startswith("mAP50-95"))
     ticks = [t.get_text() for t in primary.get_yticklabels()]
     assert ticks == [a if v.status in COMPARED else f"{a} ({v.label})" for a, v in verdicts.items()]
+    notes = [t.get_text() for t in primary.texts]  # an arm without a verdict: a note in its row, not an empty row
+    apart = [v for v in verdicts.values() if v.status not in COMPARED]
+    assert len(notes) == len(apart) and all(n.startswith(f"{v.label}: no verdict") for n, v in zip(notes, apart))
     thick = [c for c in primary.collections if c.get_label().endswith("(decides)")]
     bounds = sorted(tuple(s[:, 0]) for c in thick for s in c.get_segments())
     want = sorted((v.interval.lo, v.interval.hi) for v in verdicts.values() if v.status in COMPARED)

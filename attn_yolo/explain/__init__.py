@@ -128,6 +128,12 @@ def _explain(runs: Runs, top: int, cam: str | None, figures: bool) -> dict:
     return {"runs": runs, "results": results, "text": text, "paths": [runs.out / REPORT_NAME, *written]}
 
 
+def largest_part(parts: dict) -> str:
+    """The part of a Δ's decomposition with the largest |mean|: one of the six TIDE error types, or their
+    ``interaction`` (what no single type's fix attributes), whichever is larger."""
+    return max((*decompose.PARTS[:6], "interaction"), key=lambda k: abs(parts[k]["mean"]))
+
+
 def main(argv: list[str]) -> int:
     """``attn-yolo explain out=... [key=value ...]``; returns an exit code."""
     if argv and argv[0] in ("help", "-h", "--help"):
@@ -136,9 +142,10 @@ def main(argv: list[str]) -> int:
     a = SCHEMA.parse(argv, "explain")
     res = explain(a["out"], a["variants"], a["top"], str(a["cam"]).lower(), a["overwrite"])
     for v, r in res["results"].items():
-        h = r["decomposition"]["parts"]["total"]
-        big = max(decompose.PARTS[:6], key=lambda k: abs(r["decomposition"]["parts"][k]["mean"]))
-        print(f"{TOOL}: {v}: Δ mAP50-95 {h['mean']:+.4f}; largest part: {big} "
-              f"{r['decomposition']['parts'][big]['mean']:+.4f}")
+        parts = r["decomposition"]["parts"]
+        big = largest_part(parts)
+        name = "interaction (not one error type's)" if big == "interaction" else big
+        print(f"{TOOL}: {v}: Δ mAP50-95 {parts['total']['mean']:+.4f}; largest part: {name} "
+              f"{parts[big]['mean']:+.4f}")
     print(f"{TOOL}: wrote {', '.join(str(p) for p in res['paths'])}")
     return 0

@@ -128,8 +128,10 @@ def _tradeoff_panel(ax, points: list[dict], x_of, baseline: str) -> None:
         strip = blended_transform_factory(ax.transData, ax.transAxes)
         for x, p in apart:
             ax.plot(x, 0.95, "X", color="0.45", ms=8, transform=strip, zorder=4)
-            ax.annotate(f"{p['variant']}: {p['words']}", (x, 0.95), xycoords=strip, textcoords="offset points",
-                        xytext=(6, -4), fontsize=9, color="0.35")
+            delta = f" (Δ {p['delta']:+.4f}, drawn apart)" if math.isfinite(p.get("delta", math.nan)) else ""
+            right = x > sum(ax.get_xlim()) / 2  # the label inward, so that it stays inside the axes
+            ax.annotate(f"{p['variant']}: {p['words']}{delta}", (x, 0.95), xycoords=strip, textcoords="offset points",
+                        xytext=(-8 if right else 8, -4), ha="right" if right else "left", fontsize=9, color="0.35")
 
 
 METRIC_COLUMNS = (("metrics/mAP50(B)", "mAP50"), ("metrics/mAP50-95(B)", "mAP50-95"))  # results.csv's, as shown
@@ -249,12 +251,18 @@ DECIDING_COLOR = "C2"
 
 def _delta_rows(ax, compare: dict, key: str, kinds: list, verdicts: dict, primary: bool) -> list:
     """Draw each variant's intervals of one metric (``kinds``; on the primary panel the one that decides thick and
-    capped, none for an arm without a verdict) and its mean; returns every drawn x (for the limits)."""
+    capped; for an arm without a verdict none, but a note in its row: why, and its Δ) and its mean; returns every
+    drawn x (for the limits)."""
     span = []
     for i, v in enumerate(verdicts):
         c = compare.get(v, {}).get(key)
         x = verdicts[v]
-        if c is None or (primary and not x.compared):
+        if primary and not x.compared:  # no interval decides: say so where it would be, not an empty row
+            delta = f", Δ {c['hier']['mean']:+.4f}" if c is not None else ""
+            ax.text(0.5, i, f"{x.label}: no verdict{delta}", transform=ax.get_yaxis_transform(), ha="center",
+                    va="center", fontsize=9, color="0.3")
+            continue
+        if c is None:
             continue
         mean = c["hier"]["mean"]
         for j, (kind, name, color) in enumerate(kinds):
