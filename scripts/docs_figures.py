@@ -39,11 +39,11 @@ def shrink(src: Path, dst: Path, width: int) -> None:
 
 def most_attending(out: Path) -> Path:
     """The run folder of the ``cbam`` arm with the largest mean-ablation effect (``attention_map50_95``)."""
-    import csv
+    from attn_yolo.ablate.runs.results import read_results
 
-    with open(out / "results.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["variant"] == "cbam" and r.get("attention_map50_95")]
-    return Path(max(rows, key=lambda r: float(r["attention_map50_95"]))["run_dir"])
+    rows = [r for r in read_results(out / "results.csv")
+            if r["variant"] == "cbam" and r["attention_map50_95"] is not None]
+    return Path(max(rows, key=lambda r: r["attention_map50_95"])["run_dir"])
 
 
 def main(argv: list[str]) -> int:

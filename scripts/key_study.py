@@ -26,7 +26,6 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
 CBAM = {"module": "CBAM", "at": "backbone", "args": [16, 7]}
 CBAM_NECK = {"module": "CBAM", "at": "neck", "args": [16, 7]}
 SE_NECK = {"module": "SE", "at": "neck", "args": [16]}
@@ -56,9 +55,12 @@ DESIGNS = {  # name: (start: a recipe, "shared" = the warm start's best.pt, None
 
 
 def config(name: str, out: Path) -> dict:
-    """The default config's train arguments on ``synthetic-key`` with the design's start, schedule and arms."""
+    """The warm design's train arguments (``SHAPES_WARM_CONFIG_YAML``, the default when this study ran) on
+    ``synthetic-key`` with the design's start, schedule and arms."""
+    from attn_yolo.ablate.config.ablation import SHAPES_WARM_CONFIG_YAML
+
     start, train, new_blocks, arms, seeds = DESIGNS[name]
-    cfg = yaml.safe_load((REPO / "configs/ablation/shapes-warm.yaml").read_text())
+    cfg = yaml.safe_load(SHAPES_WARM_CONFIG_YAML)
     cfg["data"], cfg["seeds"], cfg["out"] = "synthetic-key", list(range(seeds)), str(out / name)
     cfg["variants"] = [{"name": "baseline", "model": "yolo11n.yaml"}] + [
         {"name": arm, "base": "yolo11n.yaml", **spec} for arm, spec in arms.items()]
