@@ -38,12 +38,12 @@ def shrink(src: Path, dst: Path, width: int) -> None:
 
 
 def most_attending(out: Path) -> Path:
-    """The run folder of the ``cbam`` arm with the largest mean-ablation effect (``attention_map50_95``)."""
+    """The run folder of the ``cbam`` arm with the largest mean-ablation effect (``mean_ablation_effect``)."""
     from attn_yolo.ablate.runs.results import read_results
 
     rows = [r for r in read_results(out / "results.csv")
-            if r["variant"] == "cbam" and r["attention_map50_95"] is not None]
-    return Path(max(rows, key=lambda r: r["attention_map50_95"])["run_dir"])
+            if r["variant"] == "cbam" and r["mean_ablation_effect"] is not None]
+    return Path(max(rows, key=lambda r: r["mean_ablation_effect"])["run_dir"])
 
 
 def main(argv: list[str]) -> int:

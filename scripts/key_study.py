@@ -104,8 +104,9 @@ def rows(name: str, out: Path) -> list[str]:
         return statistics.fmean(vals) if vals else float("nan")
 
     base = mean("baseline", "map50_95")
-    return [f"| {name} | {arm} | {base:.4f} | {mean(arm, 'map50_95'):.4f} | {mean(arm, 'attention_map50_95', abs):.4f}"
-            f" | {mean(arm, 'treatment_map50_95', abs):.4f} | {mean(arm, 'reinit_map50_95', abs):.4f} | "
+    return [f"| {name} | {arm} | {base:.4f} | {mean(arm, 'map50_95'):.4f} "
+            f"| {mean(arm, 'mean_ablation_effect', abs):.4f}"
+            f" | {mean(arm, 'knockout_effect', abs):.4f} | {mean(arm, 'reinit_effect', abs):.4f} | "
             f"{len({r['seed'] for r in recs if r['variant'] == arm})} | {mean(arm, 'train_time_s'):.0f} |"
             for arm in DESIGNS[name][3]]
 

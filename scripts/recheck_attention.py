@@ -40,13 +40,13 @@ def main(argv: list[str]) -> int:
             spec = dataclasses.replace(specs[(r["variant"], r["seed"])], run_dir=run_dir)
             f = attention_figures(spec, Path(r["run_dir"]) / "weights" / "best.pt", spec.train)
             per_arm.setdefault(r["variant"], []).append(f)
-            print(f"| {Path(r['run_dir']).name} | {f['standalone_map50_95']:.4f} | {f['attention_map50_95']:+.4f} | "
-                  f"{f['treatment_map50_95']:+.4f} | {f['reinit_map50_95']:+.4f} |", flush=True)
+            print(f"| {Path(r['run_dir']).name} | {f['standalone_map50_95']:.4f} | {f['mean_ablation_effect']:+.4f} | "
+                  f"{f['knockout_effect']:+.4f} | {f['reinit_effect']:+.4f} |", flush=True)
     for arm, fs in per_arm.items():
-        mean = {k: statistics.fmean(abs(f[k]) for f in fs) for k in ("attention_map50_95", "treatment_map50_95",
-                                                                      "reinit_map50_95")}
-        print(f"\n{arm}: {len(fs)} seeds; mean |Δ|: mean ablation {mean['attention_map50_95']:.4f}, identity "
-              f"{mean['treatment_map50_95']:.4f}, re-initialised {mean['reinit_map50_95']:.4f}")
+        mean = {k: statistics.fmean(abs(f[k]) for f in fs) for k in ("mean_ablation_effect", "knockout_effect",
+                                                                      "reinit_effect")}
+        print(f"\n{arm}: {len(fs)} seeds; mean |Δ|: mean ablation {mean['mean_ablation_effect']:.4f}, identity "
+              f"{mean['knockout_effect']:.4f}, re-initialised {mean['reinit_effect']:.4f}")
     return 0
 
 

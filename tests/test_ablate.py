@@ -463,7 +463,7 @@ def test_tiny_ablation_with_intervals_end_to_end(tmp_path, monkeypatch, oracle):
     cfg = write_config(tmp_path, data, bootstrap={"resamples": 500, "seed": 1})
     # the oracle scores every model alike, its blocks mean-ablated or not: the attention check is moot here
     monkeypatch.setattr(ablate_train, "attention_figures", lambda spec, best, train: {
-        "attention_check": "mean ablation", "attention_map50_95": 10.0, "treatment_map50_95": 10.0})
+        "attention_check": "mean ablation", "mean_ablation_effect": 10.0, "knockout_effect": 10.0})
     assert cli_main(["ablate", str(cfg)]) == 0
     o = tmp_path / "out"
     rows = read_csv(o / "results.csv")

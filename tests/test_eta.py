@@ -18,6 +18,7 @@ from conftest import write_config
 
 from attn_yolo.ablate.config.ablation import load_config
 from attn_yolo.ablate.config.validate import validate
+from attn_yolo.ablate.reports.summary import duration
 from attn_yolo.ablate.runs import console, eta, runner, session
 from attn_yolo.ablate.runs.records import new_record
 
@@ -237,3 +238,25 @@ def test_the_time_left_stays_within_a_search_budget(tmp_path, tiny_data, monkeyp
     assert s.time_left() == (30.0, 30.0) and whole > 30
     clock.t += 40.0  # past the deadline: nothing is left to start
     assert s.time_left() == (0.0, 0.0)
+
+
+def test_the_plan_line_says_when_the_budget_ends_the_runs_first(tmp_path, tiny_data, monkeypatch):
+    """A search whose minutes end before its runs: the plan's expected time is the deadline's, and the line says so
+    with the runs' own time beside it (the key search's plan read "up to 56 runs ... expected ~17m52s", its budget,
+    where the 56 runs take about 36 minutes); without a deadline, the line is the runs' own time alone."""
+    cfg = write_config(tmp_path, tiny_data, seeds=list(range(6)), devices=["cpu", "cpu"], variants=MAIN,
+                       train={"epochs": 1, "fraction": 0.5, "imgsz": 64, "batch": 8, "val": True, "plots": False})
+    ab = validate(*load_config(cfg))
+    monkeypatch.setattr(eta, "prior", lambda spec, nc, device=None: (TRUE, N_TRAIN, N_VAL))
+
+    def plan(budget):
+        s = session.Session(ab, runner=None, fired=[], clock=Clock())
+        s.planned = {(sp.variant, sp.seed): sp for sp in runner.plan(ab, ab.data)}
+        s.todo, s.budget = list(s.planned.values()), budget
+        return s.plan_time(ab.data, [])[0], s
+
+    free, s = plan((None, None))
+    own = s.timetable.left_s([sp.variant for sp in s.todo])
+    assert "deadline" not in free and f"expected ~{duration(own)} (" in free
+    capped, _ = plan((30.0, None))
+    assert f"expected ~{duration(30.0)} (the budget's deadline; the 12 runs alone ~{duration(own)})" in capped

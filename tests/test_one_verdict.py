@@ -40,7 +40,7 @@ def runner_for(records: bool, nothing: bool):
         row["map50_95"] = 0.3 + SHIFT.get(spec.variant, 0.0) + noise
         if spec.variant not in ("baseline", "reference"):
             fx = {"se": 0.0, "cbam-placebo": 0.03}.get(spec.variant, 0.05)
-            key = "treatment_map50_95" if spec.variant.endswith("placebo") else "attention_map50_95"
+            key = "knockout_effect" if spec.variant.endswith("placebo") else "mean_ablation_effect"
             row |= {"attention_check": "knock-out" if spec.variant.endswith("placebo") else "mean ablation", key: fx}
             if spec.variant != "reference":
                 d = Path(spec.run_dir)

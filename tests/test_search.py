@@ -307,7 +307,7 @@ def fake_runner(spec, device):
     m = 0.3 + EFFECT.get(spec.variant, 0.0) + noise
     return {"variant": spec.variant, "seed": spec.seed, "status": "ok", "params": spec.params, "gflops": spec.gflops,
             "map50_95": m, "latency_ms": 1.0, "device": device, "run_dir": spec.run_dir, "model": spec.model,
-            "error": "", "fingerprint": spec.fingerprint, "treatment_map50_95": 0.05, "attention_map50_95": 0.05,
+            "error": "", "fingerprint": spec.fingerprint, "knockout_effect": 0.05, "mean_ablation_effect": 0.05,
             "attention_check": "mean ablation"}
 
 

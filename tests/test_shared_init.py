@@ -73,3 +73,22 @@ def test_init_needs_a_baseline_model_yaml(tmp_path):
     start, problems = design.check_start("nit", "start", tmp_path, 4, {}, False, False,
                                          [{"name": "b", "model": "yolo11n.yaml"}], "data")
     assert start is None and "or init (each seed's untrained initialisation" in " ".join(problems)
+
+
+def test_a_yardstick_of_another_scale_starts_from_its_own_initialisation_per_seed(tiny_data, tmp_path):
+    """``start: init`` with ``reference: {model: yolo11s.yaml}``: the reference's runs carry its own untrained yolo11s
+    of their seed (out/start-reference/), written with the shared ones. They were not written, so every reference run
+    of the main job with the yardstick failed with "no such file" after 3 s."""
+    from ultralytics.nn.tasks import DetectionModel
+
+    cfg = write_config(tmp_path, tiny_data, start="init", new_blocks={"gamma": 1.0}, seeds=[0, 1],
+                       reference={"model": "yolo11s.yaml"})
+    ab = ablate.validate(*ablate.load_config(cfg))
+    by = {(s.variant, s.seed): s for s in plan(ab, ab.data)}
+    ref = by[("reference", 1)].start
+    assert Path(ref).parent.name == "start-reference" and ref != by[("baseline", 1)].start
+    assert len(write_inits(ab, [0, 1])) == 4 and Path(ref).is_file()
+    torch.manual_seed(1)
+    want = DetectionModel("yolo11s.yaml", nc=ab.nc, verbose=False).half().float().state_dict()
+    got = load_model(ref, "start", suffixes=(".pt",)).float().state_dict()
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)

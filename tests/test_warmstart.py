@@ -187,9 +187,9 @@ def figures(spec: RunSpec) -> dict:
     """The attention check's figures of an arm that adds blocks: its attention matters (a placebo: no gates, checked
     by the identity in its place)."""
     if spec.variant.endswith("-placebo"):
-        return {"attention_check": "knock-out", "treatment_map50_95": 0.02}
-    return {"attention_check": "mean ablation", "attention_map50_95": 0.02, "treatment_map50_95": 0.03,
-            "reinit_map50_95": 0.01}
+        return {"attention_check": "knock-out", "knockout_effect": 0.02}
+    return {"attention_check": "mean ablation", "mean_ablation_effect": 0.02, "knockout_effect": 0.03,
+            "reinit_effect": 0.01}
 
 
 def test_rounds_stop_by_the_rule_and_the_summary_gives_the_yardstick_and_placebo(tiny_data, tmp_path, capsys):

@@ -20,12 +20,12 @@ from attn_yolo.ultralytics_api.flops import versions
 # A record's fields, in results.csv column order, and the ones parsed as numbers when read back.
 FIELDS = (
     "variant", "seed", "status", "params", "gflops", "precision", "recall", "map50", "map50_95", "ap_small",
-    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "attention_check", "attention_map50_95",
-    "treatment_map50_95", "reinit_map50_95", "knockout_map50_95", "device", "run_dir", "model", "error", "fingerprint",
+    "ap_medium", "ap_large", "best_epoch", "epochs", "train_time_s", "attention_check", "mean_ablation_effect",
+    "knockout_effect", "reinit_effect", "knockout_map50_95", "device", "run_dir", "model", "error", "fingerprint",
 )  # fmt: skip
 INT_FIELDS = {"seed", "params", "best_epoch", "epochs"}
 FLOAT_FIELDS = {"gflops", "precision", "recall", "map50", "map50_95", "ap_small", "ap_medium", "ap_large",
-                "train_time_s", "attention_map50_95", "treatment_map50_95", "reinit_map50_95",
+                "train_time_s", "mean_ablation_effect", "knockout_effect", "reinit_effect",
                 "knockout_map50_95"}
 RECORD_NAME = "result.json"  # a run's record, in its run folder
 

@@ -138,6 +138,9 @@ class Session:
                 f"up to {len(self.todo)} runs ({ab.seed_rule.min} to {n} paired seeds)")
         begin = f"the start (~{duration(start_s)}), then " if starts else ""
         total = span(start_s + lo, start_s + hi)
+        own = self.time_left(deadline=False)
+        if own is not None and own[1] > hi + 1:  # the budget's minutes end the runs before they end
+            total += f" (the budget's deadline; the {len(self.todo)} runs alone ~{duration(start_s + own[1])})"
         return [f"attn-yolo ablate: plan: {begin}{runs} on {tt.workers} worker(s): expected {total} "
                 f"({tt.cost.basis}; {n_train} train / {n_val} val images); the interval that decides "
                 f"will be ±{eta.resolution_factor(ab, n):.2f} × the seed SD of Δ mAP50-95 at {n} paired seeds "
@@ -173,15 +176,17 @@ class Session:
         return (f"attn-yolo ablate: [runs] after the first round: {span(lo, hi)} left (runs measured: {per}; the "
                 f"seeds the rule still needs simulated from the measured Δ){res}")
 
-    def time_left(self) -> tuple[float, float] | None:
+    def time_left(self, deadline: bool = True) -> tuple[float, float] | None:
         """(expected, or fewest, most) seconds left: the runs of the round under way, then the seed rule's rounds
-        (``eta.future_rounds``; before two paired seeds, ``eta.rounds_range``); None when unknown."""
+        (``eta.future_rounds``; before two paired seeds, ``eta.rounds_range``); None when unknown. ``deadline``: at
+        most the time to the budget's deadline (False: the runs' own time)."""
         tt, ab = self.timetable, self.ab
         if tt is None:
             return None
         if ab.seed_rule is None:
-            t = tt.left_s(self.within_budget([sp.variant for sp in self.todo if (sp.variant, sp.seed) not in self.begun]))
-            t = None if t is None else self.before_deadline(t)
+            left = [sp.variant for sp in self.todo if (sp.variant, sp.seed) not in self.begun]
+            t = tt.left_s(self.within_budget(left))
+            t = self.before_deadline(t) if t is not None and deadline else t
             return None if t is None else (t, t)
         queue = [sp.variant for sp in self.batch if (sp.variant, sp.seed) not in self.begun]
         rows = self.current()

@@ -62,10 +62,11 @@ def pending(ab: Ablation) -> list[Start]:
 
 
 def write_inits(ab: Ablation, seeds) -> list[str]:
-    """For an ``init`` start, write each of ``seeds``' initialisation not written yet (``Start.weights_for``): the
-    start model built after ``torch.manual_seed(seed)`` (the caller's RNG state kept), untrained, as an Ultralytics
-    checkpoint (``checkpoint.save_checkpoint``, FP16 as Ultralytics saves) in the start's folder, which the runner
-    marks as its own. Every arm of that seed carries it. Returns the files written."""
+    """For every ``init`` start (the shared one, and a reference's own: yolo11s beside a yolo11n start), write each of
+    ``seeds``' initialisation not written yet (``Start.weights_for``): the start model built after
+    ``torch.manual_seed(seed)`` (the caller's RNG state kept), untrained, as an Ultralytics checkpoint
+    (``checkpoint.save_checkpoint``, FP16 as Ultralytics saves) in the start's folder, which the runner marks as its
+    own. Every arm of that seed that starts there carries it. Returns the files written."""
     import copy
 
     import torch
@@ -74,20 +75,20 @@ def write_inits(ab: Ablation, seeds) -> list[str]:
     from attn_yolo.ablate.runs.outdir import RUN_MARKER, claim
     from attn_yolo.checkpoint import save_checkpoint
 
-    st, written = ab.start, []
-    if st is None or st.kind != INIT:
-        return written
-    if not (Path(st.folder) / RUN_MARKER).is_file():
-        claim(Path(st.folder), RUN_MARKER, {"start": INIT})
-    for seed in sorted(set(seeds)):
-        path = Path(st.weights_for(seed))
-        if path.is_file():
-            continue
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = DetectionModel(copy.deepcopy(st.model_dict), nc=ab.nc, verbose=False)
-        save_checkpoint(model, path, overwrite=True, note=f"attn-yolo ablate: start {INIT}, seed {seed}, untrained")
-        written.append(str(path))
+    written = []
+    for st in [s for s in starts(ab) if s.kind == INIT]:
+        if not (Path(st.folder) / RUN_MARKER).is_file():
+            claim(Path(st.folder), RUN_MARKER, {"start": INIT})
+        for seed in sorted(set(seeds)):
+            path = Path(st.weights_for(seed))
+            if path.is_file():
+                continue
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = DetectionModel(copy.deepcopy(st.model_dict), nc=ab.nc, verbose=False)
+            save_checkpoint(model, path, overwrite=True, note=f"attn-yolo ablate: start {INIT}, seed {seed}, "
+                            "untrained")
+            written.append(str(path))
     return written
 
 

@@ -204,8 +204,8 @@ def attention_figures(spec: RunSpec, best: Path, train: dict) -> dict:
     image in ``perimage-knockout.npz``) and with the blocks' weights re-initialised, ``γ`` kept (``reinitialised``).
 
     Returns:
-        ``{"attention_check", "standalone_map50_95", "knockout_map50_95", "attention_map50_95",
-        "treatment_map50_95", "reinit_map50_95"}``: ``attention_check`` the criterion that applies (``"mean
+        ``{"attention_check", "standalone_map50_95", "knockout_map50_95", "mean_ablation_effect",
+        "knockout_effect", "reinit_effect"}``: ``attention_check`` the criterion that applies (``"mean
         ablation"``, or ``"knock-out"`` for blocks with nothing to hold at a mean); the last three are the
         standalone mAP50-95 minus the mean-ablated (NaN for blocks without gates or attention, e.g. a ``Placebo``),
         knocked-out and re-initialised ones.
@@ -215,18 +215,18 @@ def attention_figures(spec: RunSpec, best: Path, train: dict) -> dict:
     mean = MeanAblation(model, spec.new_blocks)
     with mean.recording():
         box, _ = _validate(spec, model, args, mean.arm)
-    out = {"standalone_map50_95": box["map50_95"], "attention_map50_95": math.nan,
+    out = {"standalone_map50_95": box["map50_95"], "mean_ablation_effect": math.nan,
            "attention_check": "mean ablation" if mean.parts else "knock-out"}
     if mean.parts:
         with mean.replacing():
-            out["attention_map50_95"] = box["map50_95"] - _validate(spec, model, args)[0]["map50_95"]
+            out["mean_ablation_effect"] = box["map50_95"] - _validate(spec, model, args)[0]["map50_95"]
     fresh = load_model(best, "weights", suffixes=(".pt",))
     ko, validator = _validate(spec, knocked_out(fresh, spec.new_blocks), args)
     save_record(record_from_validator(validator, ko), Path(spec.run_dir) / KNOCKOUT_NAME)
     out["knockout_map50_95"] = ko["map50_95"]
-    out["treatment_map50_95"] = box["map50_95"] - ko["map50_95"]
+    out["knockout_effect"] = box["map50_95"] - ko["map50_95"]
     redrawn = reinitialised(fresh, spec.new_blocks, seed=spec.seed)
-    out["reinit_map50_95"] = box["map50_95"] - _validate(spec, redrawn, args)[0]["map50_95"]
+    out["reinit_effect"] = box["map50_95"] - _validate(spec, redrawn, args)[0]["map50_95"]
     return out
 
 

@@ -128,7 +128,8 @@ def treated(ab: Ablation, rows: list[dict], arm: str, r: dict) -> dict:
     health = arm_health([x for x in rows if x["variant"] == arm and x["seed"] in seeds])
     out["health"] = health
     if out["status"] == "failed":
-        out["cause"], out["remedy"] = treatment.likely_cause(out, health)
+        trained = ab.start is not None and ab.start.kind != "init"
+        out["cause"], out["remedy"] = treatment.likely_cause(out, health, trained)
     return out
 
 

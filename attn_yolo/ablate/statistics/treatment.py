@@ -22,9 +22,9 @@ with the same validator settings (``attn_yolo.ablate.runs.train.attention_figure
 
 - as trained, recording each gate's mean over the images;
 - **mean-ablated** (``attn_yolo.health.mean_ablation``): every gate held at its mean, every attention uniform over
-  its keys: ``a_i = mAP50-95(arm) − mAP50-95(arm, mean-ablated)`` (``attention_map50_95``), the criterion;
-- with every new block replaced by the identity (``knocked_out``): ``t_i`` (``treatment_map50_95``), beside it;
-- with the blocks' weights re-initialised and ``γ`` kept (``reinitialised``): ``reinit_map50_95``, beside it.
+  its keys: ``a_i = mAP50-95(arm) − mAP50-95(arm, mean-ablated)`` (``mean_ablation_effect``), the criterion;
+- with every new block replaced by the identity (``knocked_out``): ``t_i`` (``knockout_effect``), beside it;
+- with the blocks' weights re-initialised and ``γ`` kept (``reinitialised``): ``reinit_effect``, beside it.
 
 The criterion (``check``): ``A = mean_i |a_i|`` over the arm's paired seeds must be more than 0 and at least
 ``threshold`` (default 1) × the *resolution* of the design, the half-width ``(hi − lo) / 2`` of the interval that
@@ -252,10 +252,10 @@ def effect(rows: list[dict], arm: str, seeds: list[int]) -> dict:
     """
     by_check = {r.get("attention_check") for r in rows if r["variant"] == arm and r["seed"] in seeds}
     criterion = "knock-out" if by_check == {"knock-out"} else "mean ablation"
-    vals = _per_seed(rows, arm, seeds, "attention_map50_95" if criterion == "mean ablation" else "treatment_map50_95")
+    vals = _per_seed(rows, arm, seeds, "mean_ablation_effect" if criterion == "mean ablation" else "knockout_effect")
     return {"criterion": criterion, "A": _mean_abs(vals), "mean": sum(vals) / len(vals) if vals else math.nan,
-            "n": len(vals), "per_seed": vals, "knockout": _mean_abs(_per_seed(rows, arm, seeds, "treatment_map50_95")),
-            "reinit": _mean_abs(_per_seed(rows, arm, seeds, "reinit_map50_95"))}
+            "n": len(vals), "per_seed": vals, "knockout": _mean_abs(_per_seed(rows, arm, seeds, "knockout_effect")),
+            "reinit": _mean_abs(_per_seed(rows, arm, seeds, "reinit_effect"))}
 
 
 def check(fx: dict, lo: float, hi: float, threshold: float = THRESHOLD) -> dict:
@@ -281,21 +281,18 @@ def check(fx: dict, lo: float, hi: float, threshold: float = THRESHOLD) -> dict:
             "why": f"{what} effect {fx['A']:.4f} {'>=' if ok else '<'} {threshold:g} × resolution ±{res:.4f}"}
 
 
-def likely_cause(fx: dict, health: dict) -> tuple[str, str]:
+def likely_cause(fx: dict, health: dict, trained_start: bool = True) -> tuple[str, str]:
     """Why an arm's blocks did not matter as attention, and what to try: ``(cause, remedy)``. ``fx`` is its ``check``,
     ``health`` its attention health (``attn_yolo.health.report.arm_health``: ``gamma``, ``entropy``, ``knockout``
-    means over seeds)."""
+    means over seeds); ``trained_start``: the arms were fine-tuned from a trained start (a checkpoint or a recipe),
+    not from an untrained initialisation (``start: init``) or from scratch.
+
+    Seeds whose gates mattered by the resolution or more are named first: they show that the blocks can attend
+    here, so the arm is no fixed rescale, whatever the identity's effect beside them."""
     g, ent = health.get("gamma", math.nan), health.get("entropy", math.nan)
     if math.isfinite(g) and g < GAMMA_NEAR_IDENTITY:
         return ("the blocks stayed near the identity", "give the new blocks their own learning rate "
                 "(new_blocks: {lr_mult: ...}), a non-zero start (new_blocks: {gamma: ...}) or more steps")
-    if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
-        flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
-        return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
-                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f})",
-                "blocks inserted into a trained start did not learn to attend in any schedule tried, even where the "
-                "data needs it; trained from scratch with the model (no `start`) on such data, they did "
-                "(BENCHMARKS.md, section 12)")
     res, per_seed = fx.get("resolution", math.nan), fx.get("per_seed", [])
     attending = sum(abs(a) >= res for a in per_seed)
     if 0 < attending < len(per_seed):  # some seeds learned to attend, the others not: a bimodal effect
@@ -303,5 +300,16 @@ def likely_cause(fx: dict, health: dict) -> tuple[str, str]:
                 f"change mAP50-95 by at least the ±{res:.4f} this design resolves; in the other seeds they did not "
                 f"learn to attend)", "more seeds (seeds.max) narrow the interval; the seeds in which the blocks did "
                 "not learn to attend pull the mean effect down")
+    if fx["criterion"] == "mean ablation" and fx["knockout"] >= max(2 * fx["A"], fx["resolution"]):
+        flat = f"gates flat: entropy {ent:.3f}; " if math.isfinite(ent) else ""
+        remedy = ("blocks inserted into a trained start did not learn to attend in any schedule tried, even where "
+                  "the data needs it; trained with the model from its initialisation (`start: init`, or no `start`) "
+                  "on such data, they did (BENCHMARKS.md, section 12)" if trained_start else
+                  "trained with the model from its initialisation, the blocks learned no input-dependent gate on "
+                  "these data, so the model uses their scale alone; gates learn what the data make them need (on "
+                  "synthetic-key CBAM's max-pooled gate carried the key in some seeds, SE's and ECA's average-pooled "
+                  "gates in none: BENCHMARKS.md, section 12.5)")
+        return (f"the blocks act as a fixed rescale ({flat}the identity in their place changes mAP50-95 by "
+                f"{fx['knockout']:.4f}, their mean gates by {fx['A']:.4f})", remedy)
     return ("the model does not rely on the blocks by as much as this design resolves",
             "more seeds (seeds.max) or more validation images narrow the interval")
