@@ -289,3 +289,13 @@ def trained_start(data: Path, folder: Path, **train) -> Path:
             "seed": 0, "verbose": False, **train}
     YOLO("yolo11n.yaml").train(data=str(data), project=str(folder), name="start", exist_ok=True, **args)
     return folder / "start" / "weights" / "best.pt"
+
+
+def load_script(name: str):
+    """A script of ``scripts/`` (``scripts/<name>.py``) as a module, for its ``main`` and tables."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

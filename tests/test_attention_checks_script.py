@@ -1,19 +1,14 @@
 """scripts/attention_checks.py: the attention-check table of a finished ablation, read from its verdicts.json."""
 
-import importlib.util
 import json
-from pathlib import Path
+
+from conftest import load_script
 
 from attn_yolo.ablate.statistics.verdicts import Verdict
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "attention_checks.py"
-
 
 def load():
-    spec = importlib.util.spec_from_file_location("attention_checks", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("attention_checks")
 
 
 def test_one_row_per_arm_with_blocks_from_the_verdicts_figures(tmp_path, capsys):

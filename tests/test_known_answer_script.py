@@ -2,21 +2,17 @@
 search) with it, read from their own verdicts.json, results.csv and search.csv."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
+
+from conftest import load_script
 
 from attn_yolo.ablate.runs.records import FIELDS
 from attn_yolo.ablate.statistics.verdicts import Interval, Verdict
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "known_answer.py"
-
 
 def load():
-    spec = importlib.util.spec_from_file_location("known_answer", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("known_answer")
 
 
 def ablation(folder: Path, arms: dict, base: list[float]) -> Path:
