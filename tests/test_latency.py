@@ -37,8 +37,16 @@ def test_a_busy_loop_beside_the_timing_is_flagged_and_nothing_is_compared():
     loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)  # the loop is spinning
-        times, meter = latency.time_rounds({"baseline": _model(4), "big": _model(16)}, 32, rounds=3, number=5,
-                                           warmup=1)
+        # a window of tenths of a second: /proc/stat counts in 10 ms ticks, so one of a few ticks (number=5 took
+        # 0.03-0.07 s) can miss the loop's share and fail at random; one thread, so that the timing does not
+        # oversubscribe the cores the loop (and a test worker beside it) spin on
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            times, meter = latency.time_rounds({"baseline": _model(4), "big": _model(16)}, 32, rounds=3, number=300,
+                                               warmup=1)
+        finally:
+            torch.set_num_threads(threads)
     finally:
         loop.kill()
         loop.wait()
