@@ -48,10 +48,13 @@ def load(folder: Path) -> dict | None:
     return None if found is None else found[0]
 
 
-def interval(v) -> str:
+def interval(v, kind: bool = True) -> str:
+    """A verdict's deciding interval, ``[lo, hi]`` (``kind``: with its name), or ``none``."""
     from attn_yolo.text import bracket
 
-    return "none" if v.interval is None else f"{bracket(v.interval.lo, v.interval.hi)} ({v.interval.kind})"
+    if v.interval is None:
+        return "none"
+    return bracket(v.interval.lo, v.interval.hi) + (f" ({v.interval.kind})" if kind else "")
 
 
 def reference_rows(verdicts: dict) -> list[tuple]:
@@ -69,7 +72,7 @@ def reference_rows(verdicts: dict) -> list[tuple]:
 
 def agreement_rows(name: str, reference: dict, quick: dict, renamed: dict) -> list[tuple]:
     """One row per arm in both (``AGREEMENT``); ``renamed``: a quick arm's name -> the reference arm it is."""
-    from attn_yolo.text import bracket, number
+    from attn_yolo.text import number
 
     quick = {renamed.get(a, a): v for a, v in quick.items()}
     out = []
@@ -77,10 +80,9 @@ def agreement_rows(name: str, reference: dict, quick: dict, renamed: dict) -> li
         r, q = reference[arm], quick[arm]
         sign = "yes" if math.copysign(1, r.mean) == math.copysign(1, q.mean) else "no"
         inside = "n/a" if r.interval is None else ("yes" if r.interval.lo <= q.mean <= r.interval.hi else "no")
-        out.append((name, arm, f"{number(r.mean, sign=True)} {bracket(r.interval.lo, r.interval.hi)}"
-                    if r.interval else number(r.mean, sign=True), r.status,
-                    f"{number(q.mean, sign=True)} {bracket(q.interval.lo, q.interval.hi)}" if q.interval
-                    else number(q.mean, sign=True), q.status, sign, "yes" if r.status == q.status else "no", inside))
+        r_text, q_text = (f"{number(v.mean, sign=True)} {interval(v, kind=False)}" for v in (r, q))
+        out.append((name, arm, r_text, r.status, q_text, q.status, sign, "yes" if r.status == q.status else "no",
+                    inside))
     return out
 
 
